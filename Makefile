@@ -1,0 +1,85 @@
+# Shale build. `make run` and `make test` do all set-up on a fresh Debian
+# machine (scripts/deps installs what is missing when run as root).
+#
+#   make build     engine-c (CMake) + bin/shale + bin/shalectl
+#   make run       build, then start a local cluster on 127.0.0.1 (./data)
+#   make test      build, then every test: engine (ctest) and Go
+#   make proto     regenerate api/ from the .proto files
+#   make lint      gofmt, go vet, clang-format check
+#   make clean     remove build outputs (not ./data)
+
+SHELL := /bin/bash
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(PATH):$(shell $(GO) env GOPATH 2>/dev/null)/bin:/usr/local/go/bin
+export CGO_ENABLED := 1
+
+BUILD_DIR   := build
+ENGINE_DIR  := $(BUILD_DIR)/engine
+ENGINE_LIB  := $(ENGINE_DIR)/libshale_engine.a
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+GO_TEST_FLAGS ?= -count=1 -timeout 25m
+
+.PHONY: all build deps engine go-build run test test-engine test-go proto \
+        proto-check lint clean
+
+all: build
+
+deps:
+	@scripts/deps
+
+# ---------------------------------------------------------------- building
+
+$(ENGINE_DIR)/CMakeCache.txt:
+	cmake -S engine-c -B $(ENGINE_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+engine: deps $(ENGINE_DIR)/CMakeCache.txt
+	cmake --build $(ENGINE_DIR) -j $(JOBS)
+
+go-build: engine
+	$(GO) build -o bin/shale ./cmd/shale
+	$(GO) build -o bin/shalectl ./cmd/shalectl
+
+build: go-build
+
+run: build
+	scripts/run-local
+
+# ----------------------------------------------------------------- testing
+
+test: build
+	@if [ "$$CI" = "true" ]; then $(MAKE) --no-print-directory proto-check; fi
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory test-engine
+	$(MAKE) --no-print-directory test-go
+
+test-engine: engine
+	cd $(ENGINE_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-go: go-build
+	$(GO) test $(GO_TEST_FLAGS) ./...
+
+# ---------------------------------------------------------------- api, lint
+
+RAFT_PROTO_DIR = $(shell $(GO) list -m -f '{{.Dir}}' go.etcd.io/raft/v3)/raftpb
+PROTO_FILES := $(wildcard api/kvpb/*.proto api/raftrpcpb/*.proto)
+
+proto: deps
+	protoc -I . -I $(RAFT_PROTO_DIR) \
+	  --go_out=. --go_opt=module=github.com/shaledb/shale \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/shaledb/shale \
+	  $(PROTO_FILES)
+
+# Fails when the committed generated code differs from what make proto makes.
+proto-check: proto
+	@git diff --exit-code -- api/ || { echo "api/: generated code is stale; run make proto and commit"; exit 1; }
+
+CLANG_FORMAT_FILES = $(shell git ls-files 'engine-c/*.cc' 'engine-c/*.h' 'engine-c/*.c')
+
+lint: engine
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if [ -n "$(CLANG_FORMAT_FILES)" ]; then clang-format --dry-run --Werror $(CLANG_FORMAT_FILES); fi
+
+clean:
+	rm -rf $(BUILD_DIR) bin
