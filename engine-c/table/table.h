@@ -1,0 +1,108 @@
+// Table: a reader of one immutable SST file.
+//
+// Open() reads the footer, the index block and (unless they go through the
+// block cache) the filter and properties; data blocks are read with pread on
+// demand and cached in the shared block cache.
+//
+// Thread safety: a Table is immutable once open and may be used by many
+// threads at once; each iterator it hands out is for one thread.
+
+#ifndef SHALE_TABLE_TABLE_H_
+#define SHALE_TABLE_TABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "table/options.h"
+#include "util/iterator.h"
+#include "util/slice.h"
+#include "util/status.h"
+
+namespace shale {
+
+class RandomAccessFile;
+
+// What a file says about itself (the properties block).
+struct TableProperties {
+  uint64_t num_entries = 0;
+  uint64_t num_range_tombstones = 0;
+  uint64_t num_data_blocks = 0;
+  uint64_t raw_key_bytes = 0;
+  uint64_t raw_value_bytes = 0;
+  uint64_t data_bytes = 0;  // on disk, after compression
+  uint64_t index_bytes = 0;
+  uint64_t filter_bytes = 0;
+  std::string comparator_name;
+  std::string filter_policy_name;  // "" when the file has no filter
+  std::string compression_name;
+  std::map<std::string, std::string> user_properties;
+};
+
+// Called by Get/MultiGet with the first entry at or after a lookup key.
+// index is the lookup's position in a MultiGet batch (0 for Get).
+using TableGetCallback = void (*)(void* arg, size_t index,
+                                  const Slice& found_key,
+                                  const Slice& found_value);
+
+class Table {
+ public:
+  // Opens the file (of file_size bytes). file_number makes block-cache keys
+  // unique across files. global_seqno, when non-zero, overrides the sequence
+  // number in the 8-byte internal-key trailer of every entry and range
+  // tombstone read from the file (keeping the type byte): this is how an
+  // ingested file becomes "one newer write" without being rewritten. Corrupt
+  // or truncated files fail with Corruption naming the file and offset.
+  static Status Open(const TableOptions& options,
+                     std::unique_ptr<RandomAccessFile> file, uint64_t file_size,
+                     uint64_t file_number, uint64_t global_seqno,
+                     const std::string& file_name,
+                     std::unique_ptr<Table>* table);
+
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+  ~Table();
+
+  // An iterator over every entry (not the range tombstones).
+  Iterator* NewIterator(const TableReadOptions& options) const;
+
+  // An iterator over the range tombstones: key() is the start table key,
+  // value() the exclusive end user key, ordered by start. Never nullptr
+  // (empty when the file has none).
+  Iterator* NewRangeTombstoneIterator(const TableReadOptions& options) const;
+
+  // Point lookup. If the filter does not rule key out, finds the first entry
+  // at or after key and calls callback(arg, 0, found_key, found_value) -
+  // unless the file holds no such entry. The callback decides whether the
+  // found key answers the lookup.
+  Status Get(const TableReadOptions& options, const Slice& key, void* arg,
+             TableGetCallback callback) const;
+
+  // Batched point lookups. keys[0, n) must be sorted by the comparator.
+  // Behaves like n calls to Get(keys[i]) with index i, but probes the filter
+  // for every key first (prefetching its cache lines) and reads each data
+  // block at most once for all keys that fall in it. Errors are reported per
+  // key in statuses[i] (which must have n entries); the result is the first
+  // error, or OK.
+  Status MultiGet(const TableReadOptions& options, size_t n, const Slice* keys,
+                  void* arg, TableGetCallback callback, Status* statuses) const;
+
+  // The approximate byte offset in the file of the data for key (for size
+  // estimates of key spans).
+  uint64_t ApproximateOffsetOf(const Slice& key) const;
+
+  const TableProperties& properties() const;
+
+  // Memory held by the open table outside the block cache (index, filter).
+  size_t ApproximateMemoryUsage() const;
+
+ private:
+  struct Rep;
+  explicit Table(std::unique_ptr<Rep> rep);
+  std::unique_ptr<Rep> rep_;
+};
+
+}  // namespace shale
+
+#endif  // SHALE_TABLE_TABLE_H_
