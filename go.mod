@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	go.etcd.io/raft/v3 v3.7.0
+	golang.org/x/time v0.14.0
 	google.golang.org/grpc v1.77.0
 	google.golang.org/protobuf v1.36.11
 )

@@ -18,7 +18,7 @@ func TestKindsAreDisjointSpans(t *testing.T) {
 			if !local.Contains(k) {
 				t.Errorf("range %d: node-local key %x outside %v", id, k, local)
 			}
-			if NodeLocalRangeSpan(id+1).Contains(k) {
+			if NodeLocalRangeSpan(id + 1).Contains(k) {
 				t.Errorf("range %d: key %x inside the next range's span", id, k)
 			}
 		}
