@@ -12,6 +12,7 @@
 //
 //	node-local  := 0x00 'i'                                   store identity
 //	             | 0x00 'r' range_id 'h'                      Raft HardState
+//	             | 0x00 'r' range_id 'i'                      this node's replica ID
 //	             | 0x00 'r' range_id 'l' index                Raft log entry
 //	             | 0x00 'r' range_id 't'                      truncated state
 //	             | 0x00 'r' range_id 'x'                      replica tombstone
@@ -55,6 +56,7 @@ const (
 	rangeInfix = 'r'
 
 	suffixHardState      = 'h'
+	suffixReplicaID      = 'i'
 	suffixLogEntry       = 'l'
 	suffixTruncatedState = 't'
 	suffixTombstone      = 'x'
@@ -91,6 +93,12 @@ func rangeKey(prefix byte, rangeID uint64, suffix byte, extra int) []byte {
 // HardStateKey holds range rangeID's Raft HardState.
 func HardStateKey(rangeID uint64) []byte {
 	return rangeKey(NodeLocalPrefix, rangeID, suffixHardState, 0)
+}
+
+// ReplicaIDKey holds the replica ID (Raft peer ID) of this node's replica
+// of rangeID. An uninitialized replica has no descriptor to find it in.
+func ReplicaIDKey(rangeID uint64) []byte {
+	return rangeKey(NodeLocalPrefix, rangeID, suffixReplicaID, 0)
 }
 
 // TruncatedStateKey holds the index and term of the last entry removed from
@@ -203,6 +211,23 @@ func DecodeDedupRecordKey(key []byte) (clientID, seq uint64, err error) {
 func DedupFloorKey(rangeID, clientID uint64) []byte {
 	k := rangeKey(RangeLocalPrefix, rangeID, suffixDedupFloor, 8)
 	return binary.BigEndian.AppendUint64(k, clientID)
+}
+
+// DedupFloorSpan returns the span of every dedup floor of range rangeID.
+func DedupFloorSpan(rangeID uint64) Span {
+	return Span{
+		Start: rangeKey(RangeLocalPrefix, rangeID, suffixDedupFloor, 0),
+		End:   rangeKey(RangeLocalPrefix, rangeID, suffixDedupFloor+1, 0),
+	}
+}
+
+// DecodeDedupFloorKey returns the client ID of a dedup floor key.
+func DecodeDedupFloorKey(key []byte) (uint64, error) {
+	if len(key) != 11+8 || key[0] != RangeLocalPrefix || key[1] != rangeInfix ||
+		key[10] != suffixDedupFloor {
+		return 0, fmt.Errorf("keys: %x is not a dedup floor key", key)
+	}
+	return binary.BigEndian.Uint64(key[11:]), nil
 }
 
 // RangeLocalSpan returns the span of every range-local key of rangeID: the

@@ -14,7 +14,7 @@ import (
 func TestKindsAreDisjointSpans(t *testing.T) {
 	for _, id := range []uint64{1, 2, 255, 256, 1 << 40, ^uint64(0) - 1} {
 		local := NodeLocalRangeSpan(id)
-		for _, k := range [][]byte{HardStateKey(id), TruncatedStateKey(id), TombstoneKey(id), LogKey(id, 0), LogKey(id, ^uint64(0))} {
+		for _, k := range [][]byte{HardStateKey(id), ReplicaIDKey(id), TruncatedStateKey(id), TombstoneKey(id), LogKey(id, 0), LogKey(id, ^uint64(0))} {
 			if !local.Contains(k) {
 				t.Errorf("range %d: node-local key %x outside %v", id, k, local)
 			}
@@ -61,7 +61,7 @@ func TestLogKeysSortByIndex(t *testing.T) {
 	if _, err := LogIndex(HardStateKey(42)); err == nil {
 		t.Fatal("LogIndex accepted a HardState key")
 	}
-	if LogSpanAll(42).Contains(HardStateKey(42)) || LogSpanAll(42).Contains(TruncatedStateKey(42)) {
+	if LogSpanAll(42).Contains(HardStateKey(42)) || LogSpanAll(42).Contains(TruncatedStateKey(42)) || LogSpanAll(42).Contains(ReplicaIDKey(42)) {
 		t.Fatal("LogSpanAll covers a state key")
 	}
 	s := LogSpan(42, 10, 20)

@@ -170,14 +170,17 @@ func (p *peer) run() {
 			// backoff afresh rather than where the last outage left it.
 			b.reset()
 		}
-		if p.isClosed() {
+		if p.isClosed() || p.t.ctx.Err() != nil {
 			return
 		}
 		// Whatever queued while the stream was failing is stale by now:
 		// drop it and let Raft retransmit.
 		p.dropQueue()
-		if b.attempts == 0 || b.attempts%20 == 1 {
-			log.Warn("raft transport: stream to peer failed; reconnecting", "err", err)
+		switch {
+		case b.attempts == 0:
+			log.Info("raft transport: lost the stream to peer; reconnecting", "err", err)
+		case b.attempts%20 == 0:
+			log.Warn("raft transport: still cannot reach peer", "attempts", b.attempts, "err", err)
 		}
 		if b.attempts%5 == 4 {
 			p.resetClient()
@@ -238,8 +241,8 @@ func (p *peer) stream() error {
 				cancel()
 				return
 			}
-			if len(ack.GetUnknownRangeIds()) > 0 && p.t.cfg.OnUnknownRanges != nil {
-				p.t.cfg.OnUnknownRanges(p.nodeID, ack.GetUnknownRangeIds())
+			if p.t.cfg.OnAck != nil {
+				p.t.cfg.OnAck(p.nodeID, ack)
 			}
 		}
 	}()

@@ -30,9 +30,9 @@ func (t *Transport) RaftMessages(stream raftrpcpb.RaftTransport_RaftMessagesServ
 				return status.Errorf(codes.InvalidArgument, "raft transport: message without range or body from node %d", batch.GetFromNodeId())
 			}
 		}
-		unknown := t.cfg.Handler.HandleRaftMessages(ctx, batch)
-		if len(unknown) > 0 {
-			if err := stream.Send(&raftrpcpb.RaftMessageBatchAck{UnknownRangeIds: unknown}); err != nil {
+		ack := t.cfg.Handler.HandleRaftMessages(ctx, batch)
+		if len(ack.GetUnknownRangeIds()) > 0 || len(ack.GetRemoved()) > 0 {
+			if err := stream.Send(ack); err != nil {
 				return nil
 			}
 		}

@@ -40,9 +40,9 @@ import (
 type Handler interface {
 	// HandleRaftMessages delivers one batch received from a peer. It runs
 	// on the stream's receive goroutine, so it must queue the work and
-	// return quickly. It returns the IDs of ranges this node has no
-	// replica for and could not create one for; the sender is told.
-	HandleRaftMessages(ctx context.Context, batch *raftrpcpb.RaftMessageBatch) (unknownRanges []uint64)
+	// return quickly. It returns what to tell the sender (ranges this node
+	// does not hold, replicas it knows were removed), or nil.
+	HandleRaftMessages(ctx context.Context, batch *raftrpcpb.RaftMessageBatch) *raftrpcpb.RaftMessageBatchAck
 	// HandleSnapshot receives one range snapshot: it reads r until io.EOF
 	// and returns once the snapshot is applied, or an error saying why it
 	// was refused (the sender reports the snapshot failed to Raft).
@@ -62,9 +62,9 @@ type Config struct {
 	// OnUnreachable is called (from a sender goroutine) with messages that
 	// could not be delivered to toNode. May be nil.
 	OnUnreachable func(toNode uint64, msgs []*raftrpcpb.RangeMessage)
-	// OnUnknownRanges is called when toNode reports it holds no replica of
-	// the given ranges. May be nil.
-	OnUnknownRanges func(toNode uint64, rangeIDs []uint64)
+	// OnAck is called (from a stream's receive goroutine) with what toNode
+	// reported back about the messages it received. May be nil.
+	OnAck func(toNode uint64, ack *raftrpcpb.RaftMessageBatchAck)
 
 	// QueueLimit bounds the messages queued for one peer; more are dropped
 	// (and reported unreachable). Default 8192.

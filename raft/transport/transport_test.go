@@ -36,7 +36,7 @@ func newRecorder() *recorder {
 	return &recorder{unknown: map[uint64]bool{}, received: make(chan struct{}, 1024)}
 }
 
-func (r *recorder) HandleRaftMessages(_ context.Context, b *raftrpcpb.RaftMessageBatch) []uint64 {
+func (r *recorder) HandleRaftMessages(_ context.Context, b *raftrpcpb.RaftMessageBatch) *raftrpcpb.RaftMessageBatchAck {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.batches++
@@ -52,7 +52,10 @@ func (r *recorder) HandleRaftMessages(_ context.Context, b *raftrpcpb.RaftMessag
 	case r.received <- struct{}{}:
 	default:
 	}
-	return unknown
+	if len(unknown) == 0 {
+		return nil
+	}
+	return &raftrpcpb.RaftMessageBatchAck{UnknownRangeIds: unknown}
 }
 
 func (r *recorder) HandleSnapshot(_ context.Context, h *raftrpcpb.SnapshotHeader, sr *SnapshotReader) error {
@@ -128,9 +131,9 @@ func (c *cluster) add(id uint64, clusterID string, tweak func(*Config)) *node {
 			c.unreachable[id] += len(msgs)
 			c.mu.Unlock()
 		},
-		OnUnknownRanges: func(to uint64, ids []uint64) {
+		OnAck: func(to uint64, ack *raftrpcpb.RaftMessageBatchAck) {
 			c.mu.Lock()
-			c.unknownAck[id] = append(c.unknownAck[id], ids...)
+			c.unknownAck[id] = append(c.unknownAck[id], ack.GetUnknownRangeIds()...)
 			c.mu.Unlock()
 		},
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
