@@ -86,9 +86,9 @@ func (n *Node) recoverInterceptor(ctx context.Context, req any, info *grpc.Unary
 type engineCollector struct{ n *Node }
 
 var (
-	engineLevelFiles   = prometheus.NewDesc("shale_engine_level_files", "SST files per LSM level.", []string{"level"}, nil)
-	engineLevelBytes   = prometheus.NewDesc("shale_engine_level_bytes", "SST bytes per LSM level.", []string{"level"}, nil)
-	engineWriteAmp     = prometheus.NewDesc("shale_engine_write_amplification", "Bytes written to disk per user byte written, since start.", nil, nil)
+	engineLevelFiles = prometheus.NewDesc("shale_engine_level_files", "SST files per LSM level.", []string{"level"}, nil)
+	engineLevelBytes = prometheus.NewDesc("shale_engine_level_bytes", "SST bytes per LSM level.", []string{"level"}, nil)
+	engineWriteAmp   = prometheus.NewDesc("shale_engine_write_amplification", "Bytes written to disk per user byte written, since start.", nil, nil)
 )
 
 // Describe sends nothing: an unchecked collector, since the engine's
