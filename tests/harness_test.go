@@ -194,4 +194,3 @@ func runCtl(t *testing.T, endpoint string, args ...string) (stdout, stderr strin
 	}
 	return o.String(), e.String(), code
 }
-
