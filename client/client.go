@@ -80,31 +80,41 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 	return c, nil
 }
 
-// checkHealth finds an endpoint that answers the gRPC health check and
-// prefers it. Every endpoint gets a fair share of the time left.
+// checkHealth finds an endpoint that answers the gRPC health check with
+// SERVING and prefers it. It goes round the endpoints, backing off between
+// rounds, until one answers or ctx ends, and then names each endpoint with
+// the last reason it failed (e.g. "connection refused").
 func (c *Client) checkHealth(ctx context.Context) error {
-	var failures []string
+	reasons := make([]string, len(c.conns))
 	var last error
+	for round := 0; ; round++ {
+		for i, e := range c.conns {
+			// Not WaitForReady: a node that cannot be reached fails at once
+			// with the transport's reason.
+			resp, err := healthpb.NewHealthClient(e.cc).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+				c.preferred.Store(uint32(i))
+				return nil
+			}
+			switch {
+			case err == nil:
+				reasons[i] = "node reports " + resp.GetStatus().String()
+			case ctx.Err() != nil && reasons[i] != "":
+				// Keep the reason from before the deadline.
+			case ctx.Err() != nil:
+				reasons[i] = "no answer in time (" + describeState(e.cc) + ")"
+			default:
+				reasons[i] = status.Convert(err).Message()
+				last = err
+			}
+		}
+		if !sleep(ctx, c.backoff(round)) {
+			break
+		}
+	}
+	failures := make([]string, len(c.conns))
 	for i, e := range c.conns {
-		attemptCtx := ctx
-		if dl, ok := ctx.Deadline(); ok {
-			share := time.Until(dl) / time.Duration(len(c.conns)-i)
-			var cancel context.CancelFunc
-			attemptCtx, cancel = context.WithTimeout(ctx, share)
-			defer cancel()
-		}
-		resp, err := healthpb.NewHealthClient(e.cc).Check(attemptCtx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			c.preferred.Store(uint32(i))
-			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("node reports %s", resp.GetStatus())
-		} else if attemptCtx.Err() != nil {
-			err = fmt.Errorf("no answer in time (%v)", describeState(e.cc))
-		}
-		failures = append(failures, e.addr+": "+err.Error())
-		last = err
+		failures[i] = e.addr + ": " + reasons[i]
 	}
 	return &Error{Op: "Dial", Msg: "no endpoint is reachable: " + strings.Join(failures, "; "), kind: ErrUnavailable, cause: last}
 }
