@@ -4,6 +4,7 @@
 #include "table/block.h"
 
 #include <cassert>
+#include <cstring>
 
 #include "util/coding.h"
 #include "util/comparator.h"
@@ -92,8 +93,7 @@ void BlockIter::Init(const Comparator* comparator, const char* data,
   data_ = data;
   restart_offset_ = restart_offset;
   num_restarts_ = num_restarts;
-  current_ = restart_offset_;
-  restart_index_ = num_restarts_;
+  MarkInvalid();
   global_seqno_ = global_seqno;
   error_file_ = error_file;
   error_offset_ = error_offset;
@@ -109,6 +109,7 @@ void BlockIter::InitError(const Status& s) {
   num_restarts_ = 0;
   current_ = 0;
   restart_index_ = 0;
+  next_restart_ = 0;
   raw_key_ = key_ = value_ = Slice();
   status_ = s;
   prev_entries_.clear();
@@ -131,29 +132,38 @@ uint32_t BlockIter::RestartPoint(uint32_t index) const {
 
 void BlockIter::SeekToRestartPoint(uint32_t index) {
   raw_key_ = key_ = Slice();
-  restart_index_ = index;
+  SetRestartIndex(index);
   // current_ is fixed by ParseNextKey(), which starts at NextEntryOffset():
   // an empty value_ at the restart point makes that the restart point.
   const uint32_t offset = RestartPoint(index);
   value_ = Slice(data_ + offset, 0);
 }
 
-void BlockIter::SetKeyFromRaw() {
-  if (global_seqno_ == 0) {
-    key_ = raw_key_;
-    return;
-  }
+bool BlockIter::ApplyGlobalSeqno() {
   // Internal key: user key + fixed64(sequence << 8 | type). Keep the type,
   // replace the sequence.
   if (raw_key_.size() < 8) {
     CorruptionError("key too short for a global sequence number");
-    return;
+    return false;
   }
   seqno_buf_.assign(raw_key_.data(), raw_key_.size());
   char* trailer = seqno_buf_.data() + seqno_buf_.size() - 8;
   const uint64_t packed = DecodeFixed64(trailer);
   EncodeFixed64(trailer, (global_seqno_ << 8) | (packed & 0xff));
   key_ = Slice(seqno_buf_);
+  return true;
+}
+
+void BlockIter::GrowKeyBuffer(size_t n) {
+  size_t capacity = key_capacity_ * 2;
+  while (capacity < n) capacity *= 2;
+  std::unique_ptr<char[]> bigger(new char[capacity]);
+  const bool raw_in_buffer = raw_key_.data() == key_buf_;
+  if (raw_in_buffer) memcpy(bigger.get(), key_buf_, raw_key_.size());
+  key_heap_ = std::move(bigger);
+  key_buf_ = key_heap_.get();
+  key_capacity_ = capacity;
+  if (raw_in_buffer) raw_key_ = Slice(key_buf_, raw_key_.size());
 }
 
 bool BlockIter::ParseNextKey() {
@@ -176,23 +186,26 @@ bool BlockIter::ParseNextKey() {
     // Stored whole: point into the block, no copy.
     raw_key_ = Slice(p, non_shared);
   } else {
-    if (raw_key_.data() != key_buf_.data()) {
+    const size_t size = static_cast<size_t>(shared) + non_shared;
+    if (size > key_capacity_) GrowKeyBuffer(size);
+    if (raw_key_.data() != key_buf_) {
       // The previous key lives elsewhere (block, prev_keys_): bring its
-      // shared prefix into key_buf_. assign() reuses key_buf_'s capacity.
-      key_buf_.assign(raw_key_.data(), shared);
-    } else {
-      key_buf_.resize(shared);
+      // shared prefix into the buffer.
+      memcpy(key_buf_, raw_key_.data(), shared);
     }
-    key_buf_.append(p, non_shared);
-    raw_key_ = Slice(key_buf_);
+    memcpy(key_buf_ + shared, p, non_shared);
+    raw_key_ = Slice(key_buf_, size);
   }
   value_ = Slice(p + non_shared, value_length);
-  while (restart_index_ + 1 < num_restarts_ &&
-         RestartPoint(restart_index_ + 1) <= current_) {
-    ++restart_index_;
+  if (current_ >= next_restart_) {
+    // Crossed into the next restart interval.
+    uint32_t index = restart_index_ + 1;
+    while (index + 1 < num_restarts_ && RestartPoint(index + 1) <= current_) {
+      index++;
+    }
+    SetRestartIndex(index);
   }
-  SetKeyFromRaw();
-  return status_.ok();
+  return SetKeyFromRaw();
 }
 
 bool BlockIter::RestartKey(uint32_t index, Slice* key) {
@@ -210,8 +223,7 @@ bool BlockIter::RestartKey(uint32_t index, Slice* key) {
   *key = Slice(p, non_shared);
   if (global_seqno_ != 0) {
     raw_key_ = *key;
-    SetKeyFromRaw();
-    if (!status_.ok()) return false;
+    if (!SetKeyFromRaw()) return false;
     *key = key_;
   }
   return true;
@@ -232,7 +244,7 @@ void BlockIter::Prev() {
     raw_key_ = Slice(prev_keys_.data() + e.key_offset, e.key_size);
     value_ = Slice(data_ + e.value_offset, e.value_size);
     prev_entries_.pop_back();
-    SetKeyFromRaw();
+    SetKeyFromRaw();  // on failure the iterator is left invalid
     return;
   }
 
@@ -246,11 +258,11 @@ void BlockIter::Prev() {
     }
     restart_index_--;
   }
-  SeekToRestartPoint(restart_index_);
+  const uint32_t restart = restart_index_;
+  SeekToRestartPoint(restart);
   // Decode forward to the entry just before original, remembering each one
   // passed so that the following Prev() calls need no decoding.
   prev_keys_.clear();
-  const uint32_t restart = restart_index_;
   while (ParseNextKey() && NextEntryOffset() < original) {
     PrevEntry e;
     e.offset = current_;
@@ -271,7 +283,7 @@ void BlockIter::Prev() {
     CorruptionError("bad entry in block");
     return;
   }
-  restart_index_ = restart;
+  SetRestartIndex(restart);
 }
 
 void BlockIter::Seek(const Slice& target) {

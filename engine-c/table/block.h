@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ class Block {
 class BlockIter final : public Iterator {
  public:
   BlockIter() = default;
+  BlockIter(const BlockIter&) = delete;
+  BlockIter& operator=(const BlockIter&) = delete;
 
   // Re-points the iterator at a block (see Block::InitIter).
   void Init(const Comparator* comparator, const char* data,
@@ -102,18 +105,34 @@ class BlockIter final : public Iterator {
   uint32_t NextEntryOffset() const {
     return static_cast<uint32_t>(value_.data() + value_.size() - data_);
   }
+  // Sets restart_index_ and the cached offset of the restart point after it.
+  void SetRestartIndex(uint32_t index) {
+    restart_index_ = index;
+    next_restart_ =
+        index + 1 < num_restarts_ ? RestartPoint(index + 1) : restart_offset_;
+  }
   void SeekToRestartPoint(uint32_t index);
   // Decodes the entry at NextEntryOffset(). False at the end of the block
   // or on corruption (then status_ is set).
   bool ParseNextKey();
   // Reads the full key stored at a restart point into *key.
   bool RestartKey(uint32_t index, Slice* key);
-  // Sets key_ from raw_key_, applying global_seqno_.
-  void SetKeyFromRaw();
+  // Makes room for a raw key of n bytes in key_buf_, keeping its contents.
+  void GrowKeyBuffer(size_t n);
+  // Sets key_ from raw_key_, applying global_seqno_. False on corruption.
+  bool SetKeyFromRaw() {
+    if (global_seqno_ == 0) {
+      key_ = raw_key_;
+      return true;
+    }
+    return ApplyGlobalSeqno();
+  }
+  bool ApplyGlobalSeqno();
   void CorruptionError(const char* what);
   void MarkInvalid() {
     current_ = restart_offset_;
     restart_index_ = num_restarts_;
+    next_restart_ = restart_offset_;
   }
 
   const Comparator* comparator_ = nullptr;
@@ -122,19 +141,26 @@ class BlockIter final : public Iterator {
   uint32_t num_restarts_ = 0;
   uint32_t current_ = 0;        // offset of the current entry; >= restart
                                 // offset when !Valid()
-  uint32_t restart_index_ = 0;  // a restart point at or before current_
+  uint32_t restart_index_ = 0;  // the restart interval holding current_
+  uint32_t next_restart_ = 0;   // offset of restart point restart_index_+1
+                                // (restart_offset_ for the last interval)
   uint64_t global_seqno_ = 0;
   const std::string* error_file_ = nullptr;
   uint64_t error_offset_ = 0;
 
-  // raw_key_ is the key as stored (points into the block, or into key_buf_
-  // or prev_keys_); key_ is what callers see (raw_key_, or its copy in
-  // seqno_buf_ with the global sequence number applied).
+  // raw_key_ is the key as stored (points into the block, or into
+  // key_buf_ or prev_keys_); key_ is what callers see (raw_key_, or its
+  // copy in seqno_buf_ with the global sequence number applied).
   Slice raw_key_;
   Slice key_;
   Slice value_;
-  std::string key_buf_;    // raw key of the current entry when it is not
-                           // stored whole in the block
+  // Raw key of the current entry when it is not stored whole in the block.
+  // Short keys stay in key_inline_, so an iterator on the stack (Get)
+  // allocates nothing; longer ones move to key_heap_, kept for reuse.
+  char key_inline_[64];
+  char* key_buf_ = key_inline_;
+  size_t key_capacity_ = sizeof(key_inline_);
+  std::unique_ptr<char[]> key_heap_;
   std::string seqno_buf_;  // key with global_seqno_ applied
   Status status_;
 

@@ -1,5 +1,5 @@
 // TableBuilder writes one immutable SST file (block-based table; the layout
-// is in table/format.h and docs/formats.md).
+// is in table/format.h and docs/sst-format.md).
 //
 // Keys are added in strictly increasing comparator order. Range tombstones
 // are kept in their own meta block and may be added in any order.
