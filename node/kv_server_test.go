@@ -24,7 +24,7 @@ func get(t *testing.T, tn *testNode, k string) (string, bool) {
 	if err != nil {
 		t.Fatalf("Get(%q): %v", k, err)
 	}
-	if resp.Header.GetNodeId() != 1 || resp.Header.GetRangeId() != firstRangeID {
+	if resp.Header.GetNodeId() != tn.n.cfg.NodeID || resp.Header.GetRangeId() != firstRangeID {
 		t.Fatalf("Get(%q) header = %v", k, resp.Header)
 	}
 	return string(resp.Value), resp.Found

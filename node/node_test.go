@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"testing"
@@ -32,6 +33,10 @@ func startNode(t *testing.T, dir string, cfg Config) *testNode {
 		cfg.NodeID = 1
 	}
 	cfg.DataDir = dir
+	if cfg.Logger == nil {
+		// Node logs go to the test's output, shown when it fails or with -v.
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

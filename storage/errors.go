@@ -7,6 +7,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -142,10 +143,30 @@ func statusToError(op string, st C.shale_status_t) error {
 	}
 	e := &EngineError{Op: op, Code: int(st.code)}
 	if st.message != nil {
-		e.Msg = C.GoString(st.message)
+		e.Msg = trimCodeName(e.Code, C.GoString(st.message))
 		C.shale_free(unsafe.Pointer(st.message))
 	}
 	return e
+}
+
+// engineCodeNames are the names the engine puts before its messages
+// (util/status.cc). EngineError.Error already names the code, so the
+// engine's prefix is dropped rather than repeated.
+var engineCodeNames = map[int]string{
+	codeNotFound:        "NotFound: ",
+	codeCorruption:      "Corruption: ",
+	codeNotSupported:    "Not supported: ",
+	codeInvalidArgument: "Invalid argument: ",
+	codeIOError:         "IO error: ",
+	codeNoSpace:         "No space: ",
+	codeBufferTooSmall:  "Buffer too small: ",
+	codeBackgroundError: "Background error: ",
+	codeClosed:          "Closed: ",
+	codeBusy:            "Busy: ",
+}
+
+func trimCodeName(code int, msg string) string {
+	return strings.TrimPrefix(msg, engineCodeNames[code])
 }
 
 // freeStatus releases a status's message without converting it, for calls

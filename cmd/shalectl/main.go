@@ -22,6 +22,9 @@ import (
 // errNotFound makes `get` of a missing key exit 1 after saying so.
 var errNotFound = errors.New("not found")
 
+// dialTimeout bounds the wait for a first connection.
+const dialTimeout = 3 * time.Second
+
 type globals struct {
 	endpoints string
 	timeout   time.Duration
@@ -69,7 +72,11 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *client.Client, 
 		cancel()
 		return nil, nil, nil, errors.New("--endpoints is empty")
 	}
-	c, err := client.Dial(ctx, eps, &client.Options{RequestTimeout: g.timeout})
+	// An unreachable cluster should be reported in seconds, not at the end
+	// of a long --timeout.
+	dialCtx, dialCancel := context.WithTimeout(ctx, min(g.timeout, dialTimeout))
+	defer dialCancel()
+	c, err := client.Dial(dialCtx, eps, &client.Options{RequestTimeout: g.timeout})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
