@@ -172,6 +172,13 @@ func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
 	case command.KindPutDescriptor:
 		return r.applyPutDescriptorLocked(cmd)
 
+	case command.KindRemoveNode:
+		if r.rangeID != keys.MetaRangeID {
+			return command.Result{Code: command.CodeNotMeta}, nil
+		}
+		a.del(keys.NodeKey(cmd.NodeID))
+		return command.Result{NodeID: cmd.NodeID}, nil
+
 	case command.KindChangeReplicas:
 		return command.Result{Code: command.CodeMalformed, Message: "ChangeReplicas outside a configuration change"}, nil
 	}

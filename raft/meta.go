@@ -2,6 +2,7 @@ package raft
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/storage"
@@ -157,4 +159,45 @@ func (s *Store) MetaDescriptors() ([]*kvpb.RangeDescriptor, error) {
 		return true
 	})
 	return out, err
+}
+
+// RegisterNode records n in meta's node registry and returns its node ID:
+// a node without one gets the next ID from meta's allocator, and an
+// address already registered keeps its ID (so a node that crashed before
+// saving its ID can register again). It is proposed through this node's
+// replica of meta (forwarded to meta's leader if need be); it fails with
+// ErrRangeNotFound on a node without one.
+func (s *Store) RegisterNode(ctx context.Context, n *kvpb.NodeDescriptor) (uint64, error) {
+	meta, err := s.Replica(keys.MetaRangeID)
+	if err != nil {
+		return 0, err
+	}
+	if n.GetAddress() == "" {
+		return 0, fmt.Errorf("%w: a node needs an address", ErrInvalidChange)
+	}
+	res, _, err := meta.propose(ctx, &command.Command{Kind: command.KindPutNode, Node: n}, true)
+	if err != nil {
+		return 0, err
+	}
+	if err := res.Err(); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrRejected, err)
+	}
+	return res.NodeID, nil
+}
+
+// DeregisterNode removes node nodeID from meta's node registry. The caller
+// removes its replicas first.
+func (s *Store) DeregisterNode(ctx context.Context, nodeID uint64) error {
+	meta, err := s.Replica(keys.MetaRangeID)
+	if err != nil {
+		return err
+	}
+	res, _, err := meta.propose(ctx, &command.Command{Kind: command.KindRemoveNode, NodeID: nodeID}, true)
+	if err != nil {
+		return err
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrRejected, err)
+	}
+	return nil
 }

@@ -537,3 +537,49 @@ func (s *Store) mustReplica(rangeID uint64) *Replica {
 	}
 	return r
 }
+
+// TestNodeRegistry: registering allocates IDs from meta (the same address
+// keeps its ID), works from a follower of meta (forwarded to its leader),
+// and deregistering removes the entry.
+func TestNodeRegistry(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	ctx := ctxT(t, 30*time.Second)
+	l := c.leader(keys.MetaRangeID)
+	var follower *Store
+	for id, s := range c.running() {
+		if id != l.id {
+			follower = s
+			break
+		}
+	}
+	id, err := follower.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9004"})
+	if err != nil || id != 4 {
+		t.Fatalf("RegisterNode = %d, %v; want 4", id, err)
+	}
+	again, err := l.store.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9004"})
+	if err != nil || again != 4 {
+		t.Fatalf("registering the same address again = %d, %v", again, err)
+	}
+	next, err := l.store.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9005"})
+	if err != nil || next != 5 {
+		t.Fatalf("next RegisterNode = %d, %v", next, err)
+	}
+	if err := follower.DeregisterNode(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "node 4 to leave the registry", func() bool {
+		nodes, err := l.store.MetaNodes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if n.GetNodeId() == 4 {
+				return false
+			}
+		}
+		return len(nodes) == 4
+	})
+	if _, err := l.store.RegisterNode(ctx, &kvpb.NodeDescriptor{}); !errors.Is(err, ErrInvalidChange) {
+		t.Fatalf("registering a node without an address: %v", err)
+	}
+}

@@ -14,7 +14,7 @@
 //	header    := proposer_node:uvarint proposal_id:uvarint
 //	             client_id:uvarint request_seq:uvarint proposer_time:fixed64
 //	body      := put | delete | delete_range | batch | cas | dedup_gc
-//	           | put_node | put_descriptor | change_replicas
+//	           | put_node | put_descriptor | change_replicas | remove_node
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -26,6 +26,7 @@
 //	put_node       := node:bytes (kvpb.NodeDescriptor, protobuf)     (kind 7)
 //	put_descriptor := desc:bytes (kvpb.RangeDescriptor, protobuf)    (kind 8)
 //	change_replicas:= expected_generation:uvarint desc:bytes         (kind 9)
+//	remove_node    := node_id:uvarint                                (kind 10)
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -68,6 +69,7 @@ const (
 	KindPutNode        Kind = 7
 	KindPutDescriptor  Kind = 8
 	KindChangeReplicas Kind = 9
+	KindRemoveNode     Kind = 10
 )
 
 func (k Kind) String() string {
@@ -90,6 +92,8 @@ func (k Kind) String() string {
 		return "PutDescriptor"
 	case KindChangeReplicas:
 		return "ChangeReplicas"
+	case KindRemoveNode:
+		return "RemoveNode"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -158,6 +162,9 @@ type Command struct {
 	// Descriptor is set for KindPutDescriptor (the meta copy to store if it
 	// is newer) and KindChangeReplicas (the range's next descriptor).
 	Descriptor *kvpb.RangeDescriptor
+	// NodeID is set for KindRemoveNode: the node to take out of the
+	// registry.
+	NodeID uint64
 	// ExpectedGeneration, for KindChangeReplicas, is the generation of the
 	// descriptor the change was computed from; the change is rejected at
 	// apply time if the range has moved on.
@@ -220,6 +227,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: encoding node: %w", err)
 		}
 		dst = appendBytes(dst, b)
+	case KindRemoveNode:
+		if c.NodeID == 0 {
+			return nil, errors.New("command: RemoveNode without a node ID")
+		}
+		dst = binary.AppendUvarint(dst, c.NodeID)
 	case KindPutDescriptor, KindChangeReplicas:
 		if c.Kind == KindChangeReplicas {
 			dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
@@ -314,6 +326,8 @@ func Decode(data []byte, c *Command) error {
 				d.fail("node: %v", err)
 			}
 		}
+	case KindRemoveNode:
+		c.NodeID = d.uvarint()
 	case KindPutDescriptor, KindChangeReplicas:
 		if c.Kind == KindChangeReplicas {
 			c.ExpectedGeneration = d.uvarint()

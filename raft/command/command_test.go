@@ -31,6 +31,7 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindPutNode, Node: &kvpb.NodeDescriptor{Address: "127.0.0.1:7004"}},
 		{Header: h, Kind: KindPutDescriptor, Descriptor: desc},
 		{Header: h, Kind: KindChangeReplicas, ExpectedGeneration: 3, Descriptor: desc},
+		{Header: h, Kind: KindRemoveNode, NodeID: 4},
 	}
 }
 
@@ -76,6 +77,7 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindBatch},
 		{Kind: KindBatch, Mutations: []Mutation{{Kind: KindCAS}}},
 		{Kind: 200},
+		{Kind: KindRemoveNode},
 	} {
 		if _, err := c.Encode(nil); err == nil {
 			t.Errorf("Encode(%+v) succeeded", c)
@@ -149,7 +151,7 @@ func TestResultRoundTrip(t *testing.T) {
 
 func equal(a, b *Command) bool {
 	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
-		a.ExpectedGeneration != b.ExpectedGeneration {
+		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID {
 		return false
 	}
 	for i := range a.Mutations {
