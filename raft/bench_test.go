@@ -53,6 +53,8 @@ func benchPropose(b *testing.B, clients int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	b.ReportMetric(counterValue(l.store.metrics.logSyncs)/float64(b.N), "leader-syncs/op")
+	b.ReportMetric(counterValue(l.store.metrics.rounds)/float64(b.N), "leader-rounds/op")
 }
 
 // BenchmarkReadBarrier measures linearizable read barriers on the leader

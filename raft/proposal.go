@@ -40,9 +40,12 @@ type proposal struct {
 	// ccSeen: the configuration change was found in the log (see
 	// checkConfChangesAppendedLocked). REQUIRES raftMu.
 	ccSeen bool
-	ctx    context.Context
-	state  atomic.Int32
-	done   chan proposalResult // capacity 1; written once
+	// term and lead are Raft's term and leader when the proposal was
+	// handed to Raft; a change of either makes its outcome unknown.
+	term, lead uint64
+	ctx        context.Context
+	state      atomic.Int32
+	done       chan proposalResult // capacity 1; written once
 }
 
 type proposalResult struct {
@@ -198,6 +201,7 @@ func (r *Replica) proposeLocked(p *proposal, st etcdraft.BasicStatus) {
 		p.finish(proposalResult{err: unavailablef(r.rangeID, "proposal not accepted: %s", reason)})
 		return
 	}
+	p.term, p.lead = st.GetTerm(), st.Lead
 	r.proposals[p.id] = p
 	if p.cc != nil {
 		r.ccPending = append(r.ccPending, p)
@@ -215,12 +219,25 @@ func (r *Replica) notLeaderErrorFrom(st etcdraft.BasicStatus) error {
 	return e
 }
 
-// failProposalsLocked finishes every proposal handed to Raft with err
-// (leadership lost, replica removed, store stopping).
+// failProposalsLocked finishes every proposal handed to Raft as ambiguous
+// (replica removed, store stopping).
 // REQUIRES: raftMu.
 func (r *Replica) failProposalsLocked(reason string, cause error) {
 	for id, p := range r.proposals {
 		p.finish(proposalResult{err: ambiguous(r.rangeID, reason, cause)})
 		delete(r.proposals, id)
+	}
+}
+
+// failStaleProposalsLocked finishes as ambiguous the proposals handed to
+// Raft under another term or leader than st's: the leader they went to
+// may have lost them, or may still commit them.
+// REQUIRES: raftMu.
+func (r *Replica) failStaleProposalsLocked(st etcdraft.BasicStatus) {
+	for id, p := range r.proposals {
+		if p.term != st.GetTerm() || p.lead != st.Lead {
+			p.finish(proposalResult{err: ambiguous(r.rangeID, "leadership changed before the write applied", nil)})
+			delete(r.proposals, id)
+		}
 	}
 }

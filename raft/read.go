@@ -58,8 +58,8 @@ type appliedWaiter struct {
 }
 
 // ReadBarrier blocks until this replica may serve a linearizable read
-// from its applied state, and returns the applied index the read will see
-// at least. Only the leader serves linearizable reads: elsewhere it fails
+// from its applied state, and returns the applied index at that moment: a
+// read of the engine made afterwards sees at least that state. Only the leader serves linearizable reads: elsewhere it fails
 // with a *NotLeaderError. Nothing is written, so every error is safe to
 // retry.
 func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
@@ -77,7 +77,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 		r.mu.lastLeaseRead = now
 		idx := r.mu.commit
 		r.mu.Unlock()
-		return idx, r.waitApplied(ctx, idx)
+		return r.waitApplied(ctx, idx)
 	}
 	r.mu.Unlock()
 
@@ -101,7 +101,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 	r.mu.Lock()
 	r.mu.lastLeaseRead = time.Now()
 	r.mu.Unlock()
-	return idx, r.waitApplied(ctx, idx)
+	return r.waitApplied(ctx, idx)
 }
 
 // leaseValidRLocked reports whether lease reads are allowed at now.
@@ -111,16 +111,18 @@ func (r *Replica) leaseValidRLocked(now time.Time) bool {
 		now.Before(r.mu.leaseExpiry)
 }
 
-// waitApplied blocks until the applied index reaches index.
-func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
+// waitApplied blocks until the applied index reaches index, and returns
+// the applied index then.
+func (r *Replica) waitApplied(ctx context.Context, index uint64) (uint64, error) {
 	r.mu.Lock()
 	if r.mu.applied >= index {
+		applied := r.mu.applied
 		r.mu.Unlock()
-		return nil
+		return applied, nil
 	}
 	if r.mu.destroyed {
 		r.mu.Unlock()
-		return unavailablef(r.rangeID, "replica removed")
+		return 0, unavailablef(r.rangeID, "replica removed")
 	}
 	w := &appliedWaiter{index: index, done: make(chan struct{})}
 	r.mu.waiters = append(r.mu.waiters, w)
@@ -128,16 +130,16 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 	select {
 	case <-w.done:
 		r.mu.RLock()
-		ok := r.mu.applied >= index
+		applied := r.mu.applied
 		r.mu.RUnlock()
-		if !ok {
-			return unavailablef(r.rangeID, "replica removed while waiting to apply index %d", index)
+		if applied < index {
+			return 0, unavailablef(r.rangeID, "replica removed while waiting to apply index %d", index)
 		}
-		return nil
+		return applied, nil
 	case <-ctx.Done():
-		return unavailablef(r.rangeID, "waiting to apply index %d: %v", index, ctx.Err())
+		return 0, unavailablef(r.rangeID, "waiting to apply index %d: %v", index, ctx.Err())
 	case <-r.store.stopped:
-		return unavailablef(r.rangeID, "%v", ErrStopped)
+		return 0, unavailablef(r.rangeID, "%v", ErrStopped)
 	}
 }
 

@@ -21,11 +21,18 @@ type readyWork struct {
 	leader bool
 	// snap is the incoming snapshot Raft accepted in this Ready.
 	snap *incomingSnapshot
-	// early are the messages sent before the log write (see sendEarly).
+	// early are the messages sent before the log write (see
+	// splitMessagesLocked).
 	early, late []*pb.Message
-	app         logstore.Append
-	sa          logstore.SnapshotApply
-	hasApp      bool
+	// earlyEnts are the committed entries that were durable before this
+	// Ready: they are applied before the round's log write (see
+	// splitCommittedLocked); lateEnts after it.
+	earlyEnts, lateEnts []*pb.Entry
+	// earlyDone: the early entries are applied and acknowledged.
+	earlyDone bool
+	app       logstore.Append
+	sa        logstore.SnapshotApply
+	hasApp    bool
 }
 
 // handleInboxLocked feeds everything queued for the replica into Raft
@@ -188,7 +195,77 @@ func (r *Replica) takeReadyLocked(w *readyWork) error {
 	}
 	r.checkConfChangesAppendedLocked(w.rd.Entries)
 	r.splitMessagesLocked(w)
+	r.splitCommittedLocked(w)
 	return nil
+}
+
+// splitCommittedLocked divides the Ready's committed entries into those
+// that may be applied before the round's log write and the rest.
+//
+// The README's step 3 comes after step 1 because committed entries may
+// include entries of this very Ready, not yet on disk. Entries that were
+// written by an earlier round, and that this Ready does not overwrite,
+// are committed and durable already: applying them first answers their
+// proposers one fsync sooner (the leader's commit round would otherwise
+// wait for the write of the entries proposed since). The applied index may
+// then reach the disk before the HardState carrying the commit index that
+// covers it; logstore.Load accounts for that.
+// REQUIRES: raftMu.
+func (r *Replica) splitCommittedLocked(w *readyWork) {
+	ce := w.rd.CommittedEntries
+	if w.snap != nil || len(ce) == 0 {
+		w.lateEnts = ce
+		return
+	}
+	durable := r.ls.Last().Index
+	if len(w.rd.Entries) > 0 {
+		durable = min(durable, w.rd.Entries[0].GetIndex()-1)
+	}
+	n := 0
+	for n < len(ce) && ce[n].GetIndex() <= durable {
+		n++
+	}
+	w.earlyEnts, w.lateEnts = ce[:n], ce[n:]
+}
+
+// applyEarlyLocked applies and acknowledges the committed entries that
+// were durable before this round (phase 1b).
+// REQUIRES: raftMu.
+func (r *Replica) applyEarlyLocked(w *readyWork) error {
+	if len(w.earlyEnts) == 0 {
+		return nil
+	}
+	acks, err := r.applyEntriesLocked(w.earlyEnts)
+	if err != nil {
+		return err
+	}
+	r.publishAppliedLocked()
+	for _, a := range acks {
+		a.p.finish(proposalResult{res: a.res, index: a.index})
+	}
+	return nil
+}
+
+// applyEntriesLocked applies ents and counts them.
+// REQUIRES: raftMu.
+func (r *Replica) applyEntriesLocked(ents []*pb.Entry) ([]applied, error) {
+	acks, _, err := r.applyCommittedLocked(ents)
+	if err != nil {
+		return nil, fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
+	}
+	r.store.metrics.entriesApplied.Add(float64(len(ents)))
+	return acks, nil
+}
+
+// publishAppliedLocked publishes the applied index and wakes the reads
+// waiting for it.
+// REQUIRES: raftMu.
+func (r *Replica) publishAppliedLocked() {
+	ap := r.ls.Applied()
+	r.mu.Lock()
+	r.mu.applied, r.mu.appliedTerm = ap.Index, ap.Term
+	r.releaseWaitersLocked()
+	r.mu.Unlock()
 }
 
 // checkConfChangesAppendedLocked fails configuration change proposals that
@@ -297,9 +374,7 @@ func (r *Replica) finishReadyLocked(w *readyWork) error {
 	rd := &w.rd
 	bs := r.rn.BasicStatus()
 	if bs.RaftState != r.lastRaftState || bs.GetTerm() != r.lastTerm || bs.Lead != r.lastLeader {
-		if r.lastRaftState == etcdraft.StateLeader || len(r.proposals) > 0 {
-			r.failProposalsLocked("leadership changed before the write applied", nil)
-		}
+		r.failStaleProposalsLocked(bs)
 		r.failReadsLocked(r.notLeaderErrorFrom(bs))
 		if bs.RaftState == etcdraft.StateLeader {
 			r.store.cfg.Logger.Info("became leader", "range", r.rangeID, "replica", r.replicaID, "term", bs.GetTerm())
@@ -316,12 +391,11 @@ func (r *Replica) finishReadyLocked(w *readyWork) error {
 		r.handleReadStatesLocked(rd.ReadStates)
 	}
 	var acks []applied
-	if len(rd.CommittedEntries) > 0 {
+	if len(w.lateEnts) > 0 {
 		var err error
-		if acks, _, err = r.applyCommittedLocked(rd.CommittedEntries); err != nil {
-			return fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
+		if acks, err = r.applyEntriesLocked(w.lateEnts); err != nil {
+			return err
 		}
-		r.store.metrics.entriesApplied.Add(float64(len(rd.CommittedEntries)))
 	}
 	r.rn.Advance(*rd)
 	if !r.removed {

@@ -99,8 +99,20 @@ func (s *Store) processRound(reps []*Replica, b *batchRef) {
 		return
 	}
 
-	// Leaders' appends may go out while their own entries are written.
+	// Leaders' appends may go out while their own entries are written,
+	// and entries durable before this round may be applied (see
+	// splitMessagesLocked and splitCommittedLocked).
 	s.sendMessages(ready, true)
+	s.pool.each(len(ready), func(i int) {
+		if err := ready[i].r.applyEarlyLocked(ready[i]); err != nil {
+			errs[i] = err
+		}
+	})
+	for _, err := range errs[:len(ready)] {
+		if err != nil {
+			s.fatal("applying committed entries", err)
+		}
+	}
 
 	// Phase 2: one batch, one fsync, for every range.
 	b.b.Reset()

@@ -552,15 +552,27 @@ func TestNodeRegistry(t *testing.T) {
 			break
 		}
 	}
-	id, err := follower.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9004"})
+	// Registration is idempotent by address, so an ambiguous outcome (the
+	// meta leader may change while the cluster settles) is retried.
+	register := func(s *Store, addr string) (uint64, error) {
+		for {
+			id, err := s.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: addr})
+			if errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrUnavailable) {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			return id, err
+		}
+	}
+	id, err := register(follower, "127.0.0.1:9004")
 	if err != nil || id != 4 {
 		t.Fatalf("RegisterNode = %d, %v; want 4", id, err)
 	}
-	again, err := l.store.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9004"})
+	again, err := register(l.store, "127.0.0.1:9004")
 	if err != nil || again != 4 {
 		t.Fatalf("registering the same address again = %d, %v", again, err)
 	}
-	next, err := l.store.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: "127.0.0.1:9005"})
+	next, err := register(l.store, "127.0.0.1:9005")
 	if err != nil || next != 5 {
 		t.Fatalf("next RegisterNode = %d, %v", next, err)
 	}

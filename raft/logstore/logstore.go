@@ -114,6 +114,14 @@ func Load(db *storage.DB, rangeID uint64, cacheBytes int) (*Store, error) {
 	if s.applied.Index > s.last.Index && s.last.Index != 0 {
 		return nil, s.wrap(corruptf("applied index %d is past the last log index %d", s.applied.Index, s.last.Index))
 	}
+	if s.applied.Index > s.hardState.GetCommit() {
+		// Entries that were durable and committed may be applied before
+		// the HardState naming the new commit index is written (the round
+		// applies them early); a crash in between leaves the applied index
+		// ahead. Every applied entry was committed, so the commit index is
+		// at least the applied index.
+		s.hardState = &pb.HardState{Term: new(s.hardState.GetTerm()), Vote: new(s.hardState.GetVote()), Commit: new(s.applied.Index)}
+	}
 	return s, nil
 }
 
