@@ -567,7 +567,7 @@ func (s *Store) TransferLeader(ctx context.Context, rangeID, targetNode uint64) 
 // periodic reconciliation repairs a failure). It is proposed through this
 // node's replica of meta, forwarded to meta's leader if need be.
 func (s *Store) updateMeta(ctx context.Context, desc *kvpb.RangeDescriptor) {
-	if desc.GetRangeId() == keys.MetaRangeID {
+	if desc.GetRangeId() == keys.MetaRangeID || s.cfg.TestingSkipMetaUpdates {
 		return // meta's own descriptor is kept by its conf change
 	}
 	meta, err := s.Replica(keys.MetaRangeID)

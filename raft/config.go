@@ -78,6 +78,10 @@ type Config struct {
 	// expired dedup records (1 min).
 	DedupGCInterval time.Duration
 
+	// MetaCheckInterval is how often each range's leader checks that meta
+	// holds its current descriptor, and repairs it if not (10 s).
+	MetaCheckInterval time.Duration
+
 	// Workers is the size of the worker pool processing ranges
 	// (GOMAXPROCS, at least 2).
 	Workers int
@@ -94,6 +98,10 @@ type Config struct {
 
 	// Logger; defaults to slog.Default().
 	Logger *slog.Logger
+	// TestingSkipMetaUpdates makes replica changes skip their meta update,
+	// so that tests can watch the periodic repair do it.
+	TestingSkipMetaUpdates bool
+
 	// Fatal is called when the node cannot continue safely (a failed Raft
 	// log write, corrupt state): it must not return. Default: log and
 	// os.Exit(1).
@@ -141,6 +149,9 @@ func (c *Config) setDefaults() error {
 	def64(&c.DedupSeqWindow, 8192)
 	if c.DedupGCInterval <= 0 {
 		c.DedupGCInterval = time.Minute
+	}
+	if c.MetaCheckInterval <= 0 {
+		c.MetaCheckInterval = 10 * time.Second
 	}
 	def(&c.Workers, max(runtime.GOMAXPROCS(0), 2))
 	def(&c.MaxPendingProposals, 10000)

@@ -111,6 +111,34 @@ func (r *Replica) proposeConfChange(ctx context.Context, cc *pb.ConfChangeV2, cm
 	return r.submit(p)
 }
 
+// proposeAsync queues an internal, idempotent command that nobody waits
+// for (forwarded to the leader if need be). It may be called while
+// holding another replica's raftMu.
+func (r *Replica) proposeAsync(cmd *command.Command) {
+	cmd.ProposerNode = r.store.cfg.NodeID
+	cmd.ProposalID = r.store.nextProposalID()
+	cmd.ProposerTime = time.Now().UnixNano()
+	data, err := cmd.Encode(nil)
+	if err != nil {
+		r.store.cfg.Logger.Error("encoding an internal command", "range", r.rangeID, "kind", cmd.Kind.String(), "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.store.ctx, time.Minute)
+	p := &proposal{id: cmd.ProposalID, data: data, forward: true, ctx: ctx, done: make(chan proposalResult, 1)}
+	r.in.Lock()
+	r.in.props = append(r.in.props, p)
+	r.in.Unlock()
+	r.store.sched.enqueue(r)
+	go func() {
+		defer cancel()
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			p.state.CompareAndSwap(propQueued, propFinished)
+		}
+	}()
+}
+
 // submit queues p and waits for its outcome.
 func (r *Replica) submit(p *proposal) (command.Result, uint64, error) {
 	if err := r.store.checkRunning(); err != nil {

@@ -60,6 +60,7 @@ type Replica struct {
 	// maintenance timers (wall clock; only for pacing background work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
+	lastMetaCheck  time.Time
 	// applyBatch and overlay are reused by every apply.
 	apply applyState
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 )
 
@@ -152,6 +153,32 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 		cmd.ProposerTime = now.Add(-cfg.DedupWindow).UnixNano()
 		r.proposeInternalLocked(cmd, st)
 	}
+	if now.Sub(r.lastMetaCheck) >= cfg.MetaCheckInterval {
+		r.lastMetaCheck = now
+		r.reconcileMetaLocked()
+	}
+}
+
+// reconcileMetaLocked repairs meta's copy of this range's descriptor when
+// it is older than the applied one (the update that follows a replica
+// change is best effort). It reads this node's copy of meta, so it does
+// nothing on a node without one.
+// REQUIRES: raftMu.
+func (r *Replica) reconcileMetaLocked() {
+	if r.desc == nil || r.rangeID == keys.MetaRangeID {
+		return
+	}
+	meta, err := r.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		return
+	}
+	old, _, err := findMetaDescriptor(r.store.cfg.Engine, r.rangeID)
+	if err != nil || (old != nil && old.GetGeneration() >= r.desc.GetGeneration()) {
+		return
+	}
+	r.store.cfg.Logger.Info("meta holds an old descriptor; updating it", "range", r.rangeID,
+		"meta_generation", old.GetGeneration(), "generation", r.desc.GetGeneration())
+	meta.proposeAsync(&command.Command{Kind: command.KindPutDescriptor, Descriptor: cloneDesc(r.desc)})
 }
 
 // proposeInternalLocked proposes a command nobody waits for (its result

@@ -595,3 +595,29 @@ func TestNodeRegistry(t *testing.T) {
 		t.Fatalf("registering a node without an address: %v", err)
 	}
 }
+
+// TestMetaRepair: when the meta update that follows a replica change is
+// lost, the range's leader repairs meta's copy of its descriptor.
+func TestMetaRepair(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.TestingSkipMetaUpdates = true
+		cfg.MetaCheckInterval = 100 * time.Millisecond
+	})
+	ctx := ctxT(t, 30*time.Second)
+	l := c.leader(keys.FirstUserRangeID)
+	var victim uint64
+	for _, id := range c.ids() {
+		if id != l.id {
+			victim = id
+			break
+		}
+	}
+	d, err := l.store.ChangeReplicas(ctx, keys.FirstUserRangeID, []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "meta to catch up with the descriptor", func() bool {
+		ds, err := c.leader(keys.MetaRangeID).store.MetaLookup([]byte("k"), 0)
+		return err == nil && len(ds) == 1 && ds[0].GetGeneration() == d.GetGeneration()
+	})
+}
