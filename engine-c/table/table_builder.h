@@ -1,5 +1,5 @@
 // TableBuilder writes one immutable SST file (block-based table; the layout
-// is in table/format.h and docs/formats.md).
+// is in table/format.h and docs/sst-format.md).
 //
 // Keys are added in strictly increasing comparator order. Range tombstones
 // are kept in their own meta block and may be added in any order.
@@ -20,6 +20,8 @@
 
 namespace shale {
 
+class BlockBuilder;
+class BlockHandle;
 class WritableFile;
 
 class TableBuilder {
@@ -62,6 +64,15 @@ class TableBuilder {
 
  private:
   struct Rep;
+
+  // Writes the pending data block, if any.
+  void Flush();
+  // Finishes *block, compresses it if that pays, writes it, resets *block.
+  void WriteBlock(BlockBuilder* block, BlockHandle* handle);
+  // Writes contents plus the block trailer.
+  void WriteRawBlock(const Slice& contents, CompressionType type,
+                     BlockHandle* handle);
+
   std::unique_ptr<Rep> rep_;
 };
 

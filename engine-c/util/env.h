@@ -105,6 +105,9 @@ class Env {
   // Atomically replaces target with src (rename(2)).
   virtual Status RenameFile(const std::string& src,
                             const std::string& target) = 0;
+  // Cuts fname to size bytes (ftruncate(2)) and syncs it. Used to drop a
+  // damaged WAL tail once recovery has decided to discard it.
+  virtual Status TruncateFile(const std::string& fname, uint64_t size) = 0;
   // Creates target as a hard link to src.
   virtual Status LinkFile(const std::string& src,
                           const std::string& target) = 0;

@@ -326,6 +326,19 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
 
+  Status TruncateFile(const std::string& fname, uint64_t size) override {
+    int fd = ::open(fname.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return PosixError(fname, errno);
+    Status s;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      s = PosixError(fname + ": truncate", errno);
+    } else if (fdatasync(fd) != 0) {
+      s = PosixError(fname + ": fdatasync", errno);
+    }
+    close(fd);
+    return s;
+  }
+
   Status LinkFile(const std::string& src, const std::string& target) override {
     if (link(src.c_str(), target.c_str()) != 0) {
       return PosixError(src + " -> " + target, errno);

@@ -5,13 +5,12 @@
 
 namespace shale {
 
-Status::Status(Code code, const Slice& msg, const Slice& msg2)
-    : state_(std::make_unique<State>()) {
-  state_->code = code;
-  state_->msg.assign(msg.data(), msg.size());
+Status::Status(Code code, const Slice& msg, const Slice& msg2) : code_(code) {
+  if (msg.empty() && msg2.empty()) return;
+  msg_ = std::make_unique<std::string>(msg.data(), msg.size());
   if (!msg2.empty()) {
-    state_->msg.append(": ");
-    state_->msg.append(msg2.data(), msg2.size());
+    if (!msg.empty()) msg_->append(": ");
+    msg_->append(msg2.data(), msg2.size());
   }
 }
 
@@ -30,13 +29,13 @@ Status Status::FromErrno(const Slice& context, int err) {
 
 const std::string& Status::message() const {
   static const std::string kEmpty;
-  return state_ ? state_->msg : kEmpty;
+  return msg_ ? *msg_ : kEmpty;
 }
 
 std::string Status::ToString() const {
-  if (state_ == nullptr) return "OK";
+  if (code_ == kOk) return "OK";
   const char* name = "Unknown code";
-  switch (state_->code) {
+  switch (code_) {
     case kOk:
       name = "OK";
       break;
@@ -72,9 +71,9 @@ std::string Status::ToString() const {
       break;
   }
   std::string r(name);
-  if (!state_->msg.empty()) {
+  if (msg_ != nullptr && !msg_->empty()) {
     r.append(": ");
-    r.append(state_->msg);
+    r.append(*msg_);
   }
   return r;
 }

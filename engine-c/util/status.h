@@ -1,7 +1,8 @@
 // Status: the result of an operation that can fail.
 //
-// Errors are values, never exceptions. An OK status costs nothing (a null
-// pointer); an error carries a code and a message. Codes mirror the SHALE_*
+// Errors are values, never exceptions. An OK status, and an error without
+// a message (a plain NotFound on a lookup miss), cost no allocation; an
+// error with a message holds it on the heap. Codes mirror the SHALE_*
 // codes of include/shale/engine.h one for one, so the C API passes them
 // through unchanged.
 //
@@ -41,8 +42,18 @@ class Status {
     if (this != &rhs) CopyFrom(rhs);
     return *this;
   }
-  Status(Status&&) noexcept = default;
-  Status& operator=(Status&&) noexcept = default;
+  // A moved-from Status is OK.
+  Status(Status&& rhs) noexcept : code_(rhs.code_), msg_(std::move(rhs.msg_)) {
+    rhs.code_ = kOk;
+  }
+  Status& operator=(Status&& rhs) noexcept {
+    if (this != &rhs) {
+      code_ = rhs.code_;
+      msg_ = std::move(rhs.msg_);
+      rhs.code_ = kOk;
+    }
+    return *this;
+  }
 
   static Status OK() { return Status(); }
   static Status NotFound(const Slice& msg, const Slice& msg2 = Slice()) {
@@ -79,8 +90,8 @@ class Status {
   // NotFound, anything else IOError. context names the file or operation.
   static Status FromErrno(const Slice& context, int err);
 
-  bool ok() const { return state_ == nullptr; }
-  Code code() const { return state_ == nullptr ? kOk : state_->code; }
+  bool ok() const { return code_ == kOk; }
+  Code code() const { return code_; }
   bool IsNotFound() const { return code() == kNotFound; }
   bool IsCorruption() const { return code() == kCorruption; }
   bool IsIOError() const { return code() == kIOError; }
@@ -94,17 +105,14 @@ class Status {
   std::string ToString() const;
 
  private:
-  struct State {
-    Code code;
-    std::string msg;
-  };
-
   Status(Code code, const Slice& msg, const Slice& msg2);
   void CopyFrom(const Status& rhs) {
-    state_ = rhs.state_ ? std::make_unique<State>(*rhs.state_) : nullptr;
+    code_ = rhs.code_;
+    msg_ = rhs.msg_ ? std::make_unique<std::string>(*rhs.msg_) : nullptr;
   }
 
-  std::unique_ptr<State> state_;  // nullptr means OK
+  Code code_ = kOk;
+  std::unique_ptr<std::string> msg_;  // nullptr when there is no message
 };
 
 }  // namespace shale

@@ -22,5 +22,11 @@
 #define LOCK_RETURNED(x) SHALE_THREAD_ANNOTATION(lock_returned(x))
 #define NO_THREAD_SAFETY_ANALYSIS \
   SHALE_THREAD_ANNOTATION(no_thread_safety_analysis)
+// For lock types (util/mutex.h).
+#define CAPABILITY(x) SHALE_THREAD_ANNOTATION(capability(x))
+#define SCOPED_CAPABILITY SHALE_THREAD_ANNOTATION(scoped_lockable)
+#define ACQUIRE(...) SHALE_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
+#define RELEASE(...) SHALE_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define ASSERT_CAPABILITY(x) SHALE_THREAD_ANNOTATION(assert_capability(x))
 
 #endif  // SHALE_UTIL_THREAD_ANNOTATIONS_H_

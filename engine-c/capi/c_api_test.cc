@@ -1,0 +1,136 @@
+// Tests of the C API's buffer contracts from C++ (the plain-C test,
+// c_api_test.c, covers the rest): next_batch limits and encoding, MultiGet
+// packing, and status messages.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "db/write_batch.h"
+#include "shale/engine.h"
+#include "util/coding.h"
+#include "util/testutil.h"
+
+namespace shale {
+namespace {
+
+class CApiTest : public testing::Test {
+ protected:
+  CApiTest() : dir_(test::TempDir("c_api_gtest")) {
+    shale_options_t opts;
+    shale_options_init(&opts);
+    shale_status_t s = shale_open(&opts, (dir_ + "/db").c_str(), &db_);
+    EXPECT_EQ(SHALE_OK, s.code) << (s.message ? s.message : "");
+    shale_free(s.message);
+  }
+  ~CApiTest() override {
+    if (db_ != nullptr) {
+      shale_status_t s = shale_close(db_);
+      EXPECT_EQ(SHALE_OK, s.code);
+      shale_free(s.message);
+    }
+    test::RemoveDirRecursively(dir_);
+  }
+
+  void Write(const WriteBatch& b) {
+    shale_write_options_t wo = {0, 0, 0};
+    shale_status_t s =
+        shale_write(db_, &wo, reinterpret_cast<const uint8_t*>(b.Data().data()),
+                    b.Data().size());
+    ASSERT_EQ(SHALE_OK, s.code) << (s.message ? s.message : "");
+  }
+
+  std::string dir_;
+  shale_db_t* db_ = nullptr;
+};
+
+TEST_F(CApiTest, NextBatchHonoursMaxEntriesAndEncoding) {
+  WriteBatch b;
+  for (int i = 0; i < 10; i++) {
+    b.Put("key" + std::to_string(i), std::string(i, 'v'));
+  }
+  Write(b);
+  shale_read_options_t ro;
+  shale_read_options_init(&ro);
+  shale_iterator_t* it = nullptr;
+  ASSERT_EQ(SHALE_OK,
+            shale_iter_new(db_, &ro, nullptr, 0, nullptr, 0, &it).code);
+  shale_iter_seek_to_first(it);
+  std::vector<uint8_t> buf(4096);
+  size_t n = 0, used = 0;
+  uint8_t valid = 0;
+  shale_status_t s = shale_iter_next_batch(it, 0, 3, buf.data(), buf.size(), &n,
+                                           &used, &valid);
+  ASSERT_EQ(SHALE_OK, s.code);
+  EXPECT_EQ(3u, n);
+  EXPECT_EQ(1, valid);
+  size_t off = 0;
+  for (int i = 0; i < 3; i++) {
+    const uint32_t kl = DecodeFixed32(reinterpret_cast<char*>(&buf[off]));
+    const uint32_t vl = DecodeFixed32(reinterpret_cast<char*>(&buf[off + 4]));
+    EXPECT_EQ("key" + std::to_string(i),
+              std::string(reinterpret_cast<char*>(&buf[off + 8]), kl));
+    EXPECT_EQ(static_cast<uint32_t>(i), vl);
+    off += 8 + kl + vl;
+  }
+  EXPECT_EQ(off, used);
+  // The iterator is left on the first entry not emitted.
+  s = shale_iter_next_batch(it, 0, 100, buf.data(), buf.size(), &n, &used,
+                            &valid);
+  ASSERT_EQ(SHALE_OK, s.code);
+  EXPECT_EQ(7u, n);
+  EXPECT_EQ(0, valid);
+  EXPECT_EQ("key3", std::string(reinterpret_cast<char*>(&buf[8]), 4));
+  // An exhausted iterator yields nothing.
+  s = shale_iter_next_batch(it, 0, 100, buf.data(), buf.size(), &n, &used,
+                            &valid);
+  EXPECT_EQ(SHALE_OK, s.code);
+  EXPECT_EQ(0u, n);
+  // max_entries 0 moves nothing.
+  shale_iter_seek_to_last(it);
+  s = shale_iter_next_batch(it, SHALE_ITER_REVERSE, 0, buf.data(), buf.size(),
+                            &n, &used, &valid);
+  EXPECT_EQ(0u, n);
+  EXPECT_EQ(1, valid);
+  shale_iter_free(it);
+}
+
+TEST_F(CApiTest, ErrorsCarryMessages) {
+  std::string bad = "0123456789ab\x01";  // header, then a truncated Put
+  EncodeFixed32(&bad[8], 1);
+  shale_write_options_t wo = {0, 0, 0};
+  shale_status_t s = shale_write(
+      db_, &wo, reinterpret_cast<const uint8_t*>(bad.data()), bad.size());
+  EXPECT_EQ(SHALE_CORRUPTION, s.code);
+  ASSERT_NE(nullptr, s.message);
+  EXPECT_NE(nullptr, strstr(s.message, "truncated Put record at offset 12"))
+      << s.message;
+  shale_free(s.message);
+  // A plain miss carries no message (and allocates none).
+  shale_read_options_t ro;
+  shale_read_options_init(&ro);
+  size_t len;
+  s = shale_get(db_, &ro, reinterpret_cast<const uint8_t*>("nope"), 4, nullptr,
+                0, &len);
+  EXPECT_EQ(SHALE_NOT_FOUND, s.code);
+  EXPECT_EQ(nullptr, s.message);
+}
+
+TEST_F(CApiTest, MultiGetRejectsBadOffsets) {
+  const char keys[] = "abc";
+  size_t offsets[] = {0, 2, 1};
+  uint8_t values[16];
+  size_t value_offsets[2], value_lens[2];
+  int32_t statuses[2];
+  shale_read_options_t ro;
+  shale_read_options_init(&ro);
+  shale_status_t s = shale_multi_get(
+      db_, &ro, 2, reinterpret_cast<const uint8_t*>(keys), offsets, values,
+      sizeof(values), value_offsets, value_lens, statuses);
+  EXPECT_EQ(SHALE_INVALID_ARGUMENT, s.code);
+  shale_free(s.message);
+}
+
+}  // namespace
+}  // namespace shale

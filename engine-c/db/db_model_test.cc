@@ -1,0 +1,248 @@
+// A randomized test of the whole engine against a model: std::map.
+//
+// Each seed runs thousands of random operations - puts, deletes, range
+// deletes, multi-record batches, snapshots taken and released, reopens -
+// and checks point reads and iterators (both directions, seeks, bounds,
+// direction changes) against the model, at the latest state and at every
+// live snapshot. SHALE_MODEL_OPS and SHALE_MODEL_SEEDS raise the counts for
+// long runs.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include "db/db_test_util.h"
+#include "util/random.h"
+
+namespace shale {
+namespace {
+
+using Model = std::map<std::string, std::string>;
+
+int EnvInt(const char* name, int def) {
+  const char* v = getenv(name);
+  return (v != nullptr && *v != '\0') ? atoi(v) : def;
+}
+
+class DBModelTest : public test::DBTestBase,
+                    public testing::WithParamInterface<uint64_t> {
+ protected:
+  DBModelTest() : DBTestBase("db_model_test"), rnd_(GetParam()) {
+    ConfigureOptions();
+    Reopen();
+  }
+  ~DBModelTest() override { ReleaseAllSnapshots(); }
+
+  // Small buffers so that the engine's background machinery runs often.
+  void ConfigureOptions() { options_.write_buffer_size = 64 << 10; }
+
+  struct Snap {
+    const Snapshot* snap;
+    Model model;
+  };
+
+  std::string RandomKey() {
+    // A small key space (lots of overwrites), a few long keys.
+    const uint64_t n = rnd_.Uniform(300);
+    std::string k = "k" + std::to_string(n);
+    if (n % 37 == 0) k += std::string(100, 'x');
+    return k;
+  }
+
+  std::string RandomValue() {
+    return std::string(rnd_.Skewed(10), 'a' + rnd_.Uniform(26)) +
+           std::to_string(rnd_.Next() % 1000);
+  }
+
+  void ApplyToModel(Model* m, ValueType t, const std::string& k,
+                    const std::string& v) {
+    switch (t) {
+      case kTypeValue:
+        (*m)[k] = v;
+        break;
+      case kTypeDeletion:
+        m->erase(k);
+        break;
+      case kTypeRangeDeletion:
+        m->erase(m->lower_bound(k), m->lower_bound(v));
+        break;
+    }
+  }
+
+  void RandomWrite() {
+    WriteBatch b;
+    const int n = rnd_.OneIn(4) ? 1 + rnd_.Uniform(8) : 1;
+    for (int i = 0; i < n; i++) {
+      const uint64_t r = rnd_.Uniform(100);
+      if (r < 65) {
+        const std::string k = RandomKey(), v = RandomValue();
+        b.Put(k, v);
+        ApplyToModel(&model_, kTypeValue, k, v);
+      } else if (r < 92) {
+        const std::string k = RandomKey();
+        b.Delete(k);
+        ApplyToModel(&model_, kTypeDeletion, k, "");
+      } else {
+        std::string a = RandomKey(), z = RandomKey();
+        if (a > z) std::swap(a, z);
+        b.DeleteRange(a, z);
+        ApplyToModel(&model_, kTypeRangeDeletion, a, z);
+      }
+    }
+    ASSERT_TRUE(Write(b, rnd_.OneIn(50)).ok());
+  }
+
+  void CheckGet(const Snapshot* snap, const Model& m) {
+    for (int i = 0; i < 5; i++) {
+      const std::string k = RandomKey();
+      auto it = m.find(k);
+      ASSERT_EQ(it == m.end() ? "NOT_FOUND" : it->second, Get(k, snap))
+          << "key " << k;
+    }
+  }
+
+  void CheckMultiGet(const Snapshot* snap, const Model& m) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < 8; i++) keys.push_back(RandomKey());
+    std::vector<Slice> slices(keys.begin(), keys.end());
+    std::vector<std::string> values(keys.size());
+    std::vector<Status> statuses(keys.size());
+    ReadOptions ro;
+    ro.snapshot = snap;
+    db_->MultiGet(ro, keys.size(), slices.data(), values.data(),
+                  statuses.data());
+    for (size_t i = 0; i < keys.size(); i++) {
+      auto it = m.find(keys[i]);
+      if (it == m.end()) {
+        ASSERT_TRUE(statuses[i].IsNotFound()) << keys[i];
+      } else {
+        ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+        ASSERT_EQ(it->second, values[i]);
+      }
+    }
+  }
+
+  // A random walk of an iterator with random bounds, step by step against
+  // the model.
+  void CheckIterator(const Snapshot* snap, const Model& m) {
+    std::optional<std::string> lower, upper;
+    if (rnd_.OneIn(3)) lower = RandomKey();
+    if (rnd_.OneIn(3)) upper = RandomKey();
+    Slice lo, hi;
+    if (lower) lo = *lower;
+    if (upper) hi = *upper;
+    ReadOptions ro;
+    ro.snapshot = snap;
+    std::unique_ptr<DBIter> it(
+        db_->NewIterator(ro, lower ? &lo : nullptr, upper ? &hi : nullptr));
+    // The model's view within bounds.
+    Model view;
+    for (const auto& [k, v] : m) {
+      if (lower && k < *lower) continue;
+      if (upper && k >= *upper) continue;
+      view[k] = v;
+    }
+    Model::const_iterator pos = view.end();  // end() = invalid
+    for (int step = 0; step < 40; step++) {
+      const uint64_t op = rnd_.Uniform(6);
+      if (op == 0) {
+        it->SeekToFirst();
+        pos = view.begin();
+      } else if (op == 1) {
+        it->SeekToLast();
+        pos = view.empty() ? view.end() : std::prev(view.end());
+      } else if (op == 2) {
+        const std::string t = RandomKey();
+        it->Seek(t);
+        pos = view.lower_bound(t);
+      } else if (op == 3) {
+        const std::string t = RandomKey();
+        it->SeekForPrev(t);
+        auto ub = view.upper_bound(t);
+        pos = ub == view.begin() ? view.end() : std::prev(ub);
+      } else if (pos != view.end() && op == 4) {
+        it->Next();
+        ++pos;
+      } else if (pos != view.end()) {
+        it->Prev();
+        pos = pos == view.begin() ? view.end() : std::prev(pos);
+      }
+      ASSERT_TRUE(it->status().ok()) << it->status().ToString();
+      ASSERT_EQ(pos != view.end(), it->Valid()) << "step " << step;
+      if (pos != view.end()) {
+        ASSERT_EQ(pos->first, it->key().ToString());
+        ASSERT_EQ(pos->second, it->value().ToString());
+      }
+    }
+  }
+
+  void CheckAll() {
+    CheckGet(nullptr, model_);
+    CheckMultiGet(nullptr, model_);
+    CheckIterator(nullptr, model_);
+    if (!snaps_.empty()) {
+      const Snap& s = snaps_[rnd_.Uniform(snaps_.size())];
+      CheckGet(s.snap, s.model);
+      CheckMultiGet(s.snap, s.model);
+      CheckIterator(s.snap, s.model);
+    }
+  }
+
+  void ReleaseAllSnapshots() {
+    for (const Snap& s : snaps_) db_->ReleaseSnapshot(s.snap);
+    snaps_.clear();
+  }
+
+  Random rnd_;
+  Model model_;
+  std::vector<Snap> snaps_;
+};
+
+TEST_P(DBModelTest, Randomized) {
+  const int ops = EnvInt("SHALE_MODEL_OPS", 6000);
+  for (int i = 0; i < ops; i++) {
+    const uint64_t r = rnd_.Uniform(1000);
+    if (r < 700) {
+      RandomWrite();
+    } else if (r < 950) {
+      CheckAll();
+    } else if (r < 975) {
+      if (snaps_.size() < 5) {
+        snaps_.push_back(Snap{db_->GetSnapshot(), model_});
+      }
+    } else if (r < 995) {
+      if (!snaps_.empty()) {
+        const size_t j = rnd_.Uniform(snaps_.size());
+        db_->ReleaseSnapshot(snaps_[j].snap);
+        snaps_.erase(snaps_.begin() + j);
+      }
+    } else {
+      ReleaseAllSnapshots();
+      Reopen();
+    }
+    if (HasFatalFailure()) return;
+  }
+  CheckAll();
+  // Everything, both directions.
+  std::string want;
+  for (const auto& [k, v] : model_)
+    want += (want.empty() ? "" : " ") + k + "=" + v;
+  ASSERT_EQ(want, Contents());
+  ReleaseAllSnapshots();
+  Reopen();
+  ASSERT_EQ(want, Contents());
+}
+
+std::vector<uint64_t> Seeds() {
+  const int n = EnvInt("SHALE_MODEL_SEEDS", 3);
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < n; i++) seeds.push_back(301 + 7919 * i);
+  return seeds;
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, DBModelTest, testing::ValuesIn(Seeds()));
+
+}  // namespace
+}  // namespace shale

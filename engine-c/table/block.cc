@@ -1,0 +1,342 @@
+// Decoding of the block format written by BlockBuilder (grammar in
+// block_builder.cc).
+
+#include "table/block.h"
+
+#include <cassert>
+#include <cstring>
+
+#include "util/coding.h"
+#include "util/comparator.h"
+
+namespace shale {
+
+Block::Block(const BlockContents& contents)
+    : data_(contents.data.data()),
+      size_(contents.data.size()),
+      restart_offset_(kMalformed),
+      num_restarts_(0),
+      owned_(contents.heap_allocated) {
+  if (size_ < sizeof(uint32_t) || size_ > UINT32_MAX) return;
+  const size_t max_restarts = (size_ - sizeof(uint32_t)) / sizeof(uint32_t);
+  const uint32_t num_restarts = DecodeFixed32(data_ + size_ - sizeof(uint32_t));
+  if (num_restarts == 0 || num_restarts > max_restarts) return;
+  num_restarts_ = num_restarts;
+  restart_offset_ = static_cast<uint32_t>(
+      size_ - (1 + static_cast<size_t>(num_restarts)) * sizeof(uint32_t));
+}
+
+Block::~Block() {
+  if (owned_) delete[] data_;
+}
+
+void Block::InitIter(const Comparator* comparator, uint64_t global_seqno,
+                     const std::string* error_file, uint64_t error_offset,
+                     BlockIter* iter) const {
+  if (!ok()) {
+    std::string where = error_file == nullptr
+                            ? std::string("in memory")
+                            : BlockErrorContext(*error_file, error_offset);
+    iter->InitError(Status::Corruption("bad block restart array", where));
+    return;
+  }
+  iter->Init(comparator, data_, restart_offset_, num_restarts_, global_seqno,
+             error_file, error_offset);
+}
+
+Iterator* Block::NewIterator(const Comparator* comparator,
+                             uint64_t global_seqno,
+                             const std::string* error_file,
+                             uint64_t error_offset) const {
+  BlockIter* iter = new BlockIter;
+  InitIter(comparator, global_seqno, error_file, error_offset, iter);
+  return iter;
+}
+
+// ---------------------------------------------------------------- BlockIter
+
+namespace {
+
+// Decodes the header of the entry at p: shared, non_shared, value_length.
+// Returns the start of the key delta, or nullptr if the header is malformed
+// or the entry overruns limit.
+inline const char* DecodeEntry(const char* p, const char* limit,
+                               uint32_t* shared, uint32_t* non_shared,
+                               uint32_t* value_length) {
+  if (limit - p < 3) return nullptr;
+  *shared = static_cast<uint8_t>(p[0]);
+  *non_shared = static_cast<uint8_t>(p[1]);
+  *value_length = static_cast<uint8_t>(p[2]);
+  if ((*shared | *non_shared | *value_length) < 128) {
+    // Fast path: all three values fit in one byte each.
+    p += 3;
+  } else {
+    if ((p = GetVarint32Ptr(p, limit, shared)) == nullptr) return nullptr;
+    if ((p = GetVarint32Ptr(p, limit, non_shared)) == nullptr) return nullptr;
+    if ((p = GetVarint32Ptr(p, limit, value_length)) == nullptr) return nullptr;
+  }
+  if (static_cast<uint64_t>(limit - p) <
+      static_cast<uint64_t>(*non_shared) + *value_length) {
+    return nullptr;
+  }
+  return p;
+}
+
+}  // namespace
+
+void BlockIter::Init(const Comparator* comparator, const char* data,
+                     uint32_t restart_offset, uint32_t num_restarts,
+                     uint64_t global_seqno, const std::string* error_file,
+                     uint64_t error_offset) {
+  assert(num_restarts > 0);
+  comparator_ = comparator;
+  data_ = data;
+  restart_offset_ = restart_offset;
+  num_restarts_ = num_restarts;
+  MarkInvalid();
+  global_seqno_ = global_seqno;
+  error_file_ = error_file;
+  error_offset_ = error_offset;
+  raw_key_ = key_ = value_ = Slice();
+  status_ = Status::OK();
+  prev_entries_.clear();
+}
+
+void BlockIter::InitError(const Status& s) {
+  comparator_ = nullptr;
+  data_ = nullptr;
+  restart_offset_ = 0;
+  num_restarts_ = 0;
+  current_ = 0;
+  restart_index_ = 0;
+  next_restart_ = 0;
+  raw_key_ = key_ = value_ = Slice();
+  status_ = s;
+  prev_entries_.clear();
+}
+
+void BlockIter::CorruptionError(const char* what) {
+  MarkInvalid();
+  status_ = Status::Corruption(
+      what, error_file_ == nullptr
+                ? std::string("in memory block")
+                : BlockErrorContext(*error_file_, error_offset_));
+  raw_key_ = key_ = value_ = Slice();
+  prev_entries_.clear();
+}
+
+uint32_t BlockIter::RestartPoint(uint32_t index) const {
+  assert(index < num_restarts_);
+  return DecodeFixed32(data_ + restart_offset_ + index * sizeof(uint32_t));
+}
+
+void BlockIter::SeekToRestartPoint(uint32_t index) {
+  raw_key_ = key_ = Slice();
+  SetRestartIndex(index);
+  // current_ is fixed by ParseNextKey(), which starts at NextEntryOffset():
+  // an empty value_ at the restart point makes that the restart point.
+  const uint32_t offset = RestartPoint(index);
+  value_ = Slice(data_ + offset, 0);
+}
+
+bool BlockIter::ApplyGlobalSeqno() {
+  // Internal key: user key + fixed64(sequence << 8 | type). Keep the type,
+  // replace the sequence.
+  if (raw_key_.size() < 8) {
+    CorruptionError("key too short for a global sequence number");
+    return false;
+  }
+  seqno_buf_.assign(raw_key_.data(), raw_key_.size());
+  char* trailer = seqno_buf_.data() + seqno_buf_.size() - 8;
+  const uint64_t packed = DecodeFixed64(trailer);
+  EncodeFixed64(trailer, (global_seqno_ << 8) | (packed & 0xff));
+  key_ = Slice(seqno_buf_);
+  return true;
+}
+
+void BlockIter::GrowKeyBuffer(size_t n) {
+  size_t capacity = key_capacity_ * 2;
+  while (capacity < n) capacity *= 2;
+  std::unique_ptr<char[]> bigger(new char[capacity]);
+  const bool raw_in_buffer = raw_key_.data() == key_buf_;
+  if (raw_in_buffer) memcpy(bigger.get(), key_buf_, raw_key_.size());
+  key_heap_ = std::move(bigger);
+  key_buf_ = key_heap_.get();
+  key_capacity_ = capacity;
+  if (raw_in_buffer) raw_key_ = Slice(key_buf_, raw_key_.size());
+}
+
+bool BlockIter::ParseNextKey() {
+  current_ = NextEntryOffset();
+  const char* p = data_ + current_;
+  const char* limit = data_ + restart_offset_;
+  if (p >= limit) {
+    // No more entries: mark as invalid.
+    MarkInvalid();
+    return false;
+  }
+
+  uint32_t shared, non_shared, value_length;
+  p = DecodeEntry(p, limit, &shared, &non_shared, &value_length);
+  if (p == nullptr || raw_key_.size() < shared) {
+    CorruptionError("bad entry in block");
+    return false;
+  }
+  if (shared == 0) {
+    // Stored whole: point into the block, no copy.
+    raw_key_ = Slice(p, non_shared);
+  } else {
+    const size_t size = static_cast<size_t>(shared) + non_shared;
+    if (size > key_capacity_) GrowKeyBuffer(size);
+    if (raw_key_.data() != key_buf_) {
+      // The previous key lives elsewhere (block, prev_keys_): bring its
+      // shared prefix into the buffer.
+      memcpy(key_buf_, raw_key_.data(), shared);
+    }
+    memcpy(key_buf_ + shared, p, non_shared);
+    raw_key_ = Slice(key_buf_, size);
+  }
+  value_ = Slice(p + non_shared, value_length);
+  if (current_ >= next_restart_) {
+    // Crossed into the next restart interval.
+    uint32_t index = restart_index_ + 1;
+    while (index + 1 < num_restarts_ && RestartPoint(index + 1) <= current_) {
+      index++;
+    }
+    SetRestartIndex(index);
+  }
+  return SetKeyFromRaw();
+}
+
+bool BlockIter::RestartKey(uint32_t index, Slice* key) {
+  const uint32_t offset = RestartPoint(index);
+  const char* limit = data_ + restart_offset_;
+  uint32_t shared, non_shared, value_length;
+  const char* p = offset < restart_offset_
+                      ? DecodeEntry(data_ + offset, limit, &shared, &non_shared,
+                                    &value_length)
+                      : nullptr;
+  if (p == nullptr || shared != 0) {
+    CorruptionError("bad restart point in block");
+    return false;
+  }
+  *key = Slice(p, non_shared);
+  if (global_seqno_ != 0) {
+    raw_key_ = *key;
+    if (!SetKeyFromRaw()) return false;
+    *key = key_;
+  }
+  return true;
+}
+
+void BlockIter::Next() {
+  assert(Valid());
+  ParseNextKey();
+  prev_entries_.clear();
+}
+
+void BlockIter::Prev() {
+  assert(Valid());
+  if (!prev_entries_.empty()) {
+    // The previous entry was decoded by the scan that brought us here.
+    const PrevEntry& e = prev_entries_.back();
+    current_ = e.offset;
+    raw_key_ = Slice(prev_keys_.data() + e.key_offset, e.key_size);
+    value_ = Slice(data_ + e.value_offset, e.value_size);
+    prev_entries_.pop_back();
+    SetKeyFromRaw();  // on failure the iterator is left invalid
+    return;
+  }
+
+  // Scan backwards to a restart point before current_.
+  const uint32_t original = current_;
+  while (RestartPoint(restart_index_) >= original) {
+    if (restart_index_ == 0) {
+      // No more entries.
+      MarkInvalid();
+      return;
+    }
+    restart_index_--;
+  }
+  const uint32_t restart = restart_index_;
+  SeekToRestartPoint(restart);
+  // Decode forward to the entry just before original, remembering each one
+  // passed so that the following Prev() calls need no decoding.
+  prev_keys_.clear();
+  while (ParseNextKey() && NextEntryOffset() < original) {
+    PrevEntry e;
+    e.offset = current_;
+    e.key_offset = static_cast<uint32_t>(prev_keys_.size());
+    e.key_size = static_cast<uint32_t>(raw_key_.size());
+    e.value_offset = static_cast<uint32_t>(value_.data() - data_);
+    e.value_size = static_cast<uint32_t>(value_.size());
+    prev_keys_.append(raw_key_.data(), raw_key_.size());
+    prev_entries_.push_back(e);
+  }
+  if (!Valid()) {
+    // Only on corruption (status_ set) or a restart array that does not
+    // match the entries.
+    if (status_.ok()) CorruptionError("bad restart point in block");
+    return;
+  }
+  if (NextEntryOffset() != original) {
+    CorruptionError("bad entry in block");
+    return;
+  }
+  SetRestartIndex(restart);
+}
+
+void BlockIter::Seek(const Slice& target) {
+  if (!status_.ok() || data_ == nullptr) return;  // errors are sticky
+  prev_entries_.clear();
+  // Binary search in the restart array for the last restart point whose key
+  // is < target; the answer is in its interval (or is the interval's
+  // successor's first key).
+  uint32_t left = 0;
+  uint32_t right = num_restarts_ - 1;
+  if (Valid()) {
+    // Sorted lookups (MultiGet, merging) often seek near the current entry:
+    // narrow the search with it.
+    const int c = comparator_->Compare(key_, target);
+    if (c == 0) return;
+    if (c < 0) {
+      left = restart_index_;
+    } else {
+      right = restart_index_;
+    }
+  }
+  while (left < right) {
+    const uint32_t mid = (left + right + 1) / 2;
+    Slice mid_key;
+    if (!RestartKey(mid, &mid_key)) return;
+    if (comparator_->Compare(mid_key, target) < 0) {
+      left = mid;  // everything before mid is < target too
+    } else {
+      right = mid - 1;  // mid's key is >= target
+    }
+  }
+
+  // Linear scan in the interval for the first key >= target.
+  SeekToRestartPoint(left);
+  while (ParseNextKey()) {
+    if (comparator_->Compare(key_, target) >= 0) return;
+  }
+}
+
+void BlockIter::SeekToFirst() {
+  if (!status_.ok() || data_ == nullptr) return;
+  prev_entries_.clear();
+  SeekToRestartPoint(0);
+  ParseNextKey();
+}
+
+void BlockIter::SeekToLast() {
+  if (!status_.ok() || data_ == nullptr) return;
+  prev_entries_.clear();
+  SeekToRestartPoint(num_restarts_ - 1);
+  while (ParseNextKey() && NextEntryOffset() < restart_offset_) {
+    // Keep skipping.
+  }
+}
+
+}  // namespace shale

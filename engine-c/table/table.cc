@@ -1,0 +1,668 @@
+// Reading an SST: Open, iteration, point and batched lookups.
+
+#include "table/table.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "table/block.h"
+#include "table/filter_policy.h"
+#include "table/format.h"
+#include "table/table_properties.h"
+#include "table/two_level_iterator.h"
+#include "util/cache.h"
+#include "util/coding.h"
+#include "util/comparator.h"
+#include "util/env.h"
+#include "util/statistics.h"
+
+namespace shale {
+
+namespace {
+
+// Block-cache keys: the table's cache ID, then the block's offset.
+constexpr size_t kCacheKeySize = 16;
+
+// A filter kept 64-byte aligned so that each of its lines is one cache line.
+struct FilterData {
+  static constexpr size_t kAlignment = 64;
+
+  explicit FilterData(const Slice& contents) : size(contents.size()) {
+    const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+    bytes = static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
+    if (bytes == nullptr) throw std::bad_alloc();
+    memcpy(bytes, contents.data(), size);
+  }
+  FilterData(const FilterData&) = delete;
+  FilterData& operator=(const FilterData&) = delete;
+  ~FilterData() { std::free(bytes); }
+
+  Slice slice() const { return Slice(bytes, size); }
+
+  char* bytes;
+  size_t size;
+};
+
+void DeleteCachedBlock(const Slice& /*key*/, void* value) {
+  delete static_cast<Block*>(value);
+}
+
+void DeleteCachedFilter(const Slice& /*key*/, void* value) {
+  delete static_cast<FilterData*>(value);
+}
+
+void ReleaseCacheHandle(void* cache, void* handle) {
+  static_cast<Cache*>(cache)->Release(static_cast<Cache::Handle*>(handle));
+}
+
+void DeleteBlock(void* block, void* /*unused*/) {
+  delete static_cast<Block*>(block);
+}
+
+// A block pinned for as long as a lookup uses it: either a block-cache
+// handle or a block the lookup owns. Lives on the stack: no allocation.
+class BlockRef {
+ public:
+  BlockRef() = default;
+  BlockRef(const BlockRef&) = delete;
+  BlockRef& operator=(const BlockRef&) = delete;
+  ~BlockRef() { Reset(); }
+
+  void Reset() {
+    if (handle_ != nullptr) cache_->Release(handle_);
+    delete owned_;
+    cache_ = nullptr;
+    handle_ = nullptr;
+    owned_ = nullptr;
+    block_ = nullptr;
+  }
+  void SetCached(Cache* cache, Cache::Handle* handle) {
+    Reset();
+    cache_ = cache;
+    handle_ = handle;
+    block_ = static_cast<const Block*>(cache->Value(handle));
+  }
+  void SetOwned(Block* block) {
+    Reset();
+    owned_ = block;
+    block_ = block;
+  }
+  // A block owned by someone else that outlives this reference.
+  void SetBorrowed(const Block* block) {
+    Reset();
+    block_ = block;
+  }
+
+  const Block* block() const { return block_; }
+
+  // Hands the pin to iter: it is released when iter is destroyed.
+  void TransferTo(Iterator* iter) {
+    if (handle_ != nullptr) {
+      iter->RegisterCleanup(&ReleaseCacheHandle, cache_, handle_);
+    } else if (owned_ != nullptr) {
+      iter->RegisterCleanup(&DeleteBlock, owned_, nullptr);
+    }
+    cache_ = nullptr;
+    handle_ = nullptr;
+    owned_ = nullptr;
+    block_ = nullptr;
+  }
+
+ private:
+  Cache* cache_ = nullptr;
+  Cache::Handle* handle_ = nullptr;
+  Block* owned_ = nullptr;
+  const Block* block_ = nullptr;
+};
+
+// A filter pinned for a lookup (see BlockRef).
+class FilterRef {
+ public:
+  FilterRef() = default;
+  FilterRef(const FilterRef&) = delete;
+  FilterRef& operator=(const FilterRef&) = delete;
+  ~FilterRef() {
+    if (handle_ != nullptr) cache_->Release(handle_);
+  }
+
+  void SetCached(Cache* cache, Cache::Handle* handle) {
+    cache_ = cache;
+    handle_ = handle;
+    filter_ = static_cast<const FilterData*>(cache->Value(handle))->slice();
+  }
+  void SetBorrowed(const Slice& filter) { filter_ = filter; }
+
+  const Slice& filter() const { return filter_; }
+
+ private:
+  Cache* cache_ = nullptr;
+  Cache::Handle* handle_ = nullptr;
+  Slice filter_;
+};
+
+enum class BlockKind { kData, kIndex };
+
+inline void Record(Statistics* stats, Ticker t, uint64_t n = 1) {
+  if (stats != nullptr) stats->Record(t, n);
+}
+
+}  // namespace
+
+struct Table::Rep {
+  TableOptions options;
+  std::unique_ptr<RandomAccessFile> file;
+  uint64_t file_size = 0;
+  uint64_t file_number = 0;
+  uint64_t global_seqno = 0;
+  std::string file_name;
+  uint64_t cache_id = 0;  // block-cache key prefix (when block_cache)
+
+  TableProperties props;
+  BlockHandle index_handle;
+  // Index and filter held by the table (not cache_index_blocks), or null.
+  std::unique_ptr<Block> index_block;
+  std::unique_ptr<FilterData> filter;
+  bool has_filter = false;
+  BlockHandle filter_handle;
+  std::unique_ptr<Block> range_del_block;  // null when the file has none
+  uint64_t range_del_offset = 0;
+  // True: index and filter go through options.block_cache.
+  bool cache_index_and_filter = false;
+  // End of the data blocks (they start at offset 0 and are contiguous).
+  uint64_t data_end = 0;
+
+  void CacheKey(uint64_t offset, char* buf) const {
+    EncodeFixed64(buf, cache_id);
+    EncodeFixed64(buf + 8, offset);
+  }
+
+  // Reads a block from the file (no cache).
+  Status ReadBlockFromFile(const TableReadOptions& ro,
+                           const BlockHandle& handle,
+                           BlockContents* contents) const {
+    Status s =
+        ReadBlock(file.get(), file_size, file_name, ro, handle, contents);
+    if (s.ok()) {
+      Record(options.statistics, kSstBytesRead,
+             handle.size() + kBlockTrailerSize);
+      Record(options.statistics, kSstBlocksRead);
+    }
+    return s;
+  }
+
+  // Pins the data or index block at handle into *ref, through the block
+  // cache when there is one.
+  Status GetBlock(const TableReadOptions& ro, const BlockHandle& handle,
+                  BlockKind kind, BlockRef* ref) const {
+    Cache* cache = options.block_cache;
+    Statistics* stats = options.statistics;
+    char key_buf[kCacheKeySize];
+    if (cache != nullptr) {
+      CacheKey(handle.offset(), key_buf);
+      Cache::Handle* h = cache->Lookup(Slice(key_buf, kCacheKeySize));
+      if (h != nullptr) {
+        Record(stats, kBlockCacheHit);
+        Record(stats, kind == BlockKind::kData ? kBlockCacheDataHit
+                                               : kBlockCacheIndexHit);
+        ref->SetCached(cache, h);
+        return Status::OK();
+      }
+      Record(stats, kBlockCacheMiss);
+      Record(stats, kind == BlockKind::kData ? kBlockCacheDataMiss
+                                             : kBlockCacheIndexMiss);
+    }
+    BlockContents contents;
+    Status s = ReadBlockFromFile(ro, handle, &contents);
+    if (!s.ok()) return s;
+    Block* block = new Block(contents);
+    if (cache != nullptr && contents.cachable && block->ok() &&
+        (ro.fill_cache || kind == BlockKind::kIndex)) {
+      Cache::Handle* h = cache->Insert(Slice(key_buf, kCacheKeySize), block,
+                                       block->size(), &DeleteCachedBlock);
+      Record(stats, kBlockCacheAdd);
+      ref->SetCached(cache, h);
+    } else {
+      ref->SetOwned(block);
+    }
+    return Status::OK();
+  }
+
+  Status GetIndexBlock(const TableReadOptions& ro, BlockRef* ref) const {
+    if (index_block != nullptr) {
+      ref->SetBorrowed(index_block.get());
+      return Status::OK();
+    }
+    return GetBlock(ro, index_handle, BlockKind::kIndex, ref);
+  }
+
+  // Reads the filter block into a FilterData.
+  Status LoadFilter(const TableReadOptions& ro,
+                    std::unique_ptr<FilterData>* result) const {
+    BlockContents contents;
+    Status s = ReadBlockFromFile(ro, filter_handle, &contents);
+    if (!s.ok()) return s;
+    *result = std::make_unique<FilterData>(contents.data);
+    if (contents.heap_allocated) delete[] contents.data.data();
+    return Status::OK();
+  }
+
+  // Pins the filter into *ref. REQUIRES: has_filter.
+  Status GetFilter(const TableReadOptions& ro, FilterRef* ref) const {
+    if (filter != nullptr) {
+      ref->SetBorrowed(filter->slice());
+      return Status::OK();
+    }
+    Cache* cache = options.block_cache;
+    char key_buf[kCacheKeySize];
+    CacheKey(filter_handle.offset(), key_buf);
+    const Slice key(key_buf, kCacheKeySize);
+    Cache::Handle* h = cache->Lookup(key);
+    if (h != nullptr) {
+      Record(options.statistics, kBlockCacheHit);
+      Record(options.statistics, kBlockCacheFilterHit);
+      ref->SetCached(cache, h);
+      return Status::OK();
+    }
+    Record(options.statistics, kBlockCacheMiss);
+    Record(options.statistics, kBlockCacheFilterMiss);
+    std::unique_ptr<FilterData> loaded;
+    Status s = LoadFilter(ro, &loaded);
+    if (!s.ok()) return s;
+    const size_t charge = loaded->size;
+    h = cache->Insert(key, loaded.release(), charge, &DeleteCachedFilter);
+    Record(options.statistics, kBlockCacheAdd);
+    ref->SetCached(cache, h);
+    return Status::OK();
+  }
+
+  Status CorruptHandle(uint64_t index_offset) const {
+    return Status::Corruption("bad block handle in index block",
+                              BlockErrorContext(file_name, index_offset));
+  }
+};
+
+Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+
+Table::~Table() = default;
+
+Status Table::Open(const TableOptions& options,
+                   std::unique_ptr<RandomAccessFile> file, uint64_t file_size,
+                   uint64_t file_number, uint64_t global_seqno,
+                   const std::string& file_name,
+                   std::unique_ptr<Table>* table) {
+  table->reset();
+  auto rep = std::make_unique<Rep>();
+  rep->options = options;
+  if (rep->options.comparator == nullptr) {
+    rep->options.comparator = BytewiseComparator();
+  }
+  rep->file = std::move(file);
+  rep->file_size = file_size;
+  rep->file_number = file_number;
+  rep->global_seqno = global_seqno;
+  rep->file_name = file_name;
+  Cache* cache = rep->options.block_cache;
+  rep->cache_index_and_filter =
+      cache != nullptr && rep->options.cache_index_and_filter_blocks;
+  if (cache != nullptr) rep->cache_id = cache->NewId();
+
+  // Footer.
+  if (file_size < Footer::kEncodedLength) {
+    return Status::Corruption(
+        "file too short to be an SST",
+        file_name + " (" + std::to_string(file_size) + " bytes)");
+  }
+  const uint64_t footer_offset = file_size - Footer::kEncodedLength;
+  char footer_space[Footer::kEncodedLength];
+  Slice footer_input;
+  Status s = rep->file->Read(footer_offset, Footer::kEncodedLength,
+                             &footer_input, footer_space);
+  if (!s.ok()) {
+    return Status::IOError(
+        "reading footer",
+        BlockErrorContext(file_name, footer_offset) + ": " + s.message());
+  }
+  if (footer_input.size() != Footer::kEncodedLength) {
+    return Status::Corruption("truncated footer read",
+                              BlockErrorContext(file_name, footer_offset));
+  }
+  Footer footer;
+  s = footer.DecodeFrom(footer_input);
+  if (!s.ok()) {
+    const std::string where = BlockErrorContext(file_name, footer_offset);
+    return s.IsNotSupported() ? Status::NotSupported(s.message(), where)
+                              : Status::Corruption(s.message(), where);
+  }
+  rep->index_handle = footer.index_handle();
+
+  // Metaindex: where the meta blocks are.
+  const TableReadOptions verify;  // checksums on
+  std::map<std::string, BlockHandle> meta;
+  {
+    BlockContents contents;
+    s = rep->ReadBlockFromFile(verify, footer.metaindex_handle(), &contents);
+    if (!s.ok()) return s;
+    Block block(contents);
+    BlockIter it;
+    block.InitIter(BytewiseComparator(), 0, &rep->file_name,
+                   footer.metaindex_handle().offset(), &it);
+    for (it.SeekToFirst(); it.Valid(); it.Next()) {
+      Slice v = it.value();
+      BlockHandle h;
+      if (!h.DecodeFrom(&v).ok()) {
+        return Status::Corruption(
+            "bad block handle in metaindex block",
+            BlockErrorContext(file_name, footer.metaindex_handle().offset()));
+      }
+      meta[it.key().ToString()] = h;
+    }
+    if (!it.status().ok()) return it.status();
+  }
+
+  // Properties.
+  auto props_it = meta.find(kPropertiesBlockName);
+  if (props_it == meta.end()) {
+    return Status::Corruption(
+        "no properties block",
+        BlockErrorContext(file_name, footer.metaindex_handle().offset()));
+  }
+  {
+    BlockContents contents;
+    s = rep->ReadBlockFromFile(verify, props_it->second, &contents);
+    if (!s.ok()) return s;
+    Block block(contents);  // frees contents
+    s = DecodeTableProperties(Slice(block.data(), block.size()), file_name,
+                              props_it->second.offset(), &rep->props);
+    if (!s.ok()) return s;
+  }
+  const char* comparator_name = rep->options.comparator->Name();
+  if (rep->props.comparator_name != comparator_name) {
+    return Status::InvalidArgument(
+        file_name + ": written with comparator " + rep->props.comparator_name,
+        std::string("opened with ") + comparator_name);
+  }
+  rep->data_end = rep->props.data_bytes;
+
+  // Index block: kept by the table, or loaded into the cache now so that
+  // the first lookups do not all miss.
+  if (rep->cache_index_and_filter) {
+    BlockRef ref;
+    s = rep->GetBlock(verify, rep->index_handle, BlockKind::kIndex, &ref);
+    if (!s.ok()) return s;
+    if (!ref.block()->ok()) {
+      return Status::Corruption(
+          "bad index block",
+          BlockErrorContext(file_name, rep->index_handle.offset()));
+    }
+  } else {
+    BlockContents contents;
+    s = rep->ReadBlockFromFile(verify, rep->index_handle, &contents);
+    if (!s.ok()) return s;
+    rep->index_block = std::make_unique<Block>(contents);
+    if (!rep->index_block->ok()) {
+      return Status::Corruption(
+          "bad index block",
+          BlockErrorContext(file_name, rep->index_handle.offset()));
+    }
+  }
+
+  // Filter: only if it was built by the policy we were given.
+  const FilterPolicy* policy = rep->options.filter_policy;
+  if (policy != nullptr) {
+    auto it = meta.find(std::string(kFilterBlockPrefix) + policy->Name());
+    if (it != meta.end()) {
+      rep->has_filter = true;
+      rep->filter_handle = it->second;
+      if (rep->cache_index_and_filter) {
+        FilterRef ref;
+        s = rep->GetFilter(verify, &ref);
+      } else {
+        s = rep->LoadFilter(verify, &rep->filter);
+      }
+      if (!s.ok()) return s;
+    }
+  }
+
+  // Range tombstones are few; the table keeps them.
+  auto rd = meta.find(kRangeDelBlockName);
+  if (rd != meta.end()) {
+    BlockContents contents;
+    s = rep->ReadBlockFromFile(verify, rd->second, &contents);
+    if (!s.ok()) return s;
+    rep->range_del_block = std::make_unique<Block>(contents);
+    rep->range_del_offset = rd->second.offset();
+    if (!rep->range_del_block->ok()) {
+      return Status::Corruption(
+          "bad range deletion block",
+          BlockErrorContext(file_name, rd->second.offset()));
+    }
+  }
+
+  table->reset(new Table(std::move(rep)));
+  return Status::OK();
+}
+
+Iterator* Table::BlockReader(void* arg, const TableReadOptions& options,
+                             const Slice& index_value) {
+  const Table* table = static_cast<const Table*>(arg);
+  const Rep* r = table->rep_.get();
+  BlockHandle handle;
+  Slice input = index_value;
+  if (!handle.DecodeFrom(&input).ok()) {
+    return NewErrorIterator(r->CorruptHandle(r->index_handle.offset()));
+  }
+  BlockRef ref;
+  Status s = r->GetBlock(options, handle, BlockKind::kData, &ref);
+  if (!s.ok()) return NewErrorIterator(s);
+  Iterator* iter = ref.block()->NewIterator(
+      r->options.comparator, r->global_seqno, &r->file_name, handle.offset());
+  ref.TransferTo(iter);
+  return iter;
+}
+
+Iterator* Table::NewIterator(const TableReadOptions& options) const {
+  const Rep* r = rep_.get();
+  BlockRef index;
+  Status s = r->GetIndexBlock(options, &index);
+  if (!s.ok()) return NewErrorIterator(s);
+  Iterator* index_iter =
+      index.block()->NewIterator(r->options.comparator, r->global_seqno,
+                                 &r->file_name, r->index_handle.offset());
+  index.TransferTo(index_iter);
+  return NewTwoLevelIterator(index_iter, &Table::BlockReader,
+                             const_cast<Table*>(this), options);
+}
+
+Iterator* Table::NewRangeTombstoneIterator(
+    const TableReadOptions& /*options*/) const {
+  const Rep* r = rep_.get();
+  if (r->range_del_block == nullptr) return NewEmptyIterator();
+  return r->range_del_block->NewIterator(r->options.comparator, r->global_seqno,
+                                         &r->file_name, r->range_del_offset);
+}
+
+Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
+                  TableGetCallback callback) const {
+  const Rep* r = rep_.get();
+  if (r->has_filter) {
+    FilterRef filter;
+    Status s = r->GetFilter(options, &filter);
+    if (!s.ok()) return s;
+    Record(r->options.statistics, kBloomFilterChecked);
+    const FilterPolicy* policy = r->options.filter_policy;
+    if (!policy->KeyMayMatch(policy->FilterKey(key), filter.filter())) {
+      Record(r->options.statistics, kBloomFilterUseful);
+      return Status::OK();
+    }
+  }
+
+  BlockRef index;
+  Status s = r->GetIndexBlock(options, &index);
+  if (!s.ok()) return s;
+  BlockIter index_iter;
+  index.block()->InitIter(r->options.comparator, r->global_seqno, &r->file_name,
+                          r->index_handle.offset(), &index_iter);
+  BlockRef data;
+  BlockIter data_iter;
+  for (index_iter.Seek(key); index_iter.Valid(); index_iter.Next()) {
+    BlockHandle handle;
+    Slice v = index_iter.value();
+    if (!handle.DecodeFrom(&v).ok()) {
+      return r->CorruptHandle(r->index_handle.offset());
+    }
+    s = r->GetBlock(options, handle, BlockKind::kData, &data);
+    if (!s.ok()) return s;
+    data.block()->InitIter(r->options.comparator, r->global_seqno,
+                           &r->file_name, handle.offset(), &data_iter);
+    data_iter.Seek(key);
+    if (data_iter.Valid()) {
+      (*callback)(arg, 0, data_iter.key(), data_iter.value());
+      return Status::OK();
+    }
+    if (!data_iter.status().ok()) return data_iter.status();
+    // key is after the block's last key but not after its separator: the
+    // first entry at or after key starts the next block.
+  }
+  return index_iter.status();
+}
+
+Status Table::MultiGet(const TableReadOptions& options, size_t n,
+                       const Slice* keys, void* arg, TableGetCallback callback,
+                       Status* statuses) const {
+  const Rep* r = rep_.get();
+  const Comparator* cmp = r->options.comparator;
+  for (size_t i = 0; i < n; i++) statuses[i] = Status::OK();
+  if (n == 0) return Status::OK();
+
+  auto fail_all = [&](const Status& s) {
+    for (size_t i = 0; i < n; i++) statuses[i] = s;
+    return s;
+  };
+
+  FilterRef filter;
+  if (r->has_filter) {
+    Status s = r->GetFilter(options, &filter);
+    if (!s.ok()) return fail_all(s);
+  }
+  BlockRef index;
+  Status s = r->GetIndexBlock(options, &index);
+  if (!s.ok()) return fail_all(s);
+
+  BlockIter index_iter;
+  index.block()->InitIter(cmp, r->global_seqno, &r->file_name,
+                          r->index_handle.offset(), &index_iter);
+  BlockRef data;
+  BlockIter data_iter;
+  uint64_t data_offset = ~uint64_t{0};  // offset of the block in data
+  Status first_error;
+
+  // Keys are filtered in chunks: all of a chunk's filter lines are fetched
+  // together (prefetched) before any data block is touched.
+  constexpr size_t kChunk = 32;
+  Slice filter_keys[kChunk];
+  bool may_match[kChunk];
+  const FilterPolicy* policy = r->options.filter_policy;
+  for (size_t base = 0; base < n; base += kChunk) {
+    const size_t m = std::min(kChunk, n - base);
+    if (r->has_filter) {
+      for (size_t i = 0; i < m; i++) {
+        filter_keys[i] = policy->FilterKey(keys[base + i]);
+      }
+      policy->KeysMayMatch(filter_keys, static_cast<int>(m), filter.filter(),
+                           may_match);
+      size_t useful = 0;
+      for (size_t i = 0; i < m; i++) useful += may_match[i] ? 0 : 1;
+      Record(r->options.statistics, kBloomFilterChecked, m);
+      Record(r->options.statistics, kBloomFilterUseful, useful);
+    } else {
+      std::fill(may_match, may_match + m, true);
+    }
+
+    for (size_t i = 0; i < m; i++) {
+      if (!may_match[i]) continue;
+      const size_t k = base + i;
+      const Slice& key = keys[k];
+      // Keys are sorted: every block before the index position holds only
+      // entries < the previous key <= key, so the index needs re-seeking
+      // only when key is past the current separator.
+      if (!index_iter.Valid() || cmp->Compare(key, index_iter.key()) > 0) {
+        if (!index_iter.status().ok()) break;
+        index_iter.Seek(key);
+      }
+      Status ks;
+      for (; index_iter.Valid(); index_iter.Next()) {
+        BlockHandle handle;
+        Slice v = index_iter.value();
+        if (!handle.DecodeFrom(&v).ok()) {
+          ks = r->CorruptHandle(r->index_handle.offset());
+          break;
+        }
+        if (handle.offset() != data_offset) {
+          // One read per data block for all the keys that fall in it.
+          data_offset = ~uint64_t{0};
+          ks = r->GetBlock(options, handle, BlockKind::kData, &data);
+          if (!ks.ok()) break;
+          data_offset = handle.offset();
+          data.block()->InitIter(cmp, r->global_seqno, &r->file_name,
+                                 handle.offset(), &data_iter);
+        }
+        data_iter.Seek(key);
+        if (data_iter.Valid()) {
+          (*callback)(arg, k, data_iter.key(), data_iter.value());
+          break;
+        }
+        if (!data_iter.status().ok()) {
+          ks = data_iter.status();
+          data_offset = ~uint64_t{0};
+          break;
+        }
+      }
+      if (ks.ok() && !index_iter.status().ok()) ks = index_iter.status();
+      if (!ks.ok()) {
+        statuses[k] = ks;
+        if (first_error.ok()) first_error = ks;
+      }
+    }
+    if (!index_iter.status().ok()) {
+      // The index itself is bad: nothing after this can be answered.
+      for (size_t k = base; k < n; k++) {
+        if (statuses[k].ok()) statuses[k] = index_iter.status();
+      }
+      if (first_error.ok()) first_error = index_iter.status();
+      break;
+    }
+  }
+  return first_error;
+}
+
+uint64_t Table::ApproximateOffsetOf(const Slice& key) const {
+  const Rep* r = rep_.get();
+  BlockRef index;
+  if (!r->GetIndexBlock(TableReadOptions(), &index).ok()) return r->data_end;
+  BlockIter it;
+  index.block()->InitIter(r->options.comparator, r->global_seqno, &r->file_name,
+                          r->index_handle.offset(), &it);
+  it.Seek(key);
+  if (it.Valid()) {
+    BlockHandle handle;
+    Slice v = it.value();
+    if (handle.DecodeFrom(&v).ok()) return handle.offset();
+  }
+  // Past the last key (or a damaged index): the end of the data.
+  return r->data_end;
+}
+
+const TableProperties& Table::properties() const { return rep_->props; }
+
+size_t Table::ApproximateMemoryUsage() const {
+  const Rep* r = rep_.get();
+  size_t usage = sizeof(Rep) + r->file_name.size();
+  if (r->index_block != nullptr) usage += r->index_block->size();
+  if (r->filter != nullptr) usage += r->filter->size;
+  if (r->range_del_block != nullptr) usage += r->range_del_block->size();
+  return usage;
+}
+
+}  // namespace shale
