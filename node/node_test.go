@@ -24,7 +24,7 @@ type testNode struct {
 	served   chan error
 }
 
-func startNode(t *testing.T, dir string, cfg Config) *testNode {
+func startNode(t testing.TB, dir string, cfg Config) *testNode {
 	t.Helper()
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "node")
@@ -34,8 +34,12 @@ func startNode(t *testing.T, dir string, cfg Config) *testNode {
 	}
 	cfg.DataDir = dir
 	if cfg.Logger == nil {
-		// Node logs go to the test's output, shown when it fails or with -v.
+		// Node logs go to the test's output, shown when it fails or with -v;
+		// benchmarks would print them with every result, so they drop them.
 		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+		if _, ok := t.(*testing.B); ok {
+			cfg.Logger = slog.New(slog.DiscardHandler)
+		}
 	}
 	n, err := New(cfg)
 	if err != nil {
@@ -66,7 +70,7 @@ func startNode(t *testing.T, dir string, cfg Config) *testNode {
 }
 
 // stop stops the node and checks that Serve returned cleanly.
-func (tn *testNode) stop(t *testing.T) {
+func (tn *testNode) stop(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

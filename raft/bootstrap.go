@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	ikeys "github.com/shaledb/shale/internal/keys"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/storage"
@@ -41,45 +41,25 @@ var ErrNotBootstrapped = errors.New("raft: store not bootstrapped")
 // ErrAlreadyBootstrapped: the engine already holds a store identity.
 var ErrAlreadyBootstrapped = errors.New("raft: store already bootstrapped")
 
-// StoreIdent is the identity of a node's store, written once.
-//
-//	store ident := 0x01 node_id:fixed64 cluster_id_len:uvarint cluster_id
-type StoreIdent struct {
-	ClusterID string
-	NodeID    uint64
-}
-
-func (id StoreIdent) encode() []byte {
-	b := []byte{0x01}
-	b = binary.LittleEndian.AppendUint64(b, id.NodeID)
-	b = binary.AppendUvarint(b, uint64(len(id.ClusterID)))
-	return append(b, id.ClusterID...)
-}
-
-func decodeStoreIdent(b []byte) (*StoreIdent, error) {
-	if len(b) < 10 || b[0] != 0x01 {
-		return nil, fmt.Errorf("%w: store identity of %d bytes", logstore.ErrCorruptState, len(b))
-	}
-	id := &StoreIdent{NodeID: binary.LittleEndian.Uint64(b[1:])}
-	n, w := binary.Uvarint(b[9:])
-	if w <= 0 || uint64(len(b)-9-w) != n {
-		return nil, fmt.Errorf("%w: store identity: bad cluster ID length", logstore.ErrCorruptState)
-	}
-	id.ClusterID = string(b[9+w:])
-	return id, nil
-}
+// StoreIdent is the identity of a node's store, written once: the
+// internal/keys record shared with the rest of the node.
+type StoreIdent = ikeys.StoreIdent
 
 // ReadStoreIdent returns the engine's store identity, or nil if it has
 // none (a fresh engine).
 func ReadStoreIdent(db *storage.DB) (*StoreIdent, error) {
-	v, err := db.Get(keys.StoreIdentKey())
+	v, err := db.Get(ikeys.StoreIdentKey)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raft: reading the store identity: %w", err)
 	}
-	return decodeStoreIdent(v)
+	id, err := ikeys.DecodeStoreIdent(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", logstore.ErrCorruptState, err)
+	}
+	return &id, nil
 }
 
 // WriteStoreIdent records the identity of a store that joins an existing
@@ -99,7 +79,7 @@ func WriteStoreIdent(db *storage.DB, id StoreIdent) error {
 		return fmt.Errorf("%w: as node %d of cluster %q", ErrAlreadyBootstrapped, old.NodeID, old.ClusterID)
 	}
 	b := storage.NewBatch(64)
-	b.Put(keys.StoreIdentKey(), id.encode())
+	b.Put(ikeys.StoreIdentKey, id.Encode())
 	return db.Write(b, storage.Sync)
 }
 
@@ -174,7 +154,7 @@ func Bootstrap(db *storage.DB, clusterID string, nodeID uint64, nodes []*kvpb.No
 		b.Put(keys.HardStateKey(d.GetRangeId()), logstore.EncodeHardState(&pb.HardState{Term: new(uint64(initialTerm)), Commit: new(uint64(initialIndex))}))
 		b.Put(keys.ReplicaIDKey(d.GetRangeId()), logstore.EncodeReplicaID(nodeID))
 	}
-	b.Put(keys.StoreIdentKey(), StoreIdent{ClusterID: clusterID, NodeID: nodeID}.encode())
+	b.Put(ikeys.StoreIdentKey, StoreIdent{ClusterID: clusterID, NodeID: nodeID}.Encode())
 	if err := db.Write(b, storage.Sync); err != nil {
 		return fmt.Errorf("raft: bootstrap: %w", err)
 	}

@@ -9,8 +9,9 @@ import (
 
 // The benchmarks mirror db_bench's readrandom, readseq, multireadrandom and
 // fillbatch on the same shape of data (16-byte keys, 100-byte values), so
-// their per-operation figures compare with the engine's own tool run on the
-// same machine: see docs/benchmarks.md.
+// their per-operation figures compare with the same workloads driven from C
+// (storage/testdata/capi_bench.c) and with the engine's own db_bench:
+// scripts/bench-storage runs the comparison.
 
 const (
 	benchNum       = 200_000 // keys in the database

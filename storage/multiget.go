@@ -133,8 +133,10 @@ func (db *DB) multiGetResults(keys [][]byte, vals []byte, valOffs, valLens []C.s
 		// Move the running estimate a quarter of the way to this batch's
 		// average value size.
 		avg := int64(needed / found)
-		old := db.multiGetAvgValue.Load()
-		db.multiGetAvgValue.Store(old + (avg-old)/4)
+		if old := db.multiGetAvgValue.Load(); old != 0 {
+			avg = old + (avg-old)/4
+		}
+		db.multiGetAvgValue.Store(max(avg, 1))
 	}
 	return out, nil
 }

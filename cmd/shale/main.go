@@ -48,7 +48,7 @@ func run(args []string) error {
 	fs.IntVar(&eng.MaxBackgroundJobs, "engine-max-background-jobs", 0, fmt.Sprintf("flush and compaction threads (0: engine default, %d)", d.MaxBackgroundJobs))
 	fs.IntVar(&eng.MaxOpenFiles, "engine-max-open-files", 0, "table cache bound; negative is unbounded (0: engine default)")
 	fs.BoolVar(&eng.DisableAutoCompactions, "engine-disable-auto-compactions", false, "turn background compactions off")
-	compression := fs.String("engine-compression", "default", "SST block compression: none or snappy (default: the engine's, "+d.Compression.String()+")")
+	compression := fs.String("engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -9,10 +9,10 @@
 #include "db/filename.h"
 #include "db/get_context.h"
 #include "db/memtable.h"
-#include "db/merging_iterator.h"
 #include "db/range_tombstone.h"
 #include "db/write_batch.h"
 #include "log/log_reader.h"
+#include "table/merging_iterator.h"
 
 namespace shale {
 
@@ -635,7 +635,8 @@ DBIter* DBImpl::NewIterator(const ReadOptions& options, const Slice* lower,
     children.push_back(m->NewIterator());
     range_del->AddTombstones(m->GetFragmentedTombstones());
   }
-  Iterator* internal = NewMergingIterator(&icmp_, std::move(children));
+  Iterator* internal = NewMergingIterator(&icmp_, children.data(),
+                                          static_cast<int>(children.size()));
   DBIter* iter =
       new DBIter(&icmp_, internal, std::move(range_del), seq, lower, upper);
   live_iterators_.fetch_add(1, std::memory_order_relaxed);

@@ -3,15 +3,16 @@
 // One engine holds everything a node stores. The first byte of an engine
 // key says what kind of key it is, so that each kind is one contiguous span
 // and one range's keys can be copied, dropped or snapshotted with span
-// operations (docs/formats.md, "Raft and range keys"):
+// operations (docs/formats.md, "Raft and range keys"). The store identity
+// (internal/keys.StoreIdentKey, 0x00 0x00*8 "ident") sorts before every
+// per-range node-local key.
 //
 //	engine key  := 0x00 node-local     -- never replicated
 //	             | 0x01 range-local    -- replicated, part of a range's snapshot
 //	             | 0x02 meta           -- system keys, held by the meta range
 //	             | 0x03 user key       -- the user key space
 //
-//	node-local  := 0x00 'i'                                   store identity
-//	             | 0x00 'r' range_id 'h'                      Raft HardState
+//	node-local  := 0x00 'r' range_id 'h'                      Raft HardState
 //	             | 0x00 'r' range_id 'i'                      this node's replica ID
 //	             | 0x00 'r' range_id 'l' index                Raft log entry
 //	             | 0x00 'r' range_id 't'                      truncated state
@@ -78,9 +79,6 @@ const (
 	metaEndFinite   = 0x00
 	metaEndInfinite = 0x01
 )
-
-// StoreIdentKey holds the node's store identity (cluster and node ID).
-func StoreIdentKey() []byte { return []byte{NodeLocalPrefix, 'i'} }
 
 // rangeKey returns prefix 'r' range_id suffix, with room for extra bytes.
 func rangeKey(prefix byte, rangeID uint64, suffix byte, extra int) []byte {
