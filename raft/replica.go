@@ -346,3 +346,36 @@ func cloneDesc(d *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
 	}
 	return proto.Clone(d).(*kvpb.RangeDescriptor)
 }
+
+// NotLeaderError returns the *NotLeaderError describing the leader as this
+// replica knows it.
+func (r *Replica) NotLeaderError() error { return r.notLeaderError() }
+
+// shouldCampaignOnStart reports whether the replica should campaign at
+// once instead of waiting out an election timeout: when it is its range's
+// only voter (nobody else can lead), or when the range has never elected
+// a leader (it is at its bootstrap term) and it is the voter with the
+// lowest ID (one candidate, no split vote). Anything else waits, so that a
+// restarting node does not disturb a leader with an election.
+func (r *Replica) shouldCampaignOnStart() bool {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.desc == nil {
+		return false
+	}
+	var lowest uint64
+	voters := 0
+	for _, rd := range r.desc.GetReplicas() {
+		if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			continue
+		}
+		voters++
+		if lowest == 0 || rd.GetReplicaId() < lowest {
+			lowest = rd.GetReplicaId()
+		}
+	}
+	if voters == 1 {
+		return lowest == r.replicaID
+	}
+	return r.ls.HardState().GetTerm() == initialTerm && lowest == r.replicaID
+}

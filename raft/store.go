@@ -53,6 +53,27 @@ type Store struct {
 		sync.RWMutex
 		addrs map[uint64]string
 	}
+	// lastContact is when each node last sent this node Raft messages
+	// (Unix nanoseconds), for liveness reports.
+	lastContact sync.Map // uint64 -> *atomic.Int64
+}
+
+// LastContact returns when node nodeID last sent this node a Raft message
+// (zero if never since this node started).
+func (s *Store) LastContact(nodeID uint64) time.Time {
+	v, ok := s.lastContact.Load(nodeID)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(0, v.(*atomic.Int64).Load())
+}
+
+func (s *Store) noteContact(nodeID uint64) {
+	v, ok := s.lastContact.Load(nodeID)
+	if !ok {
+		v, _ = s.lastContact.LoadOrStore(nodeID, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Store(time.Now().UnixNano())
 }
 
 // NewStore opens the store of a bootstrapped (or joined) engine: it checks
@@ -192,6 +213,15 @@ func (s *Store) Start() {
 	go s.processLoop()
 	go s.tickLoop()
 	for _, r := range reps {
+		if r.shouldCampaignOnStart() {
+			r.in.Lock()
+			r.in.inspect = append(r.in.inspect, func(r *Replica) {
+				if err := r.rn.Campaign(); err != nil {
+					s.cfg.Logger.Debug("campaign on start", "range", r.rangeID, "err", err)
+				}
+			})
+			r.in.Unlock()
+		}
 		s.sched.enqueue(r)
 	}
 }
@@ -402,3 +432,7 @@ func (s *Store) tickLoop() {
 
 // errFatal marks errors after which the node must not continue.
 var errFatal = errors.New("raft: fatal")
+
+// NodeAddress returns the gRPC address of node nodeID as this node knows
+// it (the addresses it started with, then meta's registry).
+func (s *Store) NodeAddress(nodeID uint64) (string, error) { return s.resolve(nodeID) }

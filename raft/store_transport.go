@@ -18,6 +18,7 @@ func (s *Store) HandleRaftMessages(_ context.Context, batch *raftrpcpb.RaftMessa
 	var unknown []uint64
 	var removed []*kvpb.RangeDescriptor
 	touched := make(map[*Replica]struct{}, 4)
+	s.noteContact(batch.GetFromNodeId())
 	for _, rm := range batch.GetMessages() {
 		m := rm.GetMessage()
 		r, err := s.Replica(rm.GetRangeId())
