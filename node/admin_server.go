@@ -206,7 +206,7 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 	now := time.Now()
 	for _, m := range nodes {
 		ns := &kvpb.NodeStatus{Node: m, Replicas: replicas[m.GetNodeId()], Leaders: leaders[m.GetNodeId()]}
-		last := n.store.LastContact(m.GetNodeId())
+		last := n.lastSeen(m.GetNodeId())
 		if m.GetNodeId() == n.ident.NodeID {
 			ns.Node, last = n.descriptor(), now
 		}

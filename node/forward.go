@@ -31,12 +31,24 @@ func newPeerClients(n *Node) *peerClients {
 
 // admin returns an Admin client for node id.
 func (p *peerClients) admin(id uint64) (kvpb.AdminClient, error) {
+	cc, err := p.conn(id)
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewAdminClient(cc), nil
+}
+
+// conn returns a connection to node id's gRPC server.
+func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	d := p.n.nodeDescriptor(id)
 	if d.GetAddress() == "" || d.GetAddress() == unknownAddress {
 		return nil, fmt.Errorf("no address known for node %d", id)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.mu.conns == nil {
+		return nil, fmt.Errorf("node is stopping")
+	}
 	cc := p.mu.conns[d.GetAddress()]
 	if cc == nil {
 		var err error
@@ -46,7 +58,7 @@ func (p *peerClients) admin(id uint64) (kvpb.AdminClient, error) {
 		}
 		p.mu.conns[d.GetAddress()] = cc
 	}
-	return kvpb.NewAdminClient(cc), nil
+	return cc, nil
 }
 
 func (p *peerClients) close() {

@@ -39,6 +39,7 @@ type Node struct {
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
+	live    liveness
 	metrics *metrics
 	started time.Time
 
@@ -145,10 +146,14 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
 	n.store.Start()
-	n.bgWG.Add(1)
+	n.bgWG.Add(2)
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		n.probeLoop(n.bgCtx)
 	}()
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -341,7 +341,7 @@ func validateChanges(desc *kvpb.RangeDescriptor, changes []*kvpb.ReplicaChange) 
 			}
 		case kvpb.ReplicaChange_REMOVE:
 			if rd == nil {
-				return fmt.Errorf("%w: node %d holds no replica of range %d", ErrInvalidChange, n, desc.GetRangeId())
+				continue // removed already: a retried removal is done
 			}
 			if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
 				voters--

@@ -43,6 +43,8 @@ type proposal struct {
 	// term and lead are Raft's term and leader when the proposal was
 	// handed to Raft; a change of either makes its outcome unknown.
 	term, lead uint64
+	// proposedAt is when a forwarded proposal was (last) handed to Raft.
+	proposedAt time.Time
 	ctx        context.Context
 	state      atomic.Int32
 	done       chan proposalResult // capacity 1; written once
@@ -230,6 +232,7 @@ func (r *Replica) proposeLocked(p *proposal, st etcdraft.BasicStatus) {
 		return
 	}
 	p.term, p.lead = st.GetTerm(), st.Lead
+	p.proposedAt = time.Now()
 	r.proposals[p.id] = p
 	if p.cc != nil {
 		r.ccPending = append(r.ccPending, p)
@@ -266,6 +269,28 @@ func (r *Replica) failStaleProposalsLocked(st etcdraft.BasicStatus) {
 		if p.term != st.GetTerm() || p.lead != st.Lead {
 			p.finish(proposalResult{err: ambiguous(r.rangeID, "leadership changed before the write applied", nil)})
 			delete(r.proposals, id)
+		}
+	}
+}
+
+// refreshForwardedLocked proposes again the forwarded proposals that have
+// not applied after two election timeouts: a MsgProp lost on its way to
+// the leader (or dropped by it) is lost silently. Forwarded commands are
+// idempotent, and only the first application of a proposal ID answers its
+// caller, so proposing twice is harmless.
+// REQUIRES: raftMu.
+func (r *Replica) refreshForwardedLocked(now time.Time, st etcdraft.BasicStatus) {
+	if st.RaftState == etcdraft.StateLeader || st.Lead == etcdraft.None {
+		return
+	}
+	wait := 2 * r.store.cfg.electionTimeout()
+	for _, p := range r.proposals {
+		if !p.forward || now.Sub(p.proposedAt) < wait {
+			continue
+		}
+		p.proposedAt = now
+		if err := r.rn.Propose(p.data); err != nil {
+			r.store.cfg.Logger.Debug("re-proposing a forwarded command", "range", r.rangeID, "err", err)
 		}
 	}
 }

@@ -107,7 +107,9 @@ func (r *Replica) handleInboxLocked() {
 		}
 	}
 	if ticks > 0 {
-		r.maintenanceLocked(time.Now(), st)
+		now := time.Now()
+		r.maintenanceLocked(now, st)
+		r.refreshForwardedLocked(now, st)
 	}
 }
 

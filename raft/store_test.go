@@ -557,7 +557,8 @@ func TestNodeRegistry(t *testing.T) {
 	register := func(s *Store, addr string) (uint64, error) {
 		for {
 			id, err := s.RegisterNode(ctx, &kvpb.NodeDescriptor{Address: addr})
-			if errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrUnavailable) {
+			if (errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrUnavailable)) && ctx.Err() == nil {
+				t.Logf("RegisterNode(%s): %v; retrying", addr, err)
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
