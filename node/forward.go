@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/transport"
 )
 
 // peerClients are Admin clients to the other nodes, for forwarding
@@ -52,7 +53,11 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	cc := p.mu.conns[d.GetAddress()]
 	if cc == nil {
 		var err error
-		cc, err = grpc.NewClient("passthrough:///"+d.GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if ip := p.n.localIP(); ip != nil {
+			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
+		}
+		cc, err = grpc.NewClient("passthrough:///"+d.GetAddress(), opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -106,6 +106,7 @@ func New(cfg Config) (*Node, error) {
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
+		LocalIP:                   n.localIP(),
 		Logger:                    n.log,
 	})
 	if err != nil {
@@ -219,6 +220,20 @@ func (n *Node) ClusterID() string { return n.ident.ClusterID }
 
 // NodeID returns the node's ID.
 func (n *Node) NodeID() uint64 { return n.ident.NodeID }
+
+// localIP is the address connections to peers start from: the advertised
+// one, when it is a definite IP.
+func (n *Node) localIP() net.IP {
+	host, _, err := net.SplitHostPort(n.cfg.AdvertiseAddr)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.IsUnspecified() {
+		return nil
+	}
+	return ip
+}
 
 func (n *Node) descriptor() *kvpb.NodeDescriptor {
 	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID}

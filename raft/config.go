@@ -3,6 +3,7 @@ package raft
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"time"
@@ -90,6 +91,7 @@ type Config struct {
 	MaxPendingProposals int
 
 	// Transport tuning (see transport.Config).
+	LocalIP            net.IP
 	SnapshotRate       int64
 	SnapshotChunkBytes int
 	// MaxSnapshotBytes refuses incoming snapshots larger than this: they

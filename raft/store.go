@@ -119,6 +119,7 @@ func NewStore(cfg Config) (*Store, error) {
 		Handler:            s,
 		OnUnreachable:      s.onUnreachable,
 		OnAck:              s.onAck,
+		LocalIP:            cfg.LocalIP,
 		SnapshotRate:       cfg.SnapshotRate,
 		SnapshotChunkBytes: cfg.SnapshotChunkBytes,
 		Logger:             cfg.Logger,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -134,12 +135,24 @@ func (p *peer) client() (*grpc.ClientConn, error) {
 			PermitWithoutStream: true,
 		}),
 	}, p.t.cfg.DialOptions...)
+	if ip := p.t.cfg.LocalIP; ip != nil {
+		opts = append(opts, grpc.WithContextDialer(DialerFrom(ip)))
+	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.conn = conn
 	return conn, nil
+}
+
+// DialerFrom returns a gRPC context dialer whose connections start from
+// local address ip.
+func DialerFrom(ip net.IP) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // resetClient closes the connection so that the next attempt resolves the

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"sync"
 	"time"
 
@@ -81,6 +82,10 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the reconnect delay (jittered,
 	// doubling). Defaults 50 ms and 2 s.
 	BackoffMin, BackoffMax time.Duration
+	// LocalIP, if set, is the source address of connections to peers (a
+	// node with several addresses talks to its peers from the one it
+	// advertises, so that firewall rules by address apply to it).
+	LocalIP net.IP
 	// DialOptions are added to the defaults (insecure credentials,
 	// keepalive) when connecting to peers.
 	DialOptions []grpc.DialOption
