@@ -201,4 +201,10 @@ Iterator* NewMergingIterator(const Comparator* comparator, Iterator** children,
   return new MergingIterator(comparator, children, n);
 }
 
+Iterator* NewMergingIterator(const Comparator* comparator,
+                             std::vector<Iterator*> children) {
+  return NewMergingIterator(comparator, children.data(),
+                            static_cast<int>(children.size()));
+}
+
 }  // namespace shale

@@ -11,7 +11,6 @@
 #include "table/filter_policy.h"
 #include "table/format.h"
 #include "table/table_properties.h"
-#include "table/two_level_iterator.h"
 #include "util/cache.h"
 #include "util/coding.h"
 #include "util/comparator.h"
@@ -24,6 +23,9 @@ namespace {
 
 // Block-cache keys: the table's cache ID, then the block's offset.
 constexpr size_t kCacheKeySize = 16;
+// Bytes the cache spends per entry besides the value (its handle with the
+// key), charged with the entry so that the capacity bounds real memory.
+constexpr size_t kCacheEntryOverhead = 64 + kCacheKeySize;
 
 // A filter kept 64-byte aligned so that each of its lines is one cache line.
 struct FilterData {
@@ -40,10 +42,18 @@ struct FilterData {
   ~FilterData() { std::free(bytes); }
 
   Slice slice() const { return Slice(bytes, size); }
+  // What the filter costs in the block cache, bookkeeping included.
+  size_t Charge() const {
+    return size + sizeof(FilterData) + kCacheEntryOverhead;
+  }
 
   char* bytes;
   size_t size;
 };
+
+size_t BlockCharge(const Block& block) {
+  return block.size() + sizeof(Block) + kCacheEntryOverhead;
+}
 
 void DeleteCachedBlock(const Slice& /*key*/, void* value) {
   delete static_cast<Block*>(value);
@@ -192,6 +202,44 @@ struct Table::Rep {
     return s;
   }
 
+  // Reads [offset, offset + size) in one go into *range (*buf holds the
+  // bytes unless the file is memory-mapped).
+  Status ReadRange(uint64_t offset, uint64_t size, std::unique_ptr<char[]>* buf,
+                   FileRange* range) const {
+    if (offset > file_size || size > file_size - offset) {
+      return Status::Corruption("block handle past end of file",
+                                BlockErrorContext(file_name, offset));
+    }
+    buf->reset(new char[size]);
+    Slice data;
+    Status s = file->Read(offset, size, &data, buf->get());
+    if (!s.ok()) {
+      return Status::IOError(
+          "reading table",
+          BlockErrorContext(file_name, offset) + ": " + s.message());
+    }
+    if (data.size() != size) {
+      return Status::Corruption("truncated read",
+                                BlockErrorContext(file_name, offset));
+    }
+    range->offset = offset;
+    range->data = data;
+    range->file_owned = data.data() != buf->get();
+    if (range->file_owned) buf->reset();
+    Record(options.statistics, kSstBytesRead, size);
+    return Status::OK();
+  }
+
+  // Reads a block from range if it lies there, else from the file.
+  Status ReadMetaBlock(const TableReadOptions& ro, const FileRange& range,
+                       const BlockHandle& handle,
+                       BlockContents* contents) const {
+    if (range.Contains(handle)) {
+      return ReadBlockFromRange(range, file_name, ro, handle, contents);
+    }
+    return ReadBlockFromFile(ro, handle, contents);
+  }
+
   // Pins the data or index block at handle into *ref, through the block
   // cache when there is one.
   Status GetBlock(const TableReadOptions& ro, const BlockHandle& handle,
@@ -220,7 +268,7 @@ struct Table::Rep {
     if (cache != nullptr && contents.cachable && block->ok() &&
         (ro.fill_cache || kind == BlockKind::kIndex)) {
       Cache::Handle* h = cache->Insert(Slice(key_buf, kCacheKeySize), block,
-                                       block->size(), &DeleteCachedBlock);
+                                       BlockCharge(*block), &DeleteCachedBlock);
       Record(stats, kBlockCacheAdd);
       ref->SetCached(cache, h);
     } else {
@@ -237,11 +285,14 @@ struct Table::Rep {
     return GetBlock(ro, index_handle, BlockKind::kIndex, ref);
   }
 
-  // Reads the filter block into a FilterData.
-  Status LoadFilter(const TableReadOptions& ro,
+  // Reads the filter block (from range if it lies there) into a
+  // FilterData.
+  Status LoadFilter(const TableReadOptions& ro, const FileRange* range,
                     std::unique_ptr<FilterData>* result) const {
     BlockContents contents;
-    Status s = ReadBlockFromFile(ro, filter_handle, &contents);
+    Status s = range != nullptr
+                   ? ReadMetaBlock(ro, *range, filter_handle, &contents)
+                   : ReadBlockFromFile(ro, filter_handle, &contents);
     if (!s.ok()) return s;
     *result = std::make_unique<FilterData>(contents.data);
     if (contents.heap_allocated) delete[] contents.data.data();
@@ -268,9 +319,9 @@ struct Table::Rep {
     Record(options.statistics, kBlockCacheMiss);
     Record(options.statistics, kBlockCacheFilterMiss);
     std::unique_ptr<FilterData> loaded;
-    Status s = LoadFilter(ro, &loaded);
+    Status s = LoadFilter(ro, nullptr, &loaded);
     if (!s.ok()) return s;
-    const size_t charge = loaded->size;
+    const size_t charge = loaded->Charge();
     h = cache->Insert(key, loaded.release(), charge, &DeleteCachedFilter);
     Record(options.statistics, kBlockCacheAdd);
     ref->SetCached(cache, h);
@@ -337,12 +388,24 @@ Status Table::Open(const TableOptions& options,
   }
   rep->index_handle = footer.index_handle();
 
-  // Metaindex: where the meta blocks are.
+  // The index, properties and metaindex blocks sit together at the end of
+  // the file, and the filter and range-deletion blocks right before them:
+  // two reads fetch all of them.
   const TableReadOptions verify;  // checksums on
+  std::unique_ptr<char[]> tail_buf;
+  FileRange tail;
+  if (rep->index_handle.offset() < footer_offset) {
+    s = rep->ReadRange(rep->index_handle.offset(),
+                       footer_offset - rep->index_handle.offset(), &tail_buf,
+                       &tail);
+    if (!s.ok()) return s;
+  }
+
+  // Metaindex: where the meta blocks are.
   std::map<std::string, BlockHandle> meta;
   {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, footer.metaindex_handle(), &contents);
+    s = rep->ReadMetaBlock(verify, tail, footer.metaindex_handle(), &contents);
     if (!s.ok()) return s;
     Block block(contents);
     BlockIter it;
@@ -370,7 +433,7 @@ Status Table::Open(const TableOptions& options,
   }
   {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, props_it->second, &contents);
+    s = rep->ReadMetaBlock(verify, tail, props_it->second, &contents);
     if (!s.ok()) return s;
     Block block(contents);  // frees contents
     s = DecodeTableProperties(Slice(block.data(), block.size()), file_name,
@@ -385,51 +448,73 @@ Status Table::Open(const TableOptions& options,
   }
   rep->data_end = rep->props.data_bytes;
 
-  // Index block: kept by the table, or loaded into the cache now so that
-  // the first lookups do not all miss.
-  if (rep->cache_index_and_filter) {
-    BlockRef ref;
-    s = rep->GetBlock(verify, rep->index_handle, BlockKind::kIndex, &ref);
-    if (!s.ok()) return s;
-    if (!ref.block()->ok()) {
-      return Status::Corruption(
-          "bad index block",
-          BlockErrorContext(file_name, rep->index_handle.offset()));
-    }
-  } else {
+  // Index block: kept by the table, or put in the cache now so that the
+  // first lookups do not all miss.
+  {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, rep->index_handle, &contents);
+    s = rep->ReadMetaBlock(verify, tail, rep->index_handle, &contents);
     if (!s.ok()) return s;
-    rep->index_block = std::make_unique<Block>(contents);
-    if (!rep->index_block->ok()) {
+    auto index = std::make_unique<Block>(contents);
+    if (!index->ok()) {
       return Status::Corruption(
           "bad index block",
           BlockErrorContext(file_name, rep->index_handle.offset()));
     }
+    if (rep->cache_index_and_filter) {
+      char key_buf[kCacheKeySize];
+      rep->CacheKey(rep->index_handle.offset(), key_buf);
+      const size_t charge = BlockCharge(*index);
+      cache->Release(cache->Insert(Slice(key_buf, kCacheKeySize),
+                                   index.release(), charge,
+                                   &DeleteCachedBlock));
+      Record(rep->options.statistics, kBlockCacheAdd);
+    } else {
+      rep->index_block = std::move(index);
+    }
+  }
+  tail_buf.reset();
+
+  // Filter and range-deletion blocks: between the data and the index.
+  const FilterPolicy* policy = rep->options.filter_policy;
+  auto filter_it = meta.end();
+  if (policy != nullptr) {
+    filter_it = meta.find(std::string(kFilterBlockPrefix) + policy->Name());
+  }
+  auto rd = meta.find(kRangeDelBlockName);
+  FileRange middle;
+  std::unique_ptr<char[]> middle_buf;
+  if ((filter_it != meta.end() || rd != meta.end()) &&
+      rep->data_end < rep->index_handle.offset()) {
+    s = rep->ReadRange(rep->data_end,
+                       rep->index_handle.offset() - rep->data_end, &middle_buf,
+                       &middle);
+    if (!s.ok()) return s;
   }
 
   // Filter: only if it was built by the policy we were given.
-  const FilterPolicy* policy = rep->options.filter_policy;
-  if (policy != nullptr) {
-    auto it = meta.find(std::string(kFilterBlockPrefix) + policy->Name());
-    if (it != meta.end()) {
-      rep->has_filter = true;
-      rep->filter_handle = it->second;
-      if (rep->cache_index_and_filter) {
-        FilterRef ref;
-        s = rep->GetFilter(verify, &ref);
-      } else {
-        s = rep->LoadFilter(verify, &rep->filter);
-      }
-      if (!s.ok()) return s;
+  if (filter_it != meta.end()) {
+    rep->has_filter = true;
+    rep->filter_handle = filter_it->second;
+    std::unique_ptr<FilterData> filter;
+    s = rep->LoadFilter(verify, &middle, &filter);
+    if (!s.ok()) return s;
+    if (rep->cache_index_and_filter) {
+      char key_buf[kCacheKeySize];
+      rep->CacheKey(rep->filter_handle.offset(), key_buf);
+      const size_t charge = filter->Charge();
+      cache->Release(cache->Insert(Slice(key_buf, kCacheKeySize),
+                                   filter.release(), charge,
+                                   &DeleteCachedFilter));
+      Record(rep->options.statistics, kBlockCacheAdd);
+    } else {
+      rep->filter = std::move(filter);
     }
   }
 
   // Range tombstones are few; the table keeps them.
-  auto rd = meta.find(kRangeDelBlockName);
   if (rd != meta.end()) {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, rd->second, &contents);
+    s = rep->ReadMetaBlock(verify, middle, rd->second, &contents);
     if (!s.ok()) return s;
     rep->range_del_block = std::make_unique<Block>(contents);
     rep->range_del_offset = rd->second.offset();
@@ -444,35 +529,155 @@ Status Table::Open(const TableOptions& options,
   return Status::OK();
 }
 
-Iterator* Table::BlockReader(void* arg, const TableReadOptions& options,
-                             const Slice& index_value) {
-  const Table* table = static_cast<const Table*>(arg);
-  const Rep* r = table->rep_.get();
-  BlockHandle handle;
-  Slice input = index_value;
-  if (!handle.DecodeFrom(&input).ok()) {
-    return NewErrorIterator(r->CorruptHandle(r->index_handle.offset()));
+// The table's iterator: a two-level walk (index block -> data blocks)
+// specialized for tables. Both levels are BlockIters held by value and
+// re-pointed block after block, so moving from one data block to the next
+// costs a cache lookup and no allocation, and every step is a direct (not
+// virtual) call. Errors stop the iteration (see two_level_iterator.h).
+class TableIterator final : public Iterator {
+ public:
+  TableIterator(const Table::Rep* rep, const TableReadOptions& options)
+      : rep_(rep), options_(options) {}
+
+  // Pins the index block. Must succeed before the iterator is used.
+  Status Init() {
+    Status s = rep_->GetIndexBlock(options_, &index_ref_);
+    if (s.ok()) {
+      index_ref_.block()->InitIter(rep_->options.comparator, rep_->global_seqno,
+                                   &rep_->file_name,
+                                   rep_->index_handle.offset(), &index_iter_);
+    }
+    return s;
   }
-  BlockRef ref;
-  Status s = r->GetBlock(options, handle, BlockKind::kData, &ref);
-  if (!s.ok()) return NewErrorIterator(s);
-  Iterator* iter = ref.block()->NewIterator(
-      r->options.comparator, r->global_seqno, &r->file_name, handle.offset());
-  ref.TransferTo(iter);
-  return iter;
-}
+
+  bool Valid() const override { return has_data_ && data_iter_.Valid(); }
+  Slice key() const override { return data_iter_.key(); }
+  Slice value() const override { return data_iter_.value(); }
+  Status status() const override { return status_; }
+
+  void Seek(const Slice& target) override {
+    status_ = Status::OK();
+    index_iter_.Seek(target);
+    if (LoadDataBlock()) data_iter_.Seek(target);
+    SkipEmptyBlocksForward();
+  }
+
+  void SeekToFirst() override {
+    status_ = Status::OK();
+    index_iter_.SeekToFirst();
+    if (LoadDataBlock()) data_iter_.SeekToFirst();
+    SkipEmptyBlocksForward();
+  }
+
+  void SeekToLast() override {
+    status_ = Status::OK();
+    index_iter_.SeekToLast();
+    if (LoadDataBlock()) data_iter_.SeekToLast();
+    SkipEmptyBlocksBackward();
+  }
+
+  void Next() override {
+    assert(Valid());
+    data_iter_.Next();
+    if (!data_iter_.Valid()) SkipEmptyBlocksForward();
+  }
+
+  void Prev() override {
+    assert(Valid());
+    data_iter_.Prev();
+    if (!data_iter_.Valid()) SkipEmptyBlocksBackward();
+  }
+
+ private:
+  static constexpr uint64_t kNoBlock = ~uint64_t{0};
+
+  // Points data_iter_ at the block the index entry names (keeping it if it
+  // is already there). False, with has_data_ cleared, at the end of the
+  // index or on an error (then status_ is set).
+  bool LoadDataBlock() {
+    if (!index_iter_.Valid()) {
+      if (!index_iter_.status().ok()) status_ = index_iter_.status();
+      DropDataBlock();
+      return false;
+    }
+    BlockHandle handle;
+    Slice v = index_iter_.value();
+    if (!handle.DecodeFrom(&v).ok()) {
+      status_ = rep_->CorruptHandle(rep_->index_handle.offset());
+      DropDataBlock();
+      return false;
+    }
+    if (has_data_ && handle.offset() == data_offset_) return true;
+    DropDataBlock();
+    Status s = rep_->GetBlock(options_, handle, BlockKind::kData, &data_ref_);
+    if (!s.ok()) {
+      status_ = s;
+      return false;
+    }
+    data_ref_.block()->InitIter(rep_->options.comparator, rep_->global_seqno,
+                                &rep_->file_name, handle.offset(), &data_iter_);
+    data_offset_ = handle.offset();
+    has_data_ = true;
+    return true;
+  }
+
+  void DropDataBlock() {
+    data_ref_.Reset();
+    data_offset_ = kNoBlock;
+    has_data_ = false;
+  }
+
+  // True (after dropping the block) if the current data block failed.
+  bool DataBlockFailed() {
+    if (has_data_ && !data_iter_.status().ok()) {
+      status_ = data_iter_.status();
+      DropDataBlock();
+      return true;
+    }
+    return false;
+  }
+
+  void SkipEmptyBlocksForward() {
+    while (!has_data_ || !data_iter_.Valid()) {
+      if (!status_.ok() || DataBlockFailed() || !index_iter_.Valid()) {
+        DropDataBlock();
+        return;
+      }
+      index_iter_.Next();
+      if (LoadDataBlock()) data_iter_.SeekToFirst();
+    }
+  }
+
+  void SkipEmptyBlocksBackward() {
+    while (!has_data_ || !data_iter_.Valid()) {
+      if (!status_.ok() || DataBlockFailed() || !index_iter_.Valid()) {
+        DropDataBlock();
+        return;
+      }
+      index_iter_.Prev();
+      if (LoadDataBlock()) data_iter_.SeekToLast();
+    }
+  }
+
+  const Table::Rep* const rep_;
+  const TableReadOptions options_;
+  BlockRef index_ref_;
+  BlockIter index_iter_;
+  BlockRef data_ref_;
+  BlockIter data_iter_;
+  bool has_data_ = false;  // data_iter_ is on the block at data_offset_
+  uint64_t data_offset_ = kNoBlock;
+  Status status_;  // the first error since the last Seek*
+};
 
 Iterator* Table::NewIterator(const TableReadOptions& options) const {
-  const Rep* r = rep_.get();
-  BlockRef index;
-  Status s = r->GetIndexBlock(options, &index);
-  if (!s.ok()) return NewErrorIterator(s);
-  Iterator* index_iter =
-      index.block()->NewIterator(r->options.comparator, r->global_seqno,
-                                 &r->file_name, r->index_handle.offset());
-  index.TransferTo(index_iter);
-  return NewTwoLevelIterator(index_iter, &Table::BlockReader,
-                             const_cast<Table*>(this), options);
+  auto* iter = new TableIterator(rep_.get(), options);
+  Status s = iter->Init();
+  if (!s.ok()) {
+    delete iter;
+    return NewErrorIterator(s);
+  }
+  return iter;
 }
 
 Iterator* Table::NewRangeTombstoneIterator(

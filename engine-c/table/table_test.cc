@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "table/filter_policy.h"
@@ -691,6 +693,128 @@ TEST_F(TableTest, FilterOfAnotherPolicyIsIgnored) {
   Found f;
   ASSERT_TRUE(table_->Get(TableReadOptions(), "b", &f, &SaveFound).ok());
   EXPECT_TRUE(f.called);
+}
+
+// Counts the reads made through a real file.
+class CountingFile final : public RandomAccessFile {
+ public:
+  explicit CountingFile(std::unique_ptr<RandomAccessFile> base)
+      : base_(std::move(base)) {}
+  Status Read(uint64_t offset, size_t n, Slice* result,
+              char* scratch) const override {
+    reads_++;
+    return base_->Read(offset, n, result, scratch);
+  }
+  int reads() const { return reads_.load(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> base_;
+  mutable std::atomic<int> reads_{0};
+};
+
+// Open reads the footer, then the index/properties/metaindex tail, then the
+// filter and range-deletion blocks: three reads whatever the table holds.
+// A Get then costs one read per data block not in the cache.
+TEST_F(TableTest, ReadsPerOpenAndGet) {
+  for (bool cache_index : {false, true}) {
+    TestOptions t;
+    t.cache_size = 1 << 20;
+    t.cache_index_and_filter = cache_index;
+    SetOptions(t);
+    Random rnd(12);
+    const Model m = RandomModel(&rnd, 2000);
+    Build(m, {{"a", "b"}});
+    table_.reset();
+    std::unique_ptr<RandomAccessFile> base;
+    ASSERT_TRUE(env_->NewRandomAccessFile(FileName(), &base).ok());
+    auto counting = std::make_unique<CountingFile>(std::move(base));
+    CountingFile* file = counting.get();
+    uint64_t size = 0;
+    ASSERT_TRUE(env_->GetFileSize(FileName(), &size).ok());
+    ASSERT_TRUE(Table::Open(options_, std::move(counting), size, 7, 0,
+                            FileName(), &table_)
+                    .ok());
+    EXPECT_EQ(3, file->reads());
+    Found f;
+    ASSERT_TRUE(
+        table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+    EXPECT_TRUE(f.called);
+    EXPECT_EQ(4, file->reads());  // index and filter came from the cache
+    f = Found();
+    ASSERT_TRUE(
+        table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+    EXPECT_EQ(4, file->reads());  // the data block too
+  }
+}
+
+// Many threads reading one table through a cache small enough to evict
+// constantly (index and filter in it too): every answer stays right.
+TEST_F(TableTest, ConcurrentReaders) {
+  TestOptions t;
+  t.block_size = 512;
+  t.cache_size = 16 << 10;
+  t.cache_index_and_filter = true;
+  SetOptions(t);
+  Random rnd(31);
+  const Model m = RandomModel(&rnd, 3000);
+  Build(m);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : m) keys.push_back(k);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; th++) {
+    threads.emplace_back([&, th] {
+      Random r(100 + th);
+      for (int i = 0; i < 2000; i++) {
+        const std::string& k = keys[r.Uniform(keys.size())];
+        switch (r.Uniform(3)) {
+          case 0: {
+            Found f;
+            Status s = table_->Get(TableReadOptions(), k, &f, &SaveFound);
+            if (!s.ok() || !f.called || f.key != k || f.value != m.at(k)) {
+              errors++;
+            }
+            break;
+          }
+          case 1: {
+            std::unique_ptr<Iterator> it(
+                table_->NewIterator(TableReadOptions()));
+            it->Seek(k);
+            auto pos = m.find(k);
+            for (int step = 0; step < 20 && pos != m.end(); step++, ++pos) {
+              if (!it->Valid() || it->key() != Slice(pos->first) ||
+                  it->value() != Slice(pos->second)) {
+                errors++;
+                break;
+              }
+              it->Next();
+            }
+            break;
+          }
+          case 2: {
+            const size_t base = r.Uniform(keys.size() - 40);
+            std::vector<Slice> batch(keys.begin() + base,
+                                     keys.begin() + base + 40);
+            std::vector<Found> found(batch.size());
+            std::vector<Status> statuses(batch.size());
+            Status s =
+                table_->MultiGet(TableReadOptions(), batch.size(), batch.data(),
+                                 found.data(), &SaveFound, statuses.data());
+            for (size_t j = 0; j < batch.size(); j++) {
+              if (!s.ok() || !found[j].called ||
+                  found[j].key != batch[j].ToString()) {
+                errors++;
+              }
+            }
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(0, errors.load());
+  EXPECT_LE(cache_->TotalCharge(), cache_->Capacity());
 }
 
 // --------------------------------------------------------------- corruption
