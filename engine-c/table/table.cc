@@ -336,7 +336,22 @@ struct Table::Rep {
 
 Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 
-Table::~Table() = default;
+Table::~Table() {
+  // Index and filter blocks in the cache are of no use to anyone once the
+  // table is closed (their keys carry this table's cache ID): free them now
+  // rather than when eviction reaches them. Data blocks are left to
+  // eviction; there are too many to look up one by one.
+  const Rep* r = rep_.get();
+  if (r->cache_index_and_filter) {
+    char key_buf[kCacheKeySize];
+    r->CacheKey(r->index_handle.offset(), key_buf);
+    r->options.block_cache->Erase(Slice(key_buf, kCacheKeySize));
+    if (r->has_filter) {
+      r->CacheKey(r->filter_handle.offset(), key_buf);
+      r->options.block_cache->Erase(Slice(key_buf, kCacheKeySize));
+    }
+  }
+}
 
 Status Table::Open(const TableOptions& options,
                    std::unique_ptr<RandomAccessFile> file, uint64_t file_size,

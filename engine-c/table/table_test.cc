@@ -615,6 +615,16 @@ TEST_F(TableTest, IndexAndFilterInCacheStayBounded) {
   EXPECT_GT(stats_.Get(kBlockCacheIndexHit), 0u);
   EXPECT_GT(stats_.Get(kBlockCacheFilterHit), 0u);
   EXPECT_LE(cache_->TotalCharge(), cache_->Capacity());
+
+  // Closing the table frees its index and filter from the cache.
+  Found f;
+  ASSERT_TRUE(
+      table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+  const size_t before = cache_->TotalCharge();
+  const size_t index_and_filter =
+      table_->properties().filter_bytes + table_->properties().index_bytes;
+  table_.reset();
+  EXPECT_LE(cache_->TotalCharge() + index_and_filter, before);
 }
 
 TEST_F(TableTest, ApproximateOffsetOf) {
