@@ -1012,3 +1012,42 @@ TEST_F(TableCorruptionTest, NoChecksumsNeverCrash) {
 }
 
 }  // namespace shale
+
+namespace shale {
+
+// Files that are not SSTs, or whose footer is well-formed (right magic,
+// right checksum) but points anywhere: Open must fail cleanly, never crash
+// or allocate absurd amounts.
+TEST_F(TableTest, OpenRejectsGarbage) {
+  SetOptions(TestOptions());
+  Random rnd(77);
+  for (int trial = 0; trial < 300; trial++) {
+    const size_t size = rnd.Uniform(3000);
+    std::string bytes;
+    for (size_t i = 0; i < size; i++) {
+      bytes.push_back(static_cast<char>(rnd.Uniform(256)));
+    }
+    if (trial % 2 == 1 && bytes.size() >= Footer::kEncodedLength) {
+      // A valid footer whose handles point at random places, some far
+      // outside the file.
+      Footer footer;
+      auto random_handle = [&]() {
+        const uint64_t limit = rnd.OneIn(4) ? (uint64_t{1} << 62) : size * 2;
+        return BlockHandle(rnd.Uniform(limit + 1), rnd.Uniform(limit + 1));
+      };
+      footer.set_metaindex_handle(random_handle());
+      footer.set_index_handle(random_handle());
+      std::string encoded;
+      footer.EncodeTo(&encoded);
+      bytes.replace(bytes.size() - encoded.size(), encoded.size(), encoded);
+    }
+    ASSERT_TRUE(WriteStringToFile(env_, bytes, FileName(), false).ok());
+    Status s = Open();
+    ASSERT_FALSE(s.ok()) << "trial " << trial;
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"))
+        << s.ToString();
+  }
+}
+
+}  // namespace shale
