@@ -100,6 +100,7 @@ class Table {
  private:
   struct Rep;
   explicit Table(std::unique_ptr<Rep> rep);
+  friend class Readahead;
   friend class TableIterator;
 
   std::unique_ptr<Rep> rep_;

@@ -767,6 +767,52 @@ TEST_F(TableTest, ReadsPerOpenAndGet) {
   }
 }
 
+// A forward scan of a cold table reads ahead: far fewer reads than blocks,
+// and the same entries as without.
+TEST_F(TableTest, ScanReadsAhead) {
+  TestOptions t;
+  t.block_size = 512;
+  t.cache_size = 0;
+  SetOptions(t);
+  Random rnd(13);
+  const Model m = RandomModel(&rnd, 4000);
+  Build(m);
+  const uint64_t blocks = table_->properties().num_data_blocks;
+  ASSERT_GT(blocks, 200u);
+  table_.reset();
+  std::unique_ptr<RandomAccessFile> base;
+  ASSERT_TRUE(env_->NewRandomAccessFile(FileName(), &base).ok());
+  auto counting = std::make_unique<CountingFile>(std::move(base));
+  CountingFile* file = counting.get();
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->GetFileSize(FileName(), &size).ok());
+  ASSERT_TRUE(Table::Open(options_, std::move(counting), size, 7, 0, FileName(),
+                          &table_)
+                  .ok());
+  const int after_open = file->reads();
+  std::unique_ptr<Iterator> it(table_->NewIterator(TableReadOptions()));
+  auto pos = m.begin();
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++pos) {
+    ASSERT_EQ(pos->first, it->key().ToString());
+    ASSERT_EQ(pos->second, it->value().ToString());
+  }
+  ASSERT_TRUE(it->status().ok());
+  ASSERT_EQ(m.end(), pos);
+  const int scan_reads = file->reads() - after_open;
+  // Three single-block reads, then 8, 16, ... 256 KiB at a time.
+  EXPECT_LT(scan_reads, static_cast<int>(blocks / 8)) << blocks << " blocks";
+  // Seeking about does not read ahead.
+  const int before_seeks = file->reads();
+  for (int i = 0; i < 20; i++) {
+    auto target = m.begin();
+    std::advance(target, rnd.Uniform(m.size()));
+    it->Seek(target->first);
+    ASSERT_TRUE(it->Valid());
+    ASSERT_EQ(target->first, it->key().ToString());
+  }
+  EXPECT_LE(file->reads() - before_seeks, 20);
+}
+
 // Many threads reading one table through a cache small enough to evict
 // constantly (index and filter in it too): every answer stays right.
 TEST_F(TableTest, ConcurrentReaders) {
