@@ -395,6 +395,54 @@ TEST_F(TableTest, BadInputToBuilder) {
   big.Abandon();
 }
 
+// A real file that runs out of space after limit bytes, as a full disk does.
+class FullDiskFile final : public WritableFile {
+ public:
+  FullDiskFile(std::unique_ptr<WritableFile> base, uint64_t limit)
+      : base_(std::move(base)), limit_(limit) {}
+  Status Append(const Slice& data) override {
+    if (base_->Size() + data.size() > limit_) {
+      return Status::NoSpace(base_->Name(), "No space left on device");
+    }
+    return base_->Append(data);
+  }
+  Status Flush() override { return base_->Flush(); }
+  Status Sync() override { return base_->Sync(); }
+  Status Close() override { return base_->Close(); }
+  uint64_t Size() const override { return base_->Size(); }
+  const std::string& Name() const override { return base_->Name(); }
+
+ private:
+  std::unique_ptr<WritableFile> base_;
+  const uint64_t limit_;
+};
+
+// Running out of space anywhere in the file (data blocks, filter, index,
+// footer) surfaces as NoSpace from Finish, and the builder stops writing.
+TEST_F(TableTest, FullDiskIsReported) {
+  SetOptions(TestOptions());
+  Random rnd(21);
+  const Model m = RandomModel(&rnd, 3000);
+  Build(m);
+  const uint64_t full_size = table_->properties().data_bytes;
+  table_.reset();
+  for (uint64_t limit : {uint64_t{0}, uint64_t{100}, full_size / 2, full_size,
+                         full_size + 100}) {
+    std::unique_ptr<WritableFile> base;
+    ASSERT_TRUE(env_->NewWritableFile(FileName(), &base).ok());
+    FullDiskFile file(std::move(base), limit);
+    TableBuilder builder(options_, &file);
+    for (const auto& [k, v] : m) builder.Add(k, v);
+    const Status s = builder.Finish();
+    EXPECT_TRUE(s.IsNoSpace()) << limit << ": " << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"));
+    EXPECT_LE(file.Size(), limit);
+    ASSERT_TRUE(file.Close().ok());
+    // What was written is not a table.
+    EXPECT_FALSE(Open().ok());
+  }
+}
+
 TEST_F(TableTest, ComparatorMismatchIsAnError) {
   SetOptions(TestOptions());
   Build({{"a", "1"}});
