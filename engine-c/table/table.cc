@@ -100,6 +100,7 @@ Status Table::Open(const TableOptions& options,
                        footer_offset - rep->index_handle.offset(), &tail_buf,
                        &tail);
     if (!s.ok()) return s;
+    rep->file_is_mapped = tail.file_owned;
   }
 
   // Metaindex: where the meta blocks are.

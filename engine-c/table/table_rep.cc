@@ -155,6 +155,7 @@ Status Table::Rep::GetFilter(const TableReadOptions& ro, FilterRef* ref) const {
 Status Readahead::RangeFor(const Table::Rep& rep, const BlockHandle& handle,
                            const FileRange** range) {
   *range = nullptr;
+  if (rep.file_is_mapped) return Status::OK();
   if (valid_ && range_.Contains(handle)) {
     *range = &range_;
     return Status::OK();

@@ -48,6 +48,9 @@ struct Table::Rep {
   bool cache_index_and_filter = false;
   // End of the data blocks (they start at offset 0 and are contiguous).
   uint64_t data_end = 0;
+  // Reads return memory the file owns (mmap): there is nothing to gain
+  // from reading ahead.
+  bool file_is_mapped = false;
 
   void CacheKey(uint64_t offset, char* buf) const {
     EncodeFixed64(buf, cache_id);
