@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ namespace {
 
 struct Flags {
   std::string benchmarks = "build,get,getmiss,multiget,seek,scan,reversescan";
-  std::string db;  // directory; default under $TMPDIR
+  std::string db;  // directory; default: table_bench in the temp directory
   long num = 1000000;
   long reads = -1;  // -1: num
   int key_size = 16;
@@ -480,11 +481,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (flags.db.empty()) {
-    const char* tmp = getenv("TMPDIR");
-    flags.db = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-               "/table_bench";
+    // The system's temporary directory ($TMPDIR if set).
+    std::error_code ec;
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) {
+      fprintf(stderr, "table_bench: no temporary directory (%s); use --db\n",
+              ec.message().c_str());
+      return 1;
+    }
+    flags.db = (tmp / "table_bench").string();
   }
-  shale::Env::Default()->CreateDir(flags.db);
+  shale::Env* env = shale::Env::Default();
+  shale::Status s = env->CreateDir(flags.db);
+  if (!s.ok() && !env->FileExists(flags.db)) {  // an existing dir is fine
+    fprintf(stderr, "table_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   shale::Bench bench(flags);
   bench.Run();
   return 0;
