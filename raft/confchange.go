@@ -359,6 +359,10 @@ func validateChanges(desc *kvpb.RangeDescriptor, changes []*kvpb.ReplicaChange) 
 // ErrInvalidChange: a requested replica change is invalid (nothing done).
 var ErrInvalidChange = errors.New("raft: invalid replica change")
 
+// errConfChangeInProgress marks a configuration change Raft did not take
+// because another one is pending.
+var errConfChangeInProgress = errors.New("raft: configuration change in progress")
+
 // changeConf proposes cc carrying next (computed from cur) and waits for
 // it to apply; it returns the descriptor in force afterwards.
 func (r *Replica) changeConf(ctx context.Context, cur, next *kvpb.RangeDescriptor, cc *pb.ConfChangeV2) (*kvpb.RangeDescriptor, error) {
@@ -366,10 +370,28 @@ func (r *Replica) changeConf(ctx context.Context, cur, next *kvpb.RangeDescripto
 	if err := confStateFor(next).Equivalent(confStateAfter(cur, cc)); err != nil {
 		return nil, fmt.Errorf("raft: range %d: computed an inconsistent change: %w", r.rangeID, err)
 	}
-	cmd := &command.Command{Kind: command.KindChangeReplicas, ExpectedGeneration: cur.GetGeneration(), Descriptor: next}
-	res, _, err := r.proposeConfChange(ctx, cc, cmd)
-	if err != nil {
-		return nil, err
+	var res command.Result
+	for {
+		cmd := &command.Command{Kind: command.KindChangeReplicas, ExpectedGeneration: cur.GetGeneration(), Descriptor: next}
+		var err error
+		res, _, err = r.proposeConfChange(ctx, proto.Clone(cc).(*pb.ConfChangeV2), cmd)
+		if err == nil {
+			break
+		}
+		// Raft refuses a change while an earlier one is not applied (a new
+		// leader counts everything in its log as pending until it has
+		// applied it): nothing was proposed, so wait and try again.
+		if !errors.Is(err, errConfChangeInProgress) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+		if d := r.Descriptor(); d.GetGeneration() != cur.GetGeneration() {
+			return nil, fmt.Errorf("%w: range %d changed (generation %d) while waiting", ErrRejected, r.rangeID, d.GetGeneration())
+		}
 	}
 	if err := res.Err(); err != nil {
 		return nil, fmt.Errorf("%w: range %d: %v", ErrRejected, r.rangeID, err)

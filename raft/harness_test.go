@@ -289,7 +289,9 @@ func (c *testCluster) put(ctx context.Context, rangeID uint64, key, value string
 		if err == nil {
 			return idx, res.Err()
 		}
-		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnavailable) {
+		// A Put of the same value is idempotent: an ambiguous one is
+		// retried too.
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrAmbiguous) {
 			if ctx.Err() != nil {
 				return 0, err
 			}

@@ -323,7 +323,7 @@ func (r *Replica) checkConfChangesAppendedLocked(ents []*pb.Entry) {
 	for _, p := range r.ccPending {
 		if !p.ccSeen {
 			delete(r.proposals, p.id)
-			p.finish(proposalResult{err: unavailablef(r.rangeID, "another configuration change is in progress")})
+			p.finish(proposalResult{err: fmt.Errorf("%w: %w", errConfChangeInProgress, unavailablef(r.rangeID, "another configuration change is in progress"))})
 		}
 	}
 	r.ccPending = r.ccPending[:0]

@@ -293,6 +293,7 @@ func TestReadsAndLease(t *testing.T) {
 			continue
 		}
 		fr, _ := s.Replica(keys.FirstUserRangeID)
+		waitFor(t, 5*time.Second, "the follower to know the leader", func() bool { return fr.Status().Leader != 0 })
 		_, err := fr.ReadBarrier(ctx)
 		var nle *NotLeaderError
 		if !errors.As(err, &nle) || nle.LeaderNodeID != l.id {
