@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
 )
@@ -55,6 +57,7 @@ func benchPropose(b *testing.B, clients int) {
 	b.StopTimer()
 	b.ReportMetric(counterValue(l.store.metrics.logSyncs)/float64(b.N), "leader-syncs/op")
 	b.ReportMetric(counterValue(l.store.metrics.rounds)/float64(b.N), "leader-rounds/op")
+	b.ReportMetric(histMean(l.store.metrics.logWriteSeconds)*1e6, "leader-logwrite-µs")
 }
 
 // BenchmarkReadBarrier measures linearizable read barriers on the leader
@@ -92,4 +95,15 @@ func newBenchCluster(b *testing.B, tweak func(*Config)) *testCluster {
 			tweak(cfg)
 		}
 	})
+}
+
+func histMean(h interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	if m.GetHistogram().GetSampleCount() == 0 {
+		return 0
+	}
+	return m.GetHistogram().GetSampleSum() / float64(m.GetHistogram().GetSampleCount())
 }

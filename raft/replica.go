@@ -187,7 +187,10 @@ func (s *Store) raftConfig(r *Replica) *etcdraft.Config {
 		// as meta updates proposed from a follower.
 		DisableProposalForwarding: false,
 		StepDownOnRemoval:         true,
-		Logger:                    raftLogger{l: s.cfg.Logger.With("range", r.rangeID, "replica", r.replicaID)},
+		// Log writes and applies are handed over as messages (see
+		// replica_ready.go), so a round never waits for an fsync.
+		AsyncStorageWrites: true,
+		Logger:             raftLogger{l: s.cfg.Logger.With("range", r.rangeID, "replica", r.replicaID)},
 	}
 }
 

@@ -191,6 +191,25 @@ func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs
 	return r.ls.StageSnapshot(b, in.msg.GetSnapshot().GetMetadata(), hs)
 }
 
+// commitSnapshotLocked makes a durable snapshot application visible: the
+// log, the applied state and the descriptor are the snapshot's.
+// REQUIRES: raftMu.
+func (r *Replica) commitSnapshotLocked(in *incomingSnapshot, sa logstore.SnapshotApply) error {
+	r.ls.CommitSnapshot(sa)
+	desc, err := logstore.LoadDescriptor(r.store.cfg.Engine, r.rangeID)
+	if err != nil {
+		return err
+	}
+	r.desc = desc
+	r.mu.Lock()
+	r.mu.desc = desc
+	r.mu.leaseExpiry = time.Time{}
+	r.mu.Unlock()
+	r.publishAppliedLocked()
+	r.store.cfg.Logger.Info("applied snapshot", "range", r.rangeID, "index", in.index(), "entries", len(in.kvs))
+	return nil
+}
+
 // sendSnapshot produces and streams the snapshot Raft asked for in m, and
 // reports the outcome to Raft. It runs on its own goroutine.
 func (s *Store) sendSnapshot(r *Replica, m *pb.Message, toNode uint64) {

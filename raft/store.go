@@ -26,6 +26,7 @@ type Store struct {
 	transport *transport.Transport
 	sched     *scheduler
 	pool      *workerPool
+	appendQ   *appendQueue
 	metrics   *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
@@ -97,6 +98,7 @@ func NewStore(cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:     cfg,
 		sched:   newScheduler(),
+		appendQ: newAppendQueue(),
 		metrics: newMetrics(),
 		stopped: make(chan struct{}),
 		snapSem: make(chan struct{}, 2),
@@ -210,8 +212,9 @@ func (s *Store) Start() {
 	}
 	s.mu.Unlock()
 	s.pool = newWorkerPool(s.cfg.Workers)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.processLoop()
+	go s.logWriterLoop()
 	go s.tickLoop()
 	for _, r := range reps {
 		if r.shouldCampaignOnStart() {
@@ -241,6 +244,7 @@ func (s *Store) Stop() {
 	close(s.stopped)
 	s.cancel()
 	s.sched.stop()
+	s.appendQ.stop()
 	s.transport.Close()
 	s.wg.Wait()
 	if started {

@@ -7,11 +7,11 @@
 // ConfState and the descriptor are range-local keys under 0x01 'r'
 // <range_id>; they are replicated state and travel in snapshots.
 //
-// Writes are staged, not performed: the replica's processing round stages
-// the log writes of every range into ONE engine batch, writes it with one
-// fsync, and only then tells each Store that its staged writes are durable
-// (the Commit... methods). Until then, Raft keeps the new entries in its
-// own unstable log and does not ask Storage for them.
+// Writes are staged, not performed: the node's log writer stages the log
+// writes of every range into ONE engine batch, writes it with one fsync,
+// and only then tells each Store that its staged writes are durable (the
+// Commit... methods). Until then, Raft keeps the new entries in its own
+// unstable log and does not ask Storage for them.
 //
 // Threads: a Store belongs to one replica. Every method REQUIRES that
 // replica's raftMu (RawNode calls the raft.Storage methods from inside its
@@ -45,6 +45,11 @@ type Store struct {
 	// (trunc.Index, last.Index].
 	trunc LogPosition
 	last  LogPosition
+	// staged is the last index once every staged append is durable: the
+	// log writer stages several appends of one replica into a batch
+	// before any of them is committed. REQUIRES the log writer (and
+	// raftMu).
+	staged uint64
 	// applied and confState describe the replica's applied state; Snapshot
 	// reports them.
 	applied   LogPosition
@@ -116,10 +121,10 @@ func Load(db *storage.DB, rangeID uint64, cacheBytes int) (*Store, error) {
 	}
 	if s.applied.Index > s.hardState.GetCommit() {
 		// Entries that were durable and committed may be applied before
-		// the HardState naming the new commit index is written (the round
-		// applies them early); a crash in between leaves the applied index
-		// ahead. Every applied entry was committed, so the commit index is
-		// at least the applied index.
+		// the HardState naming the new commit index is written (applies
+		// and log writes proceed independently); a crash in between leaves
+		// the applied index ahead. Every applied entry was committed, so
+		// the commit index is at least the applied index.
 		s.hardState = &pb.HardState{Term: new(s.hardState.GetTerm()), Vote: new(s.hardState.GetVote()), Commit: new(s.applied.Index)}
 	}
 	return s, nil
@@ -308,12 +313,13 @@ type Append struct {
 	oldLast LogPosition
 }
 
-// StageAppend stages the Raft README's step 1 for one Ready: write ents
+// StageAppend stages the Raft README's step 1 for one MsgStorageAppend: write ents
 // (discarding any stored entries at or after ents[0], which a new leader
 // has overwritten) and hs (if not empty) into b. Call CommitAppend once b
 // is durable.
 func (s *Store) StageAppend(b *storage.Batch, ents []*pb.Entry, hs *pb.HardState) Append {
 	a := Append{ents: ents, oldLast: s.last}
+	prevLast := max(s.last.Index, s.staged)
 	var kbuf, vbuf []byte
 	for _, e := range ents {
 		kbuf = keys.AppendLogKey(kbuf[:0], s.rangeID, e.GetIndex())
@@ -322,10 +328,11 @@ func (s *Store) StageAppend(b *storage.Batch, ents []*pb.Entry, hs *pb.HardState
 	}
 	if n := len(ents); n > 0 {
 		newLast := ents[n-1].GetIndex()
-		if newLast < s.last.Index {
+		if newLast < prevLast {
 			// The new entries replace a longer tail: delete the rest of it.
-			b.DeleteRange(keys.LogKey(s.rangeID, newLast+1), keys.LogKey(s.rangeID, s.last.Index+1))
+			b.DeleteRange(keys.LogKey(s.rangeID, newLast+1), keys.LogKey(s.rangeID, prevLast+1))
 		}
+		s.staged = newLast
 	}
 	if hs != nil && !etcdraft.IsEmptyHardState(hs) {
 		b.Put(keys.HardStateKey(s.rangeID), EncodeHardState(hs))
@@ -377,6 +384,7 @@ func (s *Store) StageSnapshot(b *storage.Batch, meta *pb.SnapshotMetadata, hs *p
 	b.DeleteRange(span.Start, span.End)
 	b.Put(keys.TruncatedStateKey(s.rangeID), pos.Encode())
 	sa := SnapshotApply{pos: pos, cs: meta.GetConfState()}
+	s.staged = pos.Index
 	if hs != nil && !etcdraft.IsEmptyHardState(hs) {
 		b.Put(keys.HardStateKey(s.rangeID), EncodeHardState(hs))
 		sa.hs = hs
