@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,5 +352,93 @@ func TestClusterRestartEveryNode(t *testing.T) {
 	defer cancel()
 	if err := cl.Put(ctx, []byte("after-full-restart"), []byte("x")); err != nil {
 		t.Fatalf("write after restarting every node: %v", err)
+	}
+}
+
+// TestClusterPausedLeaderServesNoStaleRead pauses the leader with SIGSTOP
+// long enough for the others to elect a new one and write a new value,
+// then resumes it and reads from it at once. Its lease is measured on the
+// monotonic clock, so it must know the lease expired while it was paused:
+// the read may fail (it is no longer the leader) but must never return the
+// old value. (A lease counted in Raft ticks would not: a paused process
+// does not tick.)
+func TestClusterPausedLeaderServesNoStaleRead(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.Put(ctx, []byte("k"), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := c.leader(userRange, 10*time.Second)
+	kv, _, done := c.raw(old)
+	defer done()
+	// Make sure the old leader holds a lease: reads keep it renewed.
+	for i := 0; i < 20; i++ {
+		if _, err := kv.Get(ctx, &kvpb.GetRequest{Key: []byte("k")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rs, err := c.rangeState(old, userRange); err != nil || rs.GetRaft().GetState() != "leader" {
+		t.Skipf("leadership moved before the pause (%v, %v)", rs.GetRaft(), err)
+	}
+	cn := c.node(old)
+	if err := cn.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = cn.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	var others []uint64
+	for _, n := range c.all() {
+		if n.id != old {
+			others = append(others, n.id)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := c.leaderAmong(others, userRange); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader while the old one was paused")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.client(others...).Put(ctx, []byte("k"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	// Reads sent while it is still paused wait in its sockets and are
+	// served the moment it resumes, before it hears of the new term.
+	var mu sync.Mutex
+	stale := 0
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				resp, err := kv.Get(rctx, &kvpb.GetRequest{Key: []byte("k")})
+				rcancel()
+				if err == nil && string(resp.GetValue()) == "old" {
+					mu.Lock()
+					stale++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	resume()
+	wg.Wait()
+	if stale > 0 {
+		t.Fatalf("the resumed old leader served %d stale linearizable reads", stale)
 	}
 }
