@@ -19,6 +19,13 @@ ENGINE_LIB  := $(ENGINE_DIR)/libshale_engine.a
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 GO_TEST_FLAGS ?= -count=1 -timeout 25m
 
+# The go command does not notice when the engine library changes, so every
+# Go link is stamped with the library's digest: a new engine changes the
+# stamp, which forces a relink (see storage/cgo.go). Evaluated when used,
+# after the engine is built.
+ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
+GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
+
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
         proto-check lint clean
 
@@ -36,8 +43,8 @@ engine: deps $(ENGINE_DIR)/CMakeCache.txt
 	cmake --build $(ENGINE_DIR) -j $(JOBS)
 
 go-build: engine
-	$(GO) build -o bin/shale ./cmd/shale
-	$(GO) build -o bin/shalectl ./cmd/shalectl
+	$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/shale ./cmd/shale
+	$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/shalectl ./cmd/shalectl
 
 build: go-build
 
@@ -55,8 +62,10 @@ test: build
 test-engine: engine
 	cd $(ENGINE_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The end-to-end tests in tests/ run the binaries just built.
 test-go: go-build
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
+	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
 
 # ---------------------------------------------------------------- api, lint
 

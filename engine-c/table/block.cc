@@ -99,7 +99,7 @@ void BlockIter::Init(const Comparator* comparator, const char* data,
   error_offset_ = error_offset;
   raw_key_ = key_ = value_ = Slice();
   status_ = Status::OK();
-  prev_entries_.clear();
+  ClearPrevCache();
 }
 
 void BlockIter::InitError(const Status& s) {
@@ -112,7 +112,7 @@ void BlockIter::InitError(const Status& s) {
   next_restart_ = 0;
   raw_key_ = key_ = value_ = Slice();
   status_ = s;
-  prev_entries_.clear();
+  ClearPrevCache();
 }
 
 void BlockIter::CorruptionError(const char* what) {
@@ -122,7 +122,7 @@ void BlockIter::CorruptionError(const char* what) {
                 ? std::string("in memory block")
                 : BlockErrorContext(*error_file_, error_offset_));
   raw_key_ = key_ = value_ = Slice();
-  prev_entries_.clear();
+  ClearPrevCache();
 }
 
 uint32_t BlockIter::RestartPoint(uint32_t index) const {
@@ -189,7 +189,7 @@ bool BlockIter::ParseNextKey() {
     const size_t size = static_cast<size_t>(shared) + non_shared;
     if (size > key_capacity_) GrowKeyBuffer(size);
     if (raw_key_.data() != key_buf_) {
-      // The previous key lives elsewhere (block, prev_keys_): bring its
+      // The previous key lives elsewhere (block, prev_->keys): bring its
       // shared prefix into the buffer.
       memcpy(key_buf_, raw_key_.data(), shared);
     }
@@ -232,18 +232,18 @@ bool BlockIter::RestartKey(uint32_t index, Slice* key) {
 void BlockIter::Next() {
   assert(Valid());
   ParseNextKey();
-  prev_entries_.clear();
+  ClearPrevCache();
 }
 
 void BlockIter::Prev() {
   assert(Valid());
-  if (!prev_entries_.empty()) {
+  if (prev_ != nullptr && !prev_->entries.empty()) {
     // The previous entry was decoded by the scan that brought us here.
-    const PrevEntry& e = prev_entries_.back();
+    const PrevCache::Entry& e = prev_->entries.back();
     current_ = e.offset;
-    raw_key_ = Slice(prev_keys_.data() + e.key_offset, e.key_size);
+    raw_key_ = Slice(prev_->keys.data() + e.key_offset, e.key_size);
     value_ = Slice(data_ + e.value_offset, e.value_size);
-    prev_entries_.pop_back();
+    prev_->entries.pop_back();
     SetKeyFromRaw();  // on failure the iterator is left invalid
     return;
   }
@@ -262,16 +262,17 @@ void BlockIter::Prev() {
   SeekToRestartPoint(restart);
   // Decode forward to the entry just before original, remembering each one
   // passed so that the following Prev() calls need no decoding.
-  prev_keys_.clear();
+  if (prev_ == nullptr) prev_ = std::make_unique<PrevCache>();
+  prev_->keys.clear();
   while (ParseNextKey() && NextEntryOffset() < original) {
-    PrevEntry e;
+    PrevCache::Entry e;
     e.offset = current_;
-    e.key_offset = static_cast<uint32_t>(prev_keys_.size());
+    e.key_offset = static_cast<uint32_t>(prev_->keys.size());
     e.key_size = static_cast<uint32_t>(raw_key_.size());
     e.value_offset = static_cast<uint32_t>(value_.data() - data_);
     e.value_size = static_cast<uint32_t>(value_.size());
-    prev_keys_.append(raw_key_.data(), raw_key_.size());
-    prev_entries_.push_back(e);
+    prev_->keys.append(raw_key_.data(), raw_key_.size());
+    prev_->entries.push_back(e);
   }
   if (!Valid()) {
     // Only on corruption (status_ set) or a restart array that does not
@@ -288,19 +289,22 @@ void BlockIter::Prev() {
 
 void BlockIter::Seek(const Slice& target) {
   if (!status_.ok() || data_ == nullptr) return;  // errors are sticky
-  prev_entries_.clear();
+  ClearPrevCache();
   // Binary search in the restart array for the last restart point whose key
   // is < target; the answer is in its interval (or is the interval's
   // successor's first key).
   uint32_t left = 0;
   uint32_t right = num_restarts_ - 1;
+  // True once the key at restart point left is known to be < target.
+  bool left_is_less = false;
   if (Valid()) {
     // Sorted lookups (MultiGet, merging) often seek near the current entry:
     // narrow the search with it.
     const int c = comparator_->Compare(key_, target);
     if (c == 0) return;
     if (c < 0) {
-      left = restart_index_;
+      left = restart_index_;  // its key <= the current key < target
+      left_is_less = true;
     } else {
       right = restart_index_;
     }
@@ -311,13 +315,16 @@ void BlockIter::Seek(const Slice& target) {
     if (!RestartKey(mid, &mid_key)) return;
     if (comparator_->Compare(mid_key, target) < 0) {
       left = mid;  // everything before mid is < target too
+      left_is_less = true;
     } else {
       right = mid - 1;  // mid's key is >= target
     }
   }
 
-  // Linear scan in the interval for the first key >= target.
+  // Linear scan in the interval for the first key >= target. The restart
+  // entry itself needs no comparison when the search already made one.
   SeekToRestartPoint(left);
+  if (left_is_less && !ParseNextKey()) return;
   while (ParseNextKey()) {
     if (comparator_->Compare(key_, target) >= 0) return;
   }
@@ -325,14 +332,14 @@ void BlockIter::Seek(const Slice& target) {
 
 void BlockIter::SeekToFirst() {
   if (!status_.ok() || data_ == nullptr) return;
-  prev_entries_.clear();
+  ClearPrevCache();
   SeekToRestartPoint(0);
   ParseNextKey();
 }
 
 void BlockIter::SeekToLast() {
   if (!status_.ok() || data_ == nullptr) return;
-  prev_entries_.clear();
+  ClearPrevCache();
   SeekToRestartPoint(num_restarts_ - 1);
   while (ParseNextKey() && NextEntryOffset() < restart_offset_) {
     // Keep skipping.

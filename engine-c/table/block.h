@@ -91,15 +91,25 @@ class BlockIter final : public Iterator {
   void SeekToLast() override;
 
  private:
-  // One entry decoded while scanning backwards, so that a run of Prev()
+  // Entries decoded while scanning backwards, so that a run of Prev()
   // calls decodes each restart interval once instead of once per step.
-  struct PrevEntry {
-    uint32_t offset;      // of the entry in the block
-    uint32_t key_offset;  // of its raw key in prev_keys_
-    uint32_t key_size;
-    uint32_t value_offset;  // of its value in the block
-    uint32_t value_size;
+  // Allocated on the first Prev(): lookups never pay for it.
+  struct PrevCache {
+    struct Entry {
+      uint32_t offset;      // of the entry in the block
+      uint32_t key_offset;  // of its raw key in keys
+      uint32_t key_size;
+      uint32_t value_offset;  // of its value in the block
+      uint32_t value_size;
+    };
+    std::vector<Entry> entries;  // before current_ in its restart interval,
+                                 // in order
+    std::string keys;
   };
+
+  void ClearPrevCache() {
+    if (prev_ != nullptr) prev_->entries.clear();
+  }
 
   uint32_t RestartPoint(uint32_t index) const;
   uint32_t NextEntryOffset() const {
@@ -149,7 +159,7 @@ class BlockIter final : public Iterator {
   uint64_t error_offset_ = 0;
 
   // raw_key_ is the key as stored (points into the block, or into
-  // key_buf_ or prev_keys_); key_ is what callers see (raw_key_, or its
+  // key_buf_ or prev_->keys); key_ is what callers see (raw_key_, or its
   // copy in seqno_buf_ with the global sequence number applied).
   Slice raw_key_;
   Slice key_;
@@ -164,9 +174,7 @@ class BlockIter final : public Iterator {
   std::string seqno_buf_;  // key with global_seqno_ applied
   Status status_;
 
-  std::vector<PrevEntry> prev_entries_;  // entries before current_ in
-                                         // its restart interval, in order
-  std::string prev_keys_;
+  std::unique_ptr<PrevCache> prev_;
 };
 
 }  // namespace shale

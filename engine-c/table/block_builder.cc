@@ -27,10 +27,34 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 #include "util/coding.h"
 
 namespace shale {
+
+namespace {
+
+// Length of the longest common prefix of a and b, eight bytes at a time.
+size_t SharedPrefixLength(const Slice& a, const Slice& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i + 8 <= n) {
+    uint64_t x, y;
+    memcpy(&x, a.data() + i, 8);
+    memcpy(&y, b.data() + i, 8);
+    if (x != y) {
+      // Little-endian: the lowest differing bit is in the first differing
+      // byte.
+      return i + (__builtin_ctzll(x ^ y) >> 3);
+    }
+    i += 8;
+  }
+  while (i < n && a[i] == b[i]) i++;
+  return i;
+}
+
+}  // namespace
 
 BlockBuilder::BlockBuilder(int restart_interval)
     : restart_interval_(restart_interval) {
@@ -52,11 +76,7 @@ void BlockBuilder::Add(const Slice& key, const Slice& value) {
   assert(counter_ <= restart_interval_);
   size_t shared = 0;
   if (counter_ < restart_interval_) {
-    // Length of the prefix shared with the previous key.
-    const size_t min_length = std::min(last_key_.size(), key.size());
-    while (shared < min_length && last_key_[shared] == key[shared]) {
-      shared++;
-    }
+    shared = SharedPrefixLength(last_key_, key);
   } else {
     // A restart point: the whole key is stored.
     restarts_.push_back(static_cast<uint32_t>(buffer_.size()));

@@ -2,6 +2,9 @@
 
 #include <snappy.h>
 
+#include <cassert>
+#include <cstring>
+
 #include "util/coding.h"
 #include "util/crc32c.h"
 #include "util/env.h"
@@ -77,69 +80,68 @@ Status BlockError(const std::string& file_name, const BlockHandle& handle,
 
 }  // namespace
 
-Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
-                 const std::string& file_name, const TableReadOptions& options,
-                 const BlockHandle& handle, BlockContents* result) {
-  *result = BlockContents();
+namespace {
 
-  // A handle from a damaged index could name any offset and size: check it
-  // against the file before allocating anything.
-  const uint64_t n = handle.size();
-  if (handle.offset() > file_size || n > file_size - handle.offset() ||
-      kBlockTrailerSize > file_size - handle.offset() - n) {
-    return BlockError(file_name, handle, "block handle past end of file");
-  }
+// Where the bytes handed to UnpackBlock live.
+enum class Storage {
+  kOwnedBuffer,  // a new char[] the caller gives up (pread scratch)
+  kFileOwned,    // memory the open file owns (mmap)
+  kTransient,    // anything else: copied if kept
+};
 
-  std::unique_ptr<char[]> buf(new char[n + kBlockTrailerSize]);
-  Slice contents;
-  Status s =
-      file->Read(handle.offset(), n + kBlockTrailerSize, &contents, buf.get());
-  if (!s.ok()) {
-    return Status::IOError(
-        "reading block",
-        BlockErrorContext(file_name, handle.offset()) + ": " + s.message());
-  }
-  if (contents.size() != n + kBlockTrailerSize) {
-    return BlockError(file_name, handle, "truncated block read");
-  }
-
-  const char* data = contents.data();
+// Verifies and decompresses the stored block (payload + trailer) at
+// stored[0, handle.size() + kBlockTrailerSize).
+Status UnpackBlock(const char* stored, Storage storage,
+                   std::unique_ptr<char[]> owned, const std::string& file_name,
+                   const TableReadOptions& options, const BlockHandle& handle,
+                   BlockContents* result) {
+  const size_t n = handle.size();
   if (options.verify_checksums) {
-    const uint32_t expected = crc32c::Unmask(DecodeFixed32(data + n + 1));
-    const uint32_t actual = crc32c::Value(data, n + 1);
+    const uint32_t expected = crc32c::Unmask(DecodeFixed32(stored + n + 1));
+    const uint32_t actual = crc32c::Value(stored, n + 1);
     if (actual != expected) {
       return BlockError(file_name, handle, "block checksum mismatch");
     }
   }
 
-  const bool in_scratch = data == buf.get();
-  switch (static_cast<uint8_t>(data[n])) {
+  switch (static_cast<uint8_t>(stored[n])) {
     case kNoCompression:
-      if (in_scratch) {
-        result->data = Slice(buf.release(), n);
-        result->heap_allocated = true;
-        result->cachable = true;
-      } else {
-        // The file owns the bytes (mmap) for as long as it is open.
-        result->data = Slice(data, n);
-        result->heap_allocated = false;
-        result->cachable = false;
+      switch (storage) {
+        case Storage::kOwnedBuffer:
+          result->data = Slice(owned.release(), n);
+          result->heap_allocated = true;
+          result->cachable = true;
+          break;
+        case Storage::kFileOwned:
+          // Valid for as long as the file is open: no copy, no caching.
+          result->data = Slice(stored, n);
+          result->heap_allocated = false;
+          result->cachable = false;
+          break;
+        case Storage::kTransient: {
+          char* copy = new char[n];
+          memcpy(copy, stored, n);
+          result->data = Slice(copy, n);
+          result->heap_allocated = true;
+          result->cachable = true;
+          break;
+        }
       }
       return Status::OK();
 
     case kSnappyCompression: {
       size_t ulength = 0;
-      if (!snappy::GetUncompressedLength(data, n, &ulength)) {
+      if (!snappy::GetUncompressedLength(stored, n, &ulength)) {
         return BlockError(file_name, handle, "corrupted snappy block");
       }
       // Without a verified checksum the length header could be anything;
       // refuse to trust it before it sizes an allocation.
       if (!options.verify_checksums &&
-          !snappy::IsValidCompressedBuffer(data, n)) {
+          !snappy::IsValidCompressedBuffer(stored, n)) {
         return BlockError(file_name, handle, "corrupted snappy block");
       }
       std::unique_ptr<char[]> ubuf(new char[ulength]);
-      if (!snappy::RawUncompress(data, n, ubuf.get())) {
+      if (!snappy::RawUncompress(stored, n, ubuf.get())) {
         return BlockError(file_name, handle, "corrupted snappy block");
       }
       result->data = Slice(ubuf.release(), ulength);
@@ -151,6 +153,61 @@ Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
     default:
       return BlockError(file_name, handle, "unknown block compression type");
   }
+}
+
+// A handle from a damaged index could name any offset and size: it must
+// lie inside [0, limit) with its trailer before anything is allocated.
+bool HandleFits(const BlockHandle& handle, uint64_t limit) {
+  const uint64_t n = handle.size();
+  return handle.offset() <= limit && n <= limit - handle.offset() &&
+         kBlockTrailerSize <= limit - handle.offset() - n;
+}
+
+}  // namespace
+
+Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
+                 const std::string& file_name, const TableReadOptions& options,
+                 const BlockHandle& handle, BlockContents* result) {
+  *result = BlockContents();
+  if (!HandleFits(handle, file_size)) {
+    return BlockError(file_name, handle, "block handle past end of file");
+  }
+  const size_t stored_size = handle.size() + kBlockTrailerSize;
+  std::unique_ptr<char[]> buf(new char[stored_size]);
+  Slice contents;
+  Status s = file->Read(handle.offset(), stored_size, &contents, buf.get());
+  if (!s.ok()) {
+    return Status::IOError(
+        "reading block",
+        BlockErrorContext(file_name, handle.offset()) + ": " + s.message());
+  }
+  if (contents.size() != stored_size) {
+    return BlockError(file_name, handle, "truncated block read");
+  }
+  if (contents.data() == buf.get()) {
+    return UnpackBlock(contents.data(), Storage::kOwnedBuffer, std::move(buf),
+                       file_name, options, handle, result);
+  }
+  return UnpackBlock(contents.data(), Storage::kFileOwned, nullptr, file_name,
+                     options, handle, result);
+}
+
+Status ReadBlockFromRange(const FileRange& range, const std::string& file_name,
+                          const TableReadOptions& options,
+                          const BlockHandle& handle, BlockContents* result) {
+  *result = BlockContents();
+  // Callers check Contains() first; a handle outside is a caller bug.
+  assert(range.Contains(handle));
+  const char* stored = range.data.data() + (handle.offset() - range.offset);
+  return UnpackBlock(
+      stored, range.file_owned ? Storage::kFileOwned : Storage::kTransient,
+      nullptr, file_name, options, handle, result);
+}
+
+bool FileRange::Contains(const BlockHandle& handle) const {
+  return handle.offset() >= offset &&
+         HandleFits(BlockHandle(handle.offset() - offset, handle.size()),
+                    data.size());
 }
 
 const char* CompressionTypeName(CompressionType type) {

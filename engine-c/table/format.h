@@ -129,6 +129,25 @@ Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
                  const std::string& file_name, const TableReadOptions& options,
                  const BlockHandle& handle, BlockContents* result);
 
+// Bytes of the file read in one go (the tail of an SST at open), from which
+// several blocks are then decoded without further reads.
+struct FileRange {
+  uint64_t offset = 0;  // of data[0] in the file
+  Slice data;
+  // data points into memory the open file owns (mmap) rather than into a
+  // buffer that the reader frees after use.
+  bool file_owned = false;
+
+  // True if the stored block (with its trailer) lies inside data.
+  bool Contains(const BlockHandle& handle) const;
+};
+
+// Like ReadBlock, for a block inside range (REQUIRES: range.Contains(handle)).
+// The result never points into range.data unless range.file_owned.
+Status ReadBlockFromRange(const FileRange& range, const std::string& file_name,
+                          const TableReadOptions& options,
+                          const BlockHandle& handle, BlockContents* result);
+
 // Returns the name stored in properties for a compression type.
 const char* CompressionTypeName(CompressionType type);
 

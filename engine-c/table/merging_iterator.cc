@@ -103,6 +103,7 @@ class MergingIterator final : public Iterator {
   // Adds every valid child to the heap; records the first child error.
   void BuildHeap() {
     heap_.clear();
+    smaller_child_ = 0;
     status_ = Status::OK();
     for (Child& c : children_) {
       if (c.iter->Valid()) {
@@ -125,19 +126,37 @@ class MergingIterator final : public Iterator {
     } else {
       top->iter->Prev();
     }
-    if (top->iter->Valid()) {
-      top->key = top->iter->key();
-    } else {
+    if (!top->iter->Valid()) {
       if (!top->iter->status().ok()) {
         status_ = top->iter->status();
         heap_.clear();
         return;
       }
+      // The child is exhausted: drop it.
       heap_[0] = heap_.back();
       heap_.pop_back();
-      if (heap_.empty()) return;
+      smaller_child_ = 0;
+      if (!heap_.empty()) SiftDown(0);
+      return;
     }
-    SiftDown(0);
+    top->key = top->iter->key();
+    // Often one child supplies a long run (most of an LSM's data is in its
+    // last level): if top still comes before the better of the root's
+    // children, nothing moves. Which child is better is remembered for as
+    // long as only the top changes, so such a step costs one comparison
+    // instead of two.
+    const size_t n = heap_.size();
+    if (n == 1) return;
+    if (smaller_child_ == 0) {
+      smaller_child_ = (n > 2 && Before(heap_[2], heap_[1])) ? 2 : 1;
+    }
+    const size_t c = smaller_child_;
+    if (!Before(heap_[c], top)) return;
+    // The better child becomes the top; the old top sinks into its subtree.
+    heap_[0] = heap_[c];
+    heap_[c] = top;
+    smaller_child_ = 0;
+    SiftDown(c);
   }
 
   // Going forward from (K, current child c), the entries still to come in
@@ -187,6 +206,9 @@ class MergingIterator final : public Iterator {
   const Comparator* const comparator_;
   std::vector<Child> children_;
   std::vector<Child*> heap_;  // heap_[0] is the current entry
+  // 1 or 2: which of heap_[1], heap_[2] comes first; 0 when unknown. Valid
+  // while only heap_[0] changes.
+  size_t smaller_child_ = 0;
   Direction direction_ = kForward;
   Status status_;
 };
@@ -199,6 +221,12 @@ Iterator* NewMergingIterator(const Comparator* comparator, Iterator** children,
   if (n == 0) return NewEmptyIterator();
   if (n == 1) return children[0];
   return new MergingIterator(comparator, children, n);
+}
+
+Iterator* NewMergingIterator(const Comparator* comparator,
+                             std::vector<Iterator*> children) {
+  return NewMergingIterator(comparator, children.data(),
+                            static_cast<int>(children.size()));
 }
 
 }  // namespace shale

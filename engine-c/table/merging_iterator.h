@@ -16,6 +16,8 @@
 #ifndef SHALE_TABLE_MERGING_ITERATOR_H_
 #define SHALE_TABLE_MERGING_ITERATOR_H_
 
+#include <vector>
+
 #include "util/iterator.h"
 
 namespace shale {

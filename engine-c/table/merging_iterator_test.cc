@@ -106,8 +106,21 @@ class MergingTest : public testing::Test {
         it->SeekToLast();
         pos = model_.empty() ? end : model_.size() - 1;
       } else if (op < 4 || pos == end) {
-        std::string target = "key" + std::to_string(rnd->Uniform(4000));
-        if (rnd->OneIn(2)) target += "~";
+        // Mostly near existing keys (just before, at, just after), so that
+        // seeks land everywhere rather than past the end.
+        std::string target = model_.empty()
+                                 ? std::string("key")
+                                 : model_[rnd->Uniform(model_.size())].first;
+        switch (rnd->Uniform(3)) {
+          case 0:
+            target += "~";
+            break;
+          case 1:
+            target.back()--;
+            break;
+          default:
+            break;
+        }
         it->Seek(target);
         pos = LowerBound(target);
       } else if (op < 12) {
@@ -167,6 +180,40 @@ TEST_F(MergingTest, RandomWalksSharedKeys) {
   for (int n : {2, 3, 7}) {
     SCOPED_TRACE("children " + std::to_string(n));
     Build(&rnd, n, 500, true);
+    RandomWalk(&rnd, 20000);
+  }
+}
+
+// Children holding long runs of consecutive keys (as LSM levels do), so the
+// top child often stays on top for many steps.
+TEST_F(MergingTest, RandomWalksLongRuns) {
+  Random rnd(6);
+  for (int n : {2, 3, 4, 9}) {
+    SCOPED_TRACE("children " + std::to_string(n));
+    children_.clear();
+    model_.clear();
+    std::vector<std::vector<std::string>> keys(n);
+    int child = 0;
+    for (int i = 0; i < 1500; i++) {
+      if (rnd.OneIn(40)) child = static_cast<int>(rnd.Uniform(n));
+      char key[16];
+      snprintf(key, sizeof(key), "key%05d", i);
+      keys[child].push_back(key);
+    }
+    for (int c = 0; c < n; c++) {
+      BlockBuilder builder(16);
+      for (const std::string& k : keys[c]) {
+        builder.Add(k, Value(k, c));
+        model_.emplace_back(k, c);
+      }
+      auto data = std::make_unique<ChildData>();
+      data->bytes = builder.Finish().ToString();
+      BlockContents contents;
+      contents.data = Slice(data->bytes);
+      data->block = std::make_unique<Block>(contents);
+      children_.push_back(std::move(data));
+    }
+    std::sort(model_.begin(), model_.end());
     RandomWalk(&rnd, 20000);
   }
 }

@@ -1,291 +1,43 @@
-// Reading an SST: Open, iteration, point and batched lookups.
+// Reading an SST: Open, point and batched lookups, and the entry points
+// of iteration (the iterator itself is in table_iterator.h).
 
 #include "table/table.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include "table/block.h"
 #include "table/filter_policy.h"
 #include "table/format.h"
+#include "table/pinned_block.h"
+#include "table/table_iterator.h"
 #include "table/table_properties.h"
-#include "table/two_level_iterator.h"
+#include "table/table_rep.h"
 #include "util/cache.h"
-#include "util/coding.h"
 #include "util/comparator.h"
 #include "util/env.h"
 #include "util/statistics.h"
 
 namespace shale {
 
-namespace {
-
-// Block-cache keys: the table's cache ID, then the block's offset.
-constexpr size_t kCacheKeySize = 16;
-
-// A filter kept 64-byte aligned so that each of its lines is one cache line.
-struct FilterData {
-  static constexpr size_t kAlignment = 64;
-
-  explicit FilterData(const Slice& contents) : size(contents.size()) {
-    const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-    bytes = static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
-    if (bytes == nullptr) throw std::bad_alloc();
-    memcpy(bytes, contents.data(), size);
-  }
-  FilterData(const FilterData&) = delete;
-  FilterData& operator=(const FilterData&) = delete;
-  ~FilterData() { std::free(bytes); }
-
-  Slice slice() const { return Slice(bytes, size); }
-
-  char* bytes;
-  size_t size;
-};
-
-void DeleteCachedBlock(const Slice& /*key*/, void* value) {
-  delete static_cast<Block*>(value);
-}
-
-void DeleteCachedFilter(const Slice& /*key*/, void* value) {
-  delete static_cast<FilterData*>(value);
-}
-
-void ReleaseCacheHandle(void* cache, void* handle) {
-  static_cast<Cache*>(cache)->Release(static_cast<Cache::Handle*>(handle));
-}
-
-void DeleteBlock(void* block, void* /*unused*/) {
-  delete static_cast<Block*>(block);
-}
-
-// A block pinned for as long as a lookup uses it: either a block-cache
-// handle or a block the lookup owns. Lives on the stack: no allocation.
-class BlockRef {
- public:
-  BlockRef() = default;
-  BlockRef(const BlockRef&) = delete;
-  BlockRef& operator=(const BlockRef&) = delete;
-  ~BlockRef() { Reset(); }
-
-  void Reset() {
-    if (handle_ != nullptr) cache_->Release(handle_);
-    delete owned_;
-    cache_ = nullptr;
-    handle_ = nullptr;
-    owned_ = nullptr;
-    block_ = nullptr;
-  }
-  void SetCached(Cache* cache, Cache::Handle* handle) {
-    Reset();
-    cache_ = cache;
-    handle_ = handle;
-    block_ = static_cast<const Block*>(cache->Value(handle));
-  }
-  void SetOwned(Block* block) {
-    Reset();
-    owned_ = block;
-    block_ = block;
-  }
-  // A block owned by someone else that outlives this reference.
-  void SetBorrowed(const Block* block) {
-    Reset();
-    block_ = block;
-  }
-
-  const Block* block() const { return block_; }
-
-  // Hands the pin to iter: it is released when iter is destroyed.
-  void TransferTo(Iterator* iter) {
-    if (handle_ != nullptr) {
-      iter->RegisterCleanup(&ReleaseCacheHandle, cache_, handle_);
-    } else if (owned_ != nullptr) {
-      iter->RegisterCleanup(&DeleteBlock, owned_, nullptr);
-    }
-    cache_ = nullptr;
-    handle_ = nullptr;
-    owned_ = nullptr;
-    block_ = nullptr;
-  }
-
- private:
-  Cache* cache_ = nullptr;
-  Cache::Handle* handle_ = nullptr;
-  Block* owned_ = nullptr;
-  const Block* block_ = nullptr;
-};
-
-// A filter pinned for a lookup (see BlockRef).
-class FilterRef {
- public:
-  FilterRef() = default;
-  FilterRef(const FilterRef&) = delete;
-  FilterRef& operator=(const FilterRef&) = delete;
-  ~FilterRef() {
-    if (handle_ != nullptr) cache_->Release(handle_);
-  }
-
-  void SetCached(Cache* cache, Cache::Handle* handle) {
-    cache_ = cache;
-    handle_ = handle;
-    filter_ = static_cast<const FilterData*>(cache->Value(handle))->slice();
-  }
-  void SetBorrowed(const Slice& filter) { filter_ = filter; }
-
-  const Slice& filter() const { return filter_; }
-
- private:
-  Cache* cache_ = nullptr;
-  Cache::Handle* handle_ = nullptr;
-  Slice filter_;
-};
-
-enum class BlockKind { kData, kIndex };
-
-inline void Record(Statistics* stats, Ticker t, uint64_t n = 1) {
-  if (stats != nullptr) stats->Record(t, n);
-}
-
-}  // namespace
-
-struct Table::Rep {
-  TableOptions options;
-  std::unique_ptr<RandomAccessFile> file;
-  uint64_t file_size = 0;
-  uint64_t file_number = 0;
-  uint64_t global_seqno = 0;
-  std::string file_name;
-  uint64_t cache_id = 0;  // block-cache key prefix (when block_cache)
-
-  TableProperties props;
-  BlockHandle index_handle;
-  // Index and filter held by the table (not cache_index_blocks), or null.
-  std::unique_ptr<Block> index_block;
-  std::unique_ptr<FilterData> filter;
-  bool has_filter = false;
-  BlockHandle filter_handle;
-  std::unique_ptr<Block> range_del_block;  // null when the file has none
-  uint64_t range_del_offset = 0;
-  // True: index and filter go through options.block_cache.
-  bool cache_index_and_filter = false;
-  // End of the data blocks (they start at offset 0 and are contiguous).
-  uint64_t data_end = 0;
-
-  void CacheKey(uint64_t offset, char* buf) const {
-    EncodeFixed64(buf, cache_id);
-    EncodeFixed64(buf + 8, offset);
-  }
-
-  // Reads a block from the file (no cache).
-  Status ReadBlockFromFile(const TableReadOptions& ro,
-                           const BlockHandle& handle,
-                           BlockContents* contents) const {
-    Status s =
-        ReadBlock(file.get(), file_size, file_name, ro, handle, contents);
-    if (s.ok()) {
-      Record(options.statistics, kSstBytesRead,
-             handle.size() + kBlockTrailerSize);
-      Record(options.statistics, kSstBlocksRead);
-    }
-    return s;
-  }
-
-  // Pins the data or index block at handle into *ref, through the block
-  // cache when there is one.
-  Status GetBlock(const TableReadOptions& ro, const BlockHandle& handle,
-                  BlockKind kind, BlockRef* ref) const {
-    Cache* cache = options.block_cache;
-    Statistics* stats = options.statistics;
-    char key_buf[kCacheKeySize];
-    if (cache != nullptr) {
-      CacheKey(handle.offset(), key_buf);
-      Cache::Handle* h = cache->Lookup(Slice(key_buf, kCacheKeySize));
-      if (h != nullptr) {
-        Record(stats, kBlockCacheHit);
-        Record(stats, kind == BlockKind::kData ? kBlockCacheDataHit
-                                               : kBlockCacheIndexHit);
-        ref->SetCached(cache, h);
-        return Status::OK();
-      }
-      Record(stats, kBlockCacheMiss);
-      Record(stats, kind == BlockKind::kData ? kBlockCacheDataMiss
-                                             : kBlockCacheIndexMiss);
-    }
-    BlockContents contents;
-    Status s = ReadBlockFromFile(ro, handle, &contents);
-    if (!s.ok()) return s;
-    Block* block = new Block(contents);
-    if (cache != nullptr && contents.cachable && block->ok() &&
-        (ro.fill_cache || kind == BlockKind::kIndex)) {
-      Cache::Handle* h = cache->Insert(Slice(key_buf, kCacheKeySize), block,
-                                       block->size(), &DeleteCachedBlock);
-      Record(stats, kBlockCacheAdd);
-      ref->SetCached(cache, h);
-    } else {
-      ref->SetOwned(block);
-    }
-    return Status::OK();
-  }
-
-  Status GetIndexBlock(const TableReadOptions& ro, BlockRef* ref) const {
-    if (index_block != nullptr) {
-      ref->SetBorrowed(index_block.get());
-      return Status::OK();
-    }
-    return GetBlock(ro, index_handle, BlockKind::kIndex, ref);
-  }
-
-  // Reads the filter block into a FilterData.
-  Status LoadFilter(const TableReadOptions& ro,
-                    std::unique_ptr<FilterData>* result) const {
-    BlockContents contents;
-    Status s = ReadBlockFromFile(ro, filter_handle, &contents);
-    if (!s.ok()) return s;
-    *result = std::make_unique<FilterData>(contents.data);
-    if (contents.heap_allocated) delete[] contents.data.data();
-    return Status::OK();
-  }
-
-  // Pins the filter into *ref. REQUIRES: has_filter.
-  Status GetFilter(const TableReadOptions& ro, FilterRef* ref) const {
-    if (filter != nullptr) {
-      ref->SetBorrowed(filter->slice());
-      return Status::OK();
-    }
-    Cache* cache = options.block_cache;
-    char key_buf[kCacheKeySize];
-    CacheKey(filter_handle.offset(), key_buf);
-    const Slice key(key_buf, kCacheKeySize);
-    Cache::Handle* h = cache->Lookup(key);
-    if (h != nullptr) {
-      Record(options.statistics, kBlockCacheHit);
-      Record(options.statistics, kBlockCacheFilterHit);
-      ref->SetCached(cache, h);
-      return Status::OK();
-    }
-    Record(options.statistics, kBlockCacheMiss);
-    Record(options.statistics, kBlockCacheFilterMiss);
-    std::unique_ptr<FilterData> loaded;
-    Status s = LoadFilter(ro, &loaded);
-    if (!s.ok()) return s;
-    const size_t charge = loaded->size;
-    h = cache->Insert(key, loaded.release(), charge, &DeleteCachedFilter);
-    Record(options.statistics, kBlockCacheAdd);
-    ref->SetCached(cache, h);
-    return Status::OK();
-  }
-
-  Status CorruptHandle(uint64_t index_offset) const {
-    return Status::Corruption("bad block handle in index block",
-                              BlockErrorContext(file_name, index_offset));
-  }
-};
-
 Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
 
-Table::~Table() = default;
+Table::~Table() {
+  // Index and filter blocks in the cache are of no use to anyone once the
+  // table is closed (their keys carry this table's cache ID): free them now
+  // rather than when eviction reaches them. Data blocks are left to
+  // eviction; there are too many to look up one by one.
+  const Rep* r = rep_.get();
+  if (r->cache_index_and_filter) {
+    char key_buf[kCacheKeySize];
+    r->CacheKey(r->index_handle.offset(), key_buf);
+    r->options.block_cache->Erase(Slice(key_buf, kCacheKeySize));
+    if (r->has_filter) {
+      r->CacheKey(r->filter_handle.offset(), key_buf);
+      r->options.block_cache->Erase(Slice(key_buf, kCacheKeySize));
+    }
+  }
+}
 
 Status Table::Open(const TableOptions& options,
                    std::unique_ptr<RandomAccessFile> file, uint64_t file_size,
@@ -337,12 +89,25 @@ Status Table::Open(const TableOptions& options,
   }
   rep->index_handle = footer.index_handle();
 
-  // Metaindex: where the meta blocks are.
+  // The index, properties and metaindex blocks sit together at the end of
+  // the file, and the filter and range-deletion blocks right before them:
+  // two reads fetch all of them.
   const TableReadOptions verify;  // checksums on
+  std::unique_ptr<char[]> tail_buf;
+  FileRange tail;
+  if (rep->index_handle.offset() < footer_offset) {
+    s = rep->ReadRange(rep->index_handle.offset(),
+                       footer_offset - rep->index_handle.offset(), &tail_buf,
+                       &tail);
+    if (!s.ok()) return s;
+    rep->file_is_mapped = tail.file_owned;
+  }
+
+  // Metaindex: where the meta blocks are.
   std::map<std::string, BlockHandle> meta;
   {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, footer.metaindex_handle(), &contents);
+    s = rep->ReadMetaBlock(verify, tail, footer.metaindex_handle(), &contents);
     if (!s.ok()) return s;
     Block block(contents);
     BlockIter it;
@@ -370,7 +135,7 @@ Status Table::Open(const TableOptions& options,
   }
   {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, props_it->second, &contents);
+    s = rep->ReadMetaBlock(verify, tail, props_it->second, &contents);
     if (!s.ok()) return s;
     Block block(contents);  // frees contents
     s = DecodeTableProperties(Slice(block.data(), block.size()), file_name,
@@ -385,51 +150,73 @@ Status Table::Open(const TableOptions& options,
   }
   rep->data_end = rep->props.data_bytes;
 
-  // Index block: kept by the table, or loaded into the cache now so that
-  // the first lookups do not all miss.
-  if (rep->cache_index_and_filter) {
-    BlockRef ref;
-    s = rep->GetBlock(verify, rep->index_handle, BlockKind::kIndex, &ref);
-    if (!s.ok()) return s;
-    if (!ref.block()->ok()) {
-      return Status::Corruption(
-          "bad index block",
-          BlockErrorContext(file_name, rep->index_handle.offset()));
-    }
-  } else {
+  // Index block: kept by the table, or put in the cache now so that the
+  // first lookups do not all miss.
+  {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, rep->index_handle, &contents);
+    s = rep->ReadMetaBlock(verify, tail, rep->index_handle, &contents);
     if (!s.ok()) return s;
-    rep->index_block = std::make_unique<Block>(contents);
-    if (!rep->index_block->ok()) {
+    auto index = std::make_unique<Block>(contents);
+    if (!index->ok()) {
       return Status::Corruption(
           "bad index block",
           BlockErrorContext(file_name, rep->index_handle.offset()));
     }
+    if (rep->cache_index_and_filter) {
+      char key_buf[kCacheKeySize];
+      rep->CacheKey(rep->index_handle.offset(), key_buf);
+      const size_t charge = BlockCharge(*index);
+      cache->Release(cache->Insert(Slice(key_buf, kCacheKeySize),
+                                   index.release(), charge,
+                                   &DeleteCachedBlock));
+      Record(rep->options.statistics, kBlockCacheAdd);
+    } else {
+      rep->index_block = std::move(index);
+    }
+  }
+  tail_buf.reset();
+
+  // Filter and range-deletion blocks: between the data and the index.
+  const FilterPolicy* policy = rep->options.filter_policy;
+  auto filter_it = meta.end();
+  if (policy != nullptr) {
+    filter_it = meta.find(std::string(kFilterBlockPrefix) + policy->Name());
+  }
+  auto rd = meta.find(kRangeDelBlockName);
+  FileRange middle;
+  std::unique_ptr<char[]> middle_buf;
+  if ((filter_it != meta.end() || rd != meta.end()) &&
+      rep->data_end < rep->index_handle.offset()) {
+    s = rep->ReadRange(rep->data_end,
+                       rep->index_handle.offset() - rep->data_end, &middle_buf,
+                       &middle);
+    if (!s.ok()) return s;
   }
 
   // Filter: only if it was built by the policy we were given.
-  const FilterPolicy* policy = rep->options.filter_policy;
-  if (policy != nullptr) {
-    auto it = meta.find(std::string(kFilterBlockPrefix) + policy->Name());
-    if (it != meta.end()) {
-      rep->has_filter = true;
-      rep->filter_handle = it->second;
-      if (rep->cache_index_and_filter) {
-        FilterRef ref;
-        s = rep->GetFilter(verify, &ref);
-      } else {
-        s = rep->LoadFilter(verify, &rep->filter);
-      }
-      if (!s.ok()) return s;
+  if (filter_it != meta.end()) {
+    rep->has_filter = true;
+    rep->filter_handle = filter_it->second;
+    std::unique_ptr<FilterData> filter;
+    s = rep->LoadFilter(verify, &middle, &filter);
+    if (!s.ok()) return s;
+    if (rep->cache_index_and_filter) {
+      char key_buf[kCacheKeySize];
+      rep->CacheKey(rep->filter_handle.offset(), key_buf);
+      const size_t charge = filter->Charge();
+      cache->Release(cache->Insert(Slice(key_buf, kCacheKeySize),
+                                   filter.release(), charge,
+                                   &DeleteCachedFilter));
+      Record(rep->options.statistics, kBlockCacheAdd);
+    } else {
+      rep->filter = std::move(filter);
     }
   }
 
   // Range tombstones are few; the table keeps them.
-  auto rd = meta.find(kRangeDelBlockName);
   if (rd != meta.end()) {
     BlockContents contents;
-    s = rep->ReadBlockFromFile(verify, rd->second, &contents);
+    s = rep->ReadMetaBlock(verify, middle, rd->second, &contents);
     if (!s.ok()) return s;
     rep->range_del_block = std::make_unique<Block>(contents);
     rep->range_del_offset = rd->second.offset();
@@ -444,35 +231,14 @@ Status Table::Open(const TableOptions& options,
   return Status::OK();
 }
 
-Iterator* Table::BlockReader(void* arg, const TableReadOptions& options,
-                             const Slice& index_value) {
-  const Table* table = static_cast<const Table*>(arg);
-  const Rep* r = table->rep_.get();
-  BlockHandle handle;
-  Slice input = index_value;
-  if (!handle.DecodeFrom(&input).ok()) {
-    return NewErrorIterator(r->CorruptHandle(r->index_handle.offset()));
-  }
-  BlockRef ref;
-  Status s = r->GetBlock(options, handle, BlockKind::kData, &ref);
-  if (!s.ok()) return NewErrorIterator(s);
-  Iterator* iter = ref.block()->NewIterator(
-      r->options.comparator, r->global_seqno, &r->file_name, handle.offset());
-  ref.TransferTo(iter);
-  return iter;
-}
-
 Iterator* Table::NewIterator(const TableReadOptions& options) const {
-  const Rep* r = rep_.get();
-  BlockRef index;
-  Status s = r->GetIndexBlock(options, &index);
-  if (!s.ok()) return NewErrorIterator(s);
-  Iterator* index_iter =
-      index.block()->NewIterator(r->options.comparator, r->global_seqno,
-                                 &r->file_name, r->index_handle.offset());
-  index.TransferTo(index_iter);
-  return NewTwoLevelIterator(index_iter, &Table::BlockReader,
-                             const_cast<Table*>(this), options);
+  auto* iter = new TableIterator(rep_.get(), options);
+  Status s = iter->Init();
+  if (!s.ok()) {
+    delete iter;
+    return NewErrorIterator(s);
+  }
+  return iter;
 }
 
 Iterator* Table::NewRangeTombstoneIterator(

@@ -100,11 +100,8 @@ class Table {
  private:
   struct Rep;
   explicit Table(std::unique_ptr<Rep> rep);
-
-  // The two-level iterator's BlockFunction: arg is the Table, index_value
-  // an encoded BlockHandle.
-  static Iterator* BlockReader(void* arg, const TableReadOptions& options,
-                               const Slice& index_value);
+  friend class Readahead;
+  friend class TableIterator;
 
   std::unique_ptr<Rep> rep_;
 };

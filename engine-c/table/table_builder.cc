@@ -76,7 +76,10 @@ TableBuilder::~TableBuilder() {
 
 namespace {
 
-constexpr uint64_t kMaxEntryPartSize = UINT32_MAX;
+// Blocks address their entries with 32-bit offsets, and a block holds its
+// entries up to block_size plus one more: one entry of at most 2 GiB keeps
+// every block under 4 GiB whatever the block size.
+constexpr uint64_t kMaxEntrySize = uint64_t{1} << 31;
 
 }  // namespace
 
@@ -84,9 +87,10 @@ void TableBuilder::Add(const Slice& key, const Slice& value) {
   Rep* r = rep_.get();
   assert(!r->closed);
   if (!r->status.ok()) return;
-  if (key.size() > kMaxEntryPartSize || value.size() > kMaxEntryPartSize) {
+  if (key.size() + value.size() > kMaxEntrySize ||
+      r->options.block_size > kMaxEntrySize) {
     r->status = Status::InvalidArgument(
-        "TableBuilder::Add: key or value larger than 4 GiB");
+        "TableBuilder::Add: key plus value (or block_size) over 2 GiB");
     return;
   }
   if (r->props.num_entries > 0 &&
@@ -182,9 +186,9 @@ void TableBuilder::AddRangeTombstone(const Slice& start, const Slice& end) {
   Rep* r = rep_.get();
   assert(!r->closed);
   if (!r->status.ok()) return;
-  if (start.size() > kMaxEntryPartSize || end.size() > kMaxEntryPartSize) {
+  if (start.size() + end.size() > kMaxEntrySize) {
     r->status = Status::InvalidArgument(
-        "TableBuilder::AddRangeTombstone: key larger than 4 GiB");
+        "TableBuilder::AddRangeTombstone: keys over 2 GiB");
     return;
   }
   r->tombstones.emplace_back(start.ToString(), end.ToString());

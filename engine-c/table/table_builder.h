@@ -35,6 +35,8 @@ class TableBuilder {
   ~TableBuilder();
 
   // REQUIRES: key is after every key added so far; Finish/Abandon not called.
+  // A key that is not (or a key plus value over 2 GiB) is not added: it
+  // sets status() to InvalidArgument, and the builder adds nothing more.
   void Add(const Slice& key, const Slice& value);
 
   // Records a range tombstone: start is a table key (for the engine, an

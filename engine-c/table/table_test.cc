@@ -1,307 +1,21 @@
 // Tests of TableBuilder and Table on real files: round trips under option
 // combinations, Get and MultiGet agreeing with iteration, range tombstones,
-// global sequence numbers, properties, statistics and corruption.
+// global sequence numbers, properties, statistics, reads and concurrency.
+// Corruption is in table_corruption_test.cc.
 
 #include "table/table.h"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <map>
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "table/filter_policy.h"
-#include "table/format.h"
-#include "table/table_builder.h"
-#include "util/cache.h"
-#include "util/coding.h"
-#include "util/comparator.h"
-#include "util/env.h"
-#include "util/random.h"
-#include "util/statistics.h"
-#include "util/testutil.h"
+#include "table/table_test_util.h"
 
 namespace shale {
-
-namespace {
-
-using Model = std::map<std::string, std::string>;
-
-// --- Internal-key helpers for the global_seqno tests. The engine's own
-// comparator lives in db/; this one orders the same way (user key
-// ascending, then trailer descending) so the table layer can be tested on
-// its own.
-std::string IKey(const std::string& user_key, uint64_t seq, uint8_t type) {
-  std::string k = user_key;
-  PutFixed64(&k, (seq << 8) | type);
-  return k;
-}
-
-class TestInternalComparator final : public Comparator {
- public:
-  const char* Name() const override { return "test.InternalKeyComparator"; }
-  int Compare(const Slice& a, const Slice& b) const override {
-    const Slice ua(a.data(), a.size() - 8), ub(b.data(), b.size() - 8);
-    const int r = ua.compare(ub);
-    if (r != 0) return r;
-    const uint64_t ta = DecodeFixed64(a.data() + a.size() - 8);
-    const uint64_t tb = DecodeFixed64(b.data() + b.size() - 8);
-    return ta > tb ? -1 : (ta < tb ? +1 : 0);
-  }
-  // Never shortens: keeps every key a valid internal key.
-  void FindShortestSeparator(std::string*, const Slice&) const override {}
-  void FindShortSuccessor(std::string*) const override {}
-};
-
-// Filters over user keys, as the engine's policy does.
-class UserKeyFilterPolicy final : public FilterPolicy {
- public:
-  UserKeyFilterPolicy() : bloom_(NewBloomFilterPolicy(10)) {}
-  const char* Name() const override { return bloom_->Name(); }
-  void CreateFilter(const Slice* keys, int n, std::string* dst) const override {
-    bloom_->CreateFilter(keys, n, dst);
-  }
-  bool KeyMayMatch(const Slice& key, const Slice& filter) const override {
-    return bloom_->KeyMayMatch(key, filter);
-  }
-  void KeysMayMatch(const Slice* keys, int n, const Slice& filter,
-                    bool* may_match) const override {
-    bloom_->KeysMayMatch(keys, n, filter, may_match);
-  }
-  Slice FilterKey(const Slice& table_key) const override {
-    return Slice(table_key.data(), table_key.size() - 8);
-  }
-
- private:
-  std::unique_ptr<const FilterPolicy> bloom_;
-};
-
-// --- Lookup results.
-struct Found {
-  bool called = false;
-  std::string key;
-  std::string value;
-};
-
-void SaveFound(void* arg, size_t index, const Slice& k, const Slice& v) {
-  Found* f = static_cast<Found*>(arg) + index;
-  EXPECT_FALSE(f->called) << "callback called twice for index " << index;
-  f->called = true;
-  f->key = k.ToString();
-  f->value = v.ToString();
-}
-
-Model RandomModel(Random* rnd, int n) {
-  Model m;
-  while (static_cast<int>(m.size()) < n) {
-    std::string key = "k" + std::to_string(rnd->Uniform(n * 10));
-    key.append(rnd->Uniform(6), 'p');
-    std::string value;
-    const int len = static_cast<int>(rnd->Skewed(10));
-    // Half compressible, half random bytes.
-    for (int i = 0; i < len; i++) {
-      value.push_back(rnd->OneIn(2) ? 'x'
-                                    : static_cast<char>(rnd->Uniform(256)));
-    }
-    m[key] = value;
-  }
-  return m;
-}
-
-struct TestOptions {
-  size_t block_size = 4096;
-  int restart_interval = 16;
-  CompressionType compression = kSnappyCompression;
-  bool filter = true;
-  size_t cache_size = 0;  // 0: no block cache
-  bool cache_index_and_filter = false;
-  bool mmap = false;
-
-  std::string ToString() const {
-    return "block_size=" + std::to_string(block_size) +
-           " restart=" + std::to_string(restart_interval) +
-           " compression=" + CompressionTypeName(compression) +
-           " filter=" + std::to_string(filter) +
-           " cache=" + std::to_string(cache_size) +
-           " cache_index=" + std::to_string(cache_index_and_filter) +
-           " mmap=" + std::to_string(mmap);
-  }
-};
-
-class TableTest : public testing::Test {
- protected:
-  TableTest()
-      : env_(Env::Default()),
-        dir_(test::TempDir("table_test")),
-        bloom_(NewBloomFilterPolicy(10)) {}
-  ~TableTest() override {
-    table_.reset();
-    test::RemoveDirRecursively(dir_);
-  }
-
-  void SetOptions(const TestOptions& t) {
-    topt_ = t;
-    options_ = TableOptions();
-    options_.comparator = comparator_;
-    options_.block_size = t.block_size;
-    options_.block_restart_interval = t.restart_interval;
-    options_.compression = t.compression;
-    options_.filter_policy = t.filter ? filter_policy_ : nullptr;
-    table_.reset();  // before the cache it may use
-    cache_.reset(t.cache_size > 0 ? NewLRUCache(t.cache_size) : nullptr);
-    options_.block_cache = cache_.get();
-    options_.cache_index_and_filter_blocks = t.cache_index_and_filter;
-    options_.statistics = &stats_;
-  }
-
-  std::string FileName() const { return dir_ + "/000007.sst"; }
-
-  // Builds the file from m (and tombstones) and opens it.
-  void Build(
-      const Model& m,
-      const std::vector<std::pair<std::string, std::string>>& tombstones = {}) {
-    table_.reset();
-    std::unique_ptr<WritableFile> file;
-    ASSERT_TRUE(env_->NewWritableFile(FileName(), &file).ok());
-    TableBuilder builder(options_, file.get());
-    for (const auto& [k, v] : m) builder.Add(k, v);
-    for (const auto& [s, e] : tombstones) builder.AddRangeTombstone(s, e);
-    builder.SetUserProperty("shale.test.smallest",
-                            m.empty() ? "" : m.begin()->first);
-    ASSERT_TRUE(builder.Finish().ok()) << builder.status().ToString();
-    EXPECT_EQ(m.size(), builder.NumEntries());
-    EXPECT_EQ(tombstones.size(), builder.NumRangeTombstones());
-    ASSERT_TRUE(file->Close().ok());
-    uint64_t size = 0;
-    ASSERT_TRUE(env_->GetFileSize(FileName(), &size).ok());
-    EXPECT_EQ(size, builder.FileSize());
-    ASSERT_TRUE(Open().ok());
-  }
-
-  Status Open(uint64_t global_seqno = 0) {
-    table_.reset();
-    std::unique_ptr<RandomAccessFile> file;
-    Status s = env_->NewRandomAccessFile(FileName(), &file, topt_.mmap);
-    if (!s.ok()) return s;
-    uint64_t size = 0;
-    s = env_->GetFileSize(FileName(), &size);
-    if (!s.ok()) return s;
-    return Table::Open(options_, std::move(file), size, 7, global_seqno,
-                       FileName(), &table_);
-  }
-
-  // Checks every way of reading the table against m.
-  void CheckAgainstModel(const Model& m, Random* rnd) {
-    const TableReadOptions ro;
-    std::unique_ptr<Iterator> it(table_->NewIterator(ro));
-
-    // Forward and backward scans.
-    auto pos = m.begin();
-    for (it->SeekToFirst(); it->Valid(); it->Next(), ++pos) {
-      ASSERT_NE(m.end(), pos);
-      ASSERT_EQ(pos->first, it->key().ToString());
-      ASSERT_EQ(pos->second, it->value().ToString());
-    }
-    ASSERT_EQ(m.end(), pos);
-    ASSERT_TRUE(it->status().ok()) << it->status().ToString();
-    auto rpos = m.rbegin();
-    for (it->SeekToLast(); it->Valid(); it->Prev(), ++rpos) {
-      ASSERT_NE(m.rend(), rpos);
-      ASSERT_EQ(rpos->first, it->key().ToString());
-      ASSERT_EQ(rpos->second, it->value().ToString());
-    }
-    ASSERT_EQ(m.rend(), rpos);
-    ASSERT_TRUE(it->status().ok()) << it->status().ToString();
-
-    // Seeks to present and absent keys, with a few steps either way.
-    std::vector<std::string> targets;
-    for (const auto& [k, v] : m) {
-      if (rnd->OneIn(3)) targets.push_back(k);
-      if (rnd->OneIn(3)) targets.push_back(k + "!");
-    }
-    targets.push_back("");
-    targets.push_back("\xff\xff");
-    for (const std::string& t : targets) {
-      it->Seek(t);
-      auto expect = m.lower_bound(t);
-      for (int step = 0; step < 3; step++) {
-        if (expect == m.end()) {
-          ASSERT_FALSE(it->Valid()) << t;
-          break;
-        }
-        ASSERT_TRUE(it->Valid()) << t;
-        ASSERT_EQ(expect->first, it->key().ToString());
-        if (rnd->OneIn(2)) {
-          it->Next();
-          ++expect;
-        } else {
-          if (expect == m.begin()) break;
-          it->Prev();
-          --expect;
-        }
-      }
-    }
-
-    // Get: present keys are found exactly; an absent key finds its lower
-    // bound or (filter) nothing.
-    for (const std::string& t : targets) {
-      Found f;
-      ASSERT_TRUE(table_->Get(ro, t, &f, &SaveFound).ok());
-      CheckFound(m, t, f);
-    }
-
-    // MultiGet over sorted batches of several sizes.
-    std::vector<std::string> sorted = targets;
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t batch :
-         {size_t{1}, size_t{7}, size_t{32}, size_t{33}, sorted.size()}) {
-      for (size_t base = 0; base < sorted.size(); base += batch) {
-        const size_t n = std::min(batch, sorted.size() - base);
-        std::vector<Slice> keys(sorted.begin() + base,
-                                sorted.begin() + base + n);
-        std::vector<Found> found(n);
-        std::vector<Status> statuses(n);
-        ASSERT_TRUE(table_
-                        ->MultiGet(ro, n, keys.data(), found.data(), &SaveFound,
-                                   statuses.data())
-                        .ok());
-        for (size_t i = 0; i < n; i++) {
-          ASSERT_TRUE(statuses[i].ok());
-          CheckFound(m, sorted[base + i], found[i]);
-        }
-      }
-    }
-  }
-
-  void CheckFound(const Model& m, const std::string& target, const Found& f) {
-    auto expect = m.lower_bound(target);
-    if (m.count(target) > 0) {
-      ASSERT_TRUE(f.called) << "missing " << target;
-    }
-    if (f.called) {
-      ASSERT_NE(m.end(), expect) << target;
-      ASSERT_EQ(expect->first, f.key) << target;
-      ASSERT_EQ(expect->second, f.value) << target;
-    } else if (!topt_.filter) {
-      ASSERT_EQ(m.end(), expect) << "no entry reported for " << target;
-    }
-  }
-
-  Env* const env_;
-  const std::string dir_;
-  std::unique_ptr<const FilterPolicy> bloom_;
-  const Comparator* comparator_ = BytewiseComparator();
-  const FilterPolicy* filter_policy_ = bloom_.get();
-  TestOptions topt_;
-  TableOptions options_;
-  Statistics stats_;
-  std::unique_ptr<Cache> cache_;
-  std::unique_ptr<Table> table_;
-};
-
-}  // namespace
 
 TEST_F(TableTest, EmptyTable) {
   SetOptions(TestOptions());
@@ -613,6 +327,16 @@ TEST_F(TableTest, IndexAndFilterInCacheStayBounded) {
   EXPECT_GT(stats_.Get(kBlockCacheIndexHit), 0u);
   EXPECT_GT(stats_.Get(kBlockCacheFilterHit), 0u);
   EXPECT_LE(cache_->TotalCharge(), cache_->Capacity());
+
+  // Closing the table frees its index and filter from the cache.
+  Found f;
+  ASSERT_TRUE(
+      table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+  const size_t before = cache_->TotalCharge();
+  const size_t index_and_filter =
+      table_->properties().filter_bytes + table_->properties().index_bytes;
+  table_.reset();
+  EXPECT_LE(cache_->TotalCharge() + index_and_filter, before);
 }
 
 TEST_F(TableTest, ApproximateOffsetOf) {
@@ -659,6 +383,64 @@ TEST_F(TableTest, BadInputToBuilder) {
   dup.Add("a", "2");
   EXPECT_TRUE(dup.status().IsInvalidArgument());
   dup.Abandon();
+
+  // An entry too big for a block's 32-bit offsets is refused up front. The
+  // value is never read: a Slice over a small buffer with a huge size is
+  // enough to hit the check.
+  TableBuilder big(options_, file.get());
+  const char small[1] = {0};
+  big.Add("k", Slice(small, (size_t{1} << 31)));
+  EXPECT_TRUE(big.status().IsInvalidArgument());
+  EXPECT_EQ(0u, big.NumEntries());
+  big.Abandon();
+}
+
+// A real file that runs out of space after limit bytes, as a full disk does.
+class FullDiskFile final : public WritableFile {
+ public:
+  FullDiskFile(std::unique_ptr<WritableFile> base, uint64_t limit)
+      : base_(std::move(base)), limit_(limit) {}
+  Status Append(const Slice& data) override {
+    if (base_->Size() + data.size() > limit_) {
+      return Status::NoSpace(base_->Name(), "No space left on device");
+    }
+    return base_->Append(data);
+  }
+  Status Flush() override { return base_->Flush(); }
+  Status Sync() override { return base_->Sync(); }
+  Status Close() override { return base_->Close(); }
+  uint64_t Size() const override { return base_->Size(); }
+  const std::string& Name() const override { return base_->Name(); }
+
+ private:
+  std::unique_ptr<WritableFile> base_;
+  const uint64_t limit_;
+};
+
+// Running out of space anywhere in the file (data blocks, filter, index,
+// footer) surfaces as NoSpace from Finish, and the builder stops writing.
+TEST_F(TableTest, FullDiskIsReported) {
+  SetOptions(TestOptions());
+  Random rnd(21);
+  const Model m = RandomModel(&rnd, 3000);
+  Build(m);
+  const uint64_t full_size = table_->properties().data_bytes;
+  table_.reset();
+  for (uint64_t limit : {uint64_t{0}, uint64_t{100}, full_size / 2, full_size,
+                         full_size + 100}) {
+    std::unique_ptr<WritableFile> base;
+    ASSERT_TRUE(env_->NewWritableFile(FileName(), &base).ok());
+    FullDiskFile file(std::move(base), limit);
+    TableBuilder builder(options_, &file);
+    for (const auto& [k, v] : m) builder.Add(k, v);
+    const Status s = builder.Finish();
+    EXPECT_TRUE(s.IsNoSpace()) << limit << ": " << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"));
+    EXPECT_LE(file.Size(), limit);
+    ASSERT_TRUE(file.Close().ok());
+    // What was written is not a table.
+    EXPECT_FALSE(Open().ok());
+  }
 }
 
 TEST_F(TableTest, ComparatorMismatchIsAnError) {
@@ -693,178 +475,153 @@ TEST_F(TableTest, FilterOfAnotherPolicyIsIgnored) {
   EXPECT_TRUE(f.called);
 }
 
-// --------------------------------------------------------------- corruption
-
-class TableCorruptionTest : public TableTest {
- protected:
-  void SetUp() override {
+// Counts the reads made through a real file.
+TEST_F(TableTest, ReadsPerOpenAndGet) {
+  for (bool cache_index : {false, true}) {
     TestOptions t;
-    t.block_size = 512;
     t.cache_size = 1 << 20;
+    t.cache_index_and_filter = cache_index;
     SetOptions(t);
-    Random rnd(17);
-    model_ = RandomModel(&rnd, 2000);
-    Build(model_);
-    data_end_ = table_->properties().data_bytes;
-    ASSERT_TRUE(ReadFileToString(env_, FileName(), &good_).ok());
+    Random rnd(12);
+    const Model m = RandomModel(&rnd, 2000);
+    Build(m, {{"a", "b"}});
     table_.reset();
-  }
-
-  Footer ReadFooter() const {
-    Footer footer;
-    EXPECT_TRUE(footer
-                    .DecodeFrom(Slice(
-                        good_.data() + good_.size() - Footer::kEncodedLength,
-                        Footer::kEncodedLength))
+    std::unique_ptr<RandomAccessFile> base;
+    ASSERT_TRUE(env_->NewRandomAccessFile(FileName(), &base).ok());
+    auto counting = std::make_unique<CountingFile>(std::move(base));
+    CountingFile* file = counting.get();
+    uint64_t size = 0;
+    ASSERT_TRUE(env_->GetFileSize(FileName(), &size).ok());
+    ASSERT_TRUE(Table::Open(options_, std::move(counting), size, 7, 0,
+                            FileName(), &table_)
                     .ok());
-    return footer;
-  }
-
-  void WriteBytes(const std::string& bytes) {
-    cache_->Prune();  // no stale good blocks
-    ASSERT_TRUE(WriteStringToFile(env_, bytes, FileName(), false).ok());
-  }
-
-  // Reads everything every way; returns the first error seen. Fails the
-  // test if any value read differs from the model.
-  Status ReadAll() {
-    Status s = Open();
-    if (!s.ok()) return s;
-    Status first;
-    std::unique_ptr<Iterator> it(table_->NewIterator(TableReadOptions()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      auto pos = model_.find(it->key().ToString());
-      EXPECT_NE(model_.end(), pos) << "invented key";
-      if (pos != model_.end()) {
-        EXPECT_EQ(pos->second, it->value().ToString());
-      }
-    }
-    if (!it->status().ok()) first = it->status();
-    std::vector<std::string> keys;
-    for (const auto& [k, v] : model_) keys.push_back(k);
-    for (const std::string& k : keys) {
-      Found f;
-      Status gs = table_->Get(TableReadOptions(), k, &f, &SaveFound);
-      if (!gs.ok()) {
-        if (first.ok()) first = gs;
-        continue;
-      }
-      if (f.called && f.key == k) {
-        EXPECT_EQ(model_.at(k), f.value);
-      }
-    }
-    std::vector<Slice> slices(keys.begin(), keys.end());
-    std::vector<Found> found(keys.size());
-    std::vector<Status> statuses(keys.size());
-    Status ms = table_->MultiGet(TableReadOptions(), keys.size(), slices.data(),
-                                 found.data(), &SaveFound, statuses.data());
-    for (size_t i = 0; i < keys.size(); i++) {
-      if (found[i].called && found[i].key == keys[i]) {
-        EXPECT_EQ(model_.at(keys[i]), found[i].value);
-      }
-    }
-    if (first.ok()) first = ms;
-    return first;
-  }
-
-  void ExpectCorruptionNamingFile(const Status& s, const char* what) {
-    EXPECT_TRUE(s.IsCorruption()) << what << ": " << s.ToString();
-    EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"))
-        << what << ": " << s.ToString();
-    EXPECT_NE(std::string::npos, s.ToString().find("offset"))
-        << what << ": " << s.ToString();
-  }
-
-  Model model_;
-  std::string good_;
-  uint64_t data_end_ = 0;
-};
-
-TEST_F(TableCorruptionTest, FlippedDataBlockByte) {
-  // The first data block starts at offset 0.
-  for (size_t pos : {size_t{0}, size_t{10}, size_t{200}}) {
-    std::string bad = good_;
-    bad[pos] ^= 0x40;
-    WriteBytes(bad);
-    Status s = ReadAll();
-    ExpectCorruptionNamingFile(s, "data block");
-    EXPECT_NE(std::string::npos, s.ToString().find("offset 0 "))
-        << s.ToString();
-  }
-}
-
-TEST_F(TableCorruptionTest, FlippedIndexByte) {
-  const Footer footer = ReadFooter();
-  std::string bad = good_;
-  bad[footer.index_handle().offset() + 3] ^= 0x01;
-  WriteBytes(bad);
-  ExpectCorruptionNamingFile(ReadAll(), "index block");
-}
-
-TEST_F(TableCorruptionTest, FlippedFooterBytes) {
-  for (size_t back = 1; back <= Footer::kEncodedLength; back++) {
-    std::string bad = good_;
-    bad[bad.size() - back] ^= 0x10;
-    WriteBytes(bad);
-    Status s = ReadAll();
-    ExpectCorruptionNamingFile(s, "footer");
-  }
-}
-
-TEST_F(TableCorruptionTest, Truncated) {
-  for (size_t keep : {size_t{0}, size_t{10}, Footer::kEncodedLength - 1,
-                      good_.size() / 2, good_.size() - 1}) {
-    WriteBytes(good_.substr(0, keep));
-    Status s = ReadAll();
-    EXPECT_TRUE(s.IsCorruption()) << keep << ": " << s.ToString();
-    EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"))
-        << s.ToString();
-  }
-}
-
-// Any single flipped byte anywhere: never a crash, never a wrong value,
-// and (checksums being on) always an error if the flip was read.
-TEST_F(TableCorruptionTest, EveryRegionFlipped) {
-  Random rnd(23);
-  int errors = 0;
-  const int kTrials = 150;
-  for (int trial = 0; trial < kTrials; trial++) {
-    std::string bad = good_;
-    const size_t pos = rnd.Uniform(bad.size());
-    bad[pos] ^= static_cast<char>(1 + rnd.Uniform(255));
-    WriteBytes(bad);
-    Status s = ReadAll();
-    if (!s.ok()) {
-      errors++;
-      EXPECT_TRUE(s.IsCorruption()) << pos << ": " << s.ToString();
-      EXPECT_NE(std::string::npos, s.ToString().find("000007.sst"));
-    }
-  }
-  // ReadAll reads every block, so every flip is caught (a flip in a filter
-  // block is caught at Open, too).
-  EXPECT_EQ(kTrials, errors);
-}
-
-// With checksums off a flipped byte may change what is read, but must
-// never crash or hang (run under ASAN).
-TEST_F(TableCorruptionTest, NoChecksumsNeverCrash) {
-  Random rnd(29);
-  TableReadOptions ro;
-  ro.verify_checksums = false;
-  for (int trial = 0; trial < 200; trial++) {
-    std::string bad = good_;
-    // Data blocks only: everything else is verified at Open regardless.
-    const size_t pos = rnd.Uniform(data_end_);
-    bad[pos] ^= static_cast<char>(1 + rnd.Uniform(255));
-    WriteBytes(bad);
-    if (!Open().ok()) continue;
-    std::unique_ptr<Iterator> it(table_->NewIterator(ro));
-    int n = 0;
-    for (it->SeekToFirst(); it->Valid() && n < 10000; it->Next()) n++;
-    for (it->SeekToLast(); it->Valid() && n < 20000; it->Prev()) n++;
+    EXPECT_EQ(3, file->reads());
     Found f;
-    table_->Get(ro, model_.begin()->first, &f, &SaveFound);
+    ASSERT_TRUE(
+        table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+    EXPECT_TRUE(f.called);
+    EXPECT_EQ(4, file->reads());  // index and filter came from the cache
+    f = Found();
+    ASSERT_TRUE(
+        table_->Get(TableReadOptions(), m.begin()->first, &f, &SaveFound).ok());
+    EXPECT_EQ(4, file->reads());  // the data block too
   }
+}
+
+// A forward scan of a cold table reads ahead: far fewer reads than blocks,
+// and the same entries as without.
+TEST_F(TableTest, ScanReadsAhead) {
+  TestOptions t;
+  t.block_size = 512;
+  t.cache_size = 0;
+  SetOptions(t);
+  Random rnd(13);
+  const Model m = RandomModel(&rnd, 4000);
+  Build(m);
+  const uint64_t blocks = table_->properties().num_data_blocks;
+  ASSERT_GT(blocks, 200u);
+  table_.reset();
+  std::unique_ptr<RandomAccessFile> base;
+  ASSERT_TRUE(env_->NewRandomAccessFile(FileName(), &base).ok());
+  auto counting = std::make_unique<CountingFile>(std::move(base));
+  CountingFile* file = counting.get();
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->GetFileSize(FileName(), &size).ok());
+  ASSERT_TRUE(Table::Open(options_, std::move(counting), size, 7, 0, FileName(),
+                          &table_)
+                  .ok());
+  const int after_open = file->reads();
+  std::unique_ptr<Iterator> it(table_->NewIterator(TableReadOptions()));
+  auto pos = m.begin();
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++pos) {
+    ASSERT_EQ(pos->first, it->key().ToString());
+    ASSERT_EQ(pos->second, it->value().ToString());
+  }
+  ASSERT_TRUE(it->status().ok());
+  ASSERT_EQ(m.end(), pos);
+  const int scan_reads = file->reads() - after_open;
+  // Three single-block reads, then 8, 16, ... 256 KiB at a time.
+  EXPECT_LT(scan_reads, static_cast<int>(blocks / 8)) << blocks << " blocks";
+  // Seeking about does not read ahead.
+  const int before_seeks = file->reads();
+  for (int i = 0; i < 20; i++) {
+    auto target = m.begin();
+    std::advance(target, rnd.Uniform(m.size()));
+    it->Seek(target->first);
+    ASSERT_TRUE(it->Valid());
+    ASSERT_EQ(target->first, it->key().ToString());
+  }
+  EXPECT_LE(file->reads() - before_seeks, 20);
+}
+
+// Many threads reading one table through a cache small enough to evict
+// constantly (index and filter in it too): every answer stays right.
+TEST_F(TableTest, ConcurrentReaders) {
+  TestOptions t;
+  t.block_size = 512;
+  t.cache_size = 16 << 10;
+  t.cache_index_and_filter = true;
+  SetOptions(t);
+  Random rnd(31);
+  const Model m = RandomModel(&rnd, 3000);
+  Build(m);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : m) keys.push_back(k);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; th++) {
+    threads.emplace_back([&, th] {
+      Random r(100 + th);
+      for (int i = 0; i < 2000; i++) {
+        const std::string& k = keys[r.Uniform(keys.size())];
+        switch (r.Uniform(3)) {
+          case 0: {
+            Found f;
+            Status s = table_->Get(TableReadOptions(), k, &f, &SaveFound);
+            if (!s.ok() || !f.called || f.key != k || f.value != m.at(k)) {
+              errors++;
+            }
+            break;
+          }
+          case 1: {
+            std::unique_ptr<Iterator> it(
+                table_->NewIterator(TableReadOptions()));
+            it->Seek(k);
+            auto pos = m.find(k);
+            for (int step = 0; step < 20 && pos != m.end(); step++, ++pos) {
+              if (!it->Valid() || it->key() != Slice(pos->first) ||
+                  it->value() != Slice(pos->second)) {
+                errors++;
+                break;
+              }
+              it->Next();
+            }
+            break;
+          }
+          case 2: {
+            const size_t base = r.Uniform(keys.size() - 40);
+            std::vector<Slice> batch(keys.begin() + base,
+                                     keys.begin() + base + 40);
+            std::vector<Found> found(batch.size());
+            std::vector<Status> statuses(batch.size());
+            Status s =
+                table_->MultiGet(TableReadOptions(), batch.size(), batch.data(),
+                                 found.data(), &SaveFound, statuses.data());
+            for (size_t j = 0; j < batch.size(); j++) {
+              if (!s.ok() || !found[j].called ||
+                  found[j].key != batch[j].ToString()) {
+                errors++;
+              }
+            }
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(0, errors.load());
+  EXPECT_LE(cache_->TotalCharge(), cache_->Capacity());
 }
 
 }  // namespace shale

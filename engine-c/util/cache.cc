@@ -1,15 +1,21 @@
-// A sharded LRU cache.
+// A sharded LRU cache with lazy promotion.
 //
-// Each shard is a hash table of entries plus two circular lists:
-//   in_use_: entries pinned by at least one client handle (not evictable);
-//   lru_:    entries only the cache references, oldest first (evictable).
-// An entry is on exactly one list while it is in the cache (in_cache). An
-// entry that was erased or replaced while pinned is on neither list and is
-// destroyed when its last handle is released.
+// Each shard is a hash table of entries plus one circular list, lru_,
+// holding every entry in the cache in insertion order, oldest first. A
+// strict LRU would move an entry to the young end on every lookup and on
+// every release, touching two neighbouring entries each time - cache misses
+// that cost more than the lookup itself once the cache is large. Here a
+// lookup only sets the entry's referenced bit; eviction, starting from the
+// old end, evicts an entry only if it is unpinned and unreferenced, and
+// moves pinned or referenced entries to the young end (clearing the bit)
+// instead. This is the second-chance (CLOCK) approximation of LRU: an entry
+// used since the eviction hand last passed it survives another round.
 //
-// refs counts the cache's own reference (while in_cache) plus one per
-// outstanding handle. Deleters run outside the shard mutex, so a deleter
-// that frees a large block never holds up other lookups.
+// An entry that was erased or replaced while pinned is on no list and is
+// destroyed when its last handle is released. refs counts the cache's own
+// reference (while in_cache) plus one per outstanding handle. Deleters run
+// outside the shard mutex, so a deleter that frees a large block never
+// holds up other lookups.
 
 #include "util/cache.h"
 
@@ -32,13 +38,14 @@ struct LRUHandle {
   void* value;
   Cache::Deleter deleter;
   LRUHandle* next_hash;  // chain in the hash table
-  LRUHandle* next;       // in lru_ or in_use_
+  LRUHandle* next;       // in lru_
   LRUHandle* prev;
   size_t charge;
   size_t key_length;
   uint32_t hash;
   uint32_t refs;
   bool in_cache;
+  bool referenced;   // looked up since eviction last passed it
   char key_data[1];  // beginning of the key (allocated with the handle)
 
   Slice key() const { return Slice(key_data, key_length); }
@@ -121,18 +128,14 @@ void FreeHandle(LRUHandle* e) {
 
 class LRUShard {
  public:
-  LRUShard() {
-    lru_.next = lru_.prev = &lru_;
-    in_use_.next = in_use_.prev = &in_use_;
-  }
+  LRUShard() { lru_.next = lru_.prev = &lru_; }
   LRUShard(const LRUShard&) = delete;
   LRUShard& operator=(const LRUShard&) = delete;
 
   ~LRUShard() {
-    assert(in_use_.next == &in_use_);  // no handle outstanding
     for (LRUHandle* e = lru_.next; e != &lru_;) {
       LRUHandle* next = e->next;
-      assert(e->in_cache && e->refs == 1);
+      assert(e->in_cache && e->refs == 1);  // no handle outstanding
       e->in_cache = false;
       e->refs = 0;
       FreeHandle(e);
@@ -153,6 +156,7 @@ class LRUShard {
     e->key_length = key.size();
     e->hash = hash;
     e->in_cache = false;
+    e->referenced = false;
     e->refs = 1;  // the returned handle
     memcpy(e->key_data, key.data(), key.size());
 
@@ -162,8 +166,9 @@ class LRUShard {
       if (capacity_ > 0) {
         e->refs++;  // the cache's reference
         e->in_cache = true;
-        Append(&in_use_, e);
+        Append(&lru_, e);
         usage_ += charge;
+        entries_++;
         if (LRUHandle* old = table_.Insert(e)) FinishErase(old, &dead);
       }
       // capacity_ == 0 turns caching off: the entry lives only as long as
@@ -209,12 +214,15 @@ class LRUShard {
     std::vector<LRUHandle*> dead;
     {
       std::lock_guard<std::mutex> l(mu_);
-      while (lru_.next != &lru_) {
-        LRUHandle* e = lru_.next;
-        LRUHandle* removed = table_.Remove(e->key(), e->hash);
-        assert(removed == e);
-        (void)removed;
-        FinishErase(e, &dead);
+      for (LRUHandle* e = lru_.next; e != &lru_;) {
+        LRUHandle* next = e->next;
+        if (e->refs == 1) {
+          LRUHandle* removed = table_.Remove(e->key(), e->hash);
+          assert(removed == e);
+          (void)removed;
+          FinishErase(e, &dead);
+        }
+        e = next;
       }
     }
     for (LRUHandle* d : dead) FreeHandle(d);
@@ -240,12 +248,8 @@ class LRUShard {
   }
 
   void Ref(LRUHandle* e) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (e->refs == 1 && e->in_cache) {
-      // Only the cache held it: it becomes pinned.
-      Unlink(e);
-      Append(&in_use_, e);
-    }
     e->refs++;
+    e->referenced = true;
   }
 
   // Drops one reference. Returns true if the entry is now unreferenced and
@@ -257,21 +261,26 @@ class LRUShard {
       assert(!e->in_cache);
       return true;
     }
-    if (e->in_cache && e->refs == 1) {
-      // Unpinned: it becomes evictable, as the most recently used.
-      Unlink(e);
-      Append(&lru_, e);
-    }
     return false;
   }
 
-  // Evicts the least recently used unpinned entries until usage is within
-  // capacity (or nothing is evictable), queueing them on *dead.
+  // Evicts unpinned, unreferenced entries from the old end of lru_ until
+  // usage is within capacity, queueing them on *dead. Pinned and referenced
+  // entries go to the young end instead (the referenced bit cleared). Each
+  // unpinned entry is passed at most twice, so the loop ends even when
+  // everything is pinned.
   void EvictLocked(std::vector<LRUHandle*>* dead)
       EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (usage_ > capacity_ && lru_.next != &lru_) {
+    size_t budget = 2 * entries_;
+    while (usage_ > capacity_ && budget > 0 && lru_.next != &lru_) {
+      budget--;
       LRUHandle* oldest = lru_.next;
-      assert(oldest->refs == 1);
+      if (oldest->refs > 1 || oldest->referenced) {
+        oldest->referenced = false;
+        Unlink(oldest);
+        Append(&lru_, oldest);
+        continue;
+      }
       LRUHandle* removed = table_.Remove(oldest->key(), oldest->hash);
       assert(removed == oldest);
       (void)removed;
@@ -287,6 +296,7 @@ class LRUShard {
     Unlink(e);
     e->in_cache = false;
     usage_ -= e->charge;
+    entries_--;
     e->refs--;
     if (e->refs == 0) dead->push_back(e);
   }
@@ -294,9 +304,9 @@ class LRUShard {
   mutable std::mutex mu_;
   size_t capacity_ GUARDED_BY(mu_) = 0;
   size_t usage_ GUARDED_BY(mu_) = 0;
-  // Dummy heads of the circular lists; lru_.next is the oldest entry.
+  size_t entries_ GUARDED_BY(mu_) = 0;  // on lru_
+  // Dummy head of the circular list; lru_.next is the oldest entry.
   LRUHandle lru_ GUARDED_BY(mu_);
-  LRUHandle in_use_ GUARDED_BY(mu_);
   HandleTable table_ GUARDED_BY(mu_);
 };
 

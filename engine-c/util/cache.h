@@ -1,4 +1,5 @@
-// Cache: a byte-bounded map from keys to pinned values, with LRU eviction.
+// Cache: a byte-bounded map from keys to pinned values, with LRU eviction
+// (NewLRUCache approximates LRU with lazy promotion; see util/cache.cc).
 //
 // Used for data/index/filter blocks (the block cache) and open table readers
 // (the table cache). NewLRUCache shards the key space so that concurrent

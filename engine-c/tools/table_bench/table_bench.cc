@@ -19,7 +19,8 @@
 //   seek         NewIterator + Seek to a random key, then --seek_nexts Next()
 //   scan         one iterator, SeekToFirst, Next() over every entry
 //   reversescan  one iterator, SeekToLast, Prev() over every entry
-//   mergescan    a merging iterator over --merge_width tables, forward
+//   mergescan    a merging iterator over --merge_width tables, forward;
+//                each table holds runs of --merge_run consecutive keys
 //
 // Numbers taken while other work shares the machine are noisy; compare runs
 // back to back.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,7 +50,7 @@ namespace {
 
 struct Flags {
   std::string benchmarks = "build,get,getmiss,multiget,seek,scan,reversescan";
-  std::string db;  // directory; default under $TMPDIR
+  std::string db;  // directory; default: table_bench in the temp directory
   long num = 1000000;
   long reads = -1;  // -1: num
   int key_size = 16;
@@ -64,6 +66,7 @@ struct Flags {
   int batch_size = 16;
   int seek_nexts = 0;
   int merge_width = 4;
+  int merge_run = 1;
   uint64_t seed = 301;
 };
 
@@ -88,6 +91,8 @@ void Usage() {
           "  --batch_size=N           keys per MultiGet (16)\n"
           "  --seek_nexts=N           Next() calls after each seek (0)\n"
           "  --merge_width=N          tables merged by mergescan (4)\n"
+          "  --merge_run=N            consecutive keys per table in mergescan "
+          "(1)\n"
           "  --seed=N                 random seed (301)\n");
 }
 
@@ -136,6 +141,8 @@ bool ParseFlag(const char* arg, Flags* f) {
     f->seek_nexts = atoi(v);
   } else if (match("--merge_width", &v)) {
     f->merge_width = atoi(v);
+  } else if (match("--merge_run", &v)) {
+    f->merge_run = atoi(v);
   } else if (match("--seed", &v)) {
     f->seed = strtoull(v, nullptr, 10);
   } else {
@@ -201,7 +208,9 @@ class Bench {
       const std::string name = list.substr(start, end - start);
       start = end + 1;
       if (name.empty()) continue;
-      if (name != "build" && tables_.empty()) OpenTables(1, false);
+      if (name != "build" && name != "mergescan" && tables_.empty()) {
+        OpenTables(1, false);
+      }
       if (name == "build") {
         Build();
       } else if (name == "get") {
@@ -250,15 +259,17 @@ class Bench {
     return Slice(value_pool_.data() + off, flags_.value_size);
   }
 
-  // Writes keys t, t + width, t + 2 * width, ... < num: a merge of the
-  // width tables 0..width-1 covers every key once.
-  void BuildFile(int t, int width, bool merge) {
+  // Writes the keys < num that belong to table t of width: runs of run
+  // consecutive keys go to the tables in turn, so a merge of the width
+  // tables covers every key once.
+  void BuildFile(int t, int width, int run, bool merge) {
     std::unique_ptr<WritableFile> file;
     Status s = env_->NewWritableFile(FileName(t, merge), &file);
     if (!s.ok()) Fail("create", s);
     TableBuilder builder(options_, file.get());
     std::string key;
-    for (long i = t; i < flags_.num; i += width) {
+    for (long i = 0; i < flags_.num; i++) {
+      if ((i / run) % width != t) continue;
       MakeKey(i, &key);
       builder.Add(key, ValueFor(i));
     }
@@ -270,7 +281,7 @@ class Bench {
   void Build() {
     tables_.clear();
     const double start = NowSeconds();
-    BuildFile(0, 1, false);
+    BuildFile(0, 1, 1, false);
     const double secs = NowSeconds() - start;
     uint64_t size = 0;
     env_->GetFileSize(FileName(0), &size);
@@ -407,7 +418,8 @@ class Bench {
 
   void MergeScan() {
     const int w = std::max(1, flags_.merge_width);
-    for (int t = 0; t < w; t++) BuildFile(t, w, true);
+    const int run = std::max(1, flags_.merge_run);
+    for (int t = 0; t < w; t++) BuildFile(t, w, run, true);
     OpenTables(w, true);
     std::vector<Iterator*> children;
     for (auto& t : tables_) children.push_back(t->NewIterator(read_options_));
@@ -420,7 +432,8 @@ class Bench {
     const double start = NowSeconds();
     for (it->SeekToFirst(); it->Valid(); it->Next()) n++;
     Report("mergescan", NowSeconds() - start, n,
-           "(" + std::to_string(w) + " tables)");
+           "(" + std::to_string(w) + " tables, runs of " + std::to_string(run) +
+               ")");
     tables_.clear();
   }
 
@@ -468,11 +481,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (flags.db.empty()) {
-    const char* tmp = getenv("TMPDIR");
-    flags.db = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-               "/table_bench";
+    // The system's temporary directory ($TMPDIR if set).
+    std::error_code ec;
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) {
+      fprintf(stderr, "table_bench: no temporary directory (%s); use --db\n",
+              ec.message().c_str());
+      return 1;
+    }
+    flags.db = (tmp / "table_bench").string();
   }
-  shale::Env::Default()->CreateDir(flags.db);
+  shale::Env* env = shale::Env::Default();
+  shale::Status s = env->CreateDir(flags.db);
+  if (!s.ok() && !env->FileExists(flags.db)) {  // an existing dir is fine
+    fprintf(stderr, "table_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   shale::Bench bench(flags);
   bench.Run();
   return 0;

@@ -1,0 +1,38 @@
+// Package client is the Go client of Shale.
+//
+//	c, err := client.Dial(ctx, []string{"127.0.0.1:7379"}, nil)
+//	if err != nil { ... }
+//	defer c.Close()
+//	err = c.Put(ctx, []byte("greeting"), []byte("hello"))
+//	v, found, err := c.Get(ctx, []byte("greeting"))
+//	for kv, err := range c.Scan(ctx, []byte("a"), []byte("z"), nil) { ... }
+//
+// The package imports only api/kvpb and gRPC: it pulls neither the server
+// nor cgo into an application.
+//
+// # Deadlines and retries
+//
+// Every request has a deadline: the context's, or Options.RequestTimeout.
+// A request that the node answers with "not applied" (Unavailable with a
+// retry hint, stale routing) or that could not be sent is retried with
+// jittered exponential backoff, on the next endpoint first, until it
+// succeeds or the deadline passes.
+//
+// # Errors
+//
+// Every error is an *Error naming the operation and the endpoint, matching
+// one sentinel with errors.Is:
+//
+//   - ErrInvalidArgument: refused as malformed or over a limit (Error.Limit
+//     says which); never retried.
+//   - ErrUnavailable: not applied; no node could serve it in time.
+//   - ErrAmbiguous: a write may or may not have been applied (the
+//     connection broke or the deadline passed while it was in flight).
+//   - ErrResourceExhausted: a node is out of disk; not applied.
+//   - ErrInternal: a node failed (I/O error, corruption, bug).
+//
+// When the context ended, the error also matches context.DeadlineExceeded
+// or context.Canceled. A missing key is not an error: Get reports found.
+//
+// docs/wire-protocol.md describes the protocol beneath.
+package client

@@ -1,0 +1,163 @@
+package client
+
+import (
+	"errors"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors. Every error a Client method returns is an *Error that
+// matches one of them with errors.Is (and, for deadlines and cancellation,
+// the context's error too). docs/wire-protocol.md explains each.
+var (
+	// ErrInvalidArgument: the request was refused as malformed or over a
+	// limit; it was not applied and retrying it will not help.
+	// Error.Limit names the limit when there is one.
+	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrUnavailable: no node could serve the request before the deadline.
+	// It was NOT applied.
+	ErrUnavailable = errors.New("client: unavailable")
+	// ErrAmbiguous: a write may or may not have been applied (the
+	// connection broke or the deadline passed while it was in flight).
+	// Read the key to find out, or retry if the write is idempotent.
+	ErrAmbiguous = errors.New("client: result is ambiguous")
+	// ErrResourceExhausted: a node is out of a resource (a full disk); the
+	// request was not applied.
+	ErrResourceExhausted = errors.New("client: resource exhausted")
+	// ErrInternal: a node failed in a way that is not the caller's fault
+	// (an engine I/O error, corruption, a bug). Reads may be retried.
+	ErrInternal = errors.New("client: internal error")
+	// ErrClosed: the Client is closed.
+	ErrClosed = errors.New("client: closed")
+)
+
+// Error describes a failed request: the operation, the endpoint that gave
+// the answer, and what the node said.
+type Error struct {
+	Op       string     // the client method, e.g. "Put"
+	Endpoint string     // the endpoint tried last
+	Code     codes.Code // the gRPC status code
+	Msg      string     // the node's message (or the transport's)
+	// Limit is set when the request exceeded a documented limit.
+	Limit *kvpb.LimitExceeded
+
+	kind  error // the sentinel
+	cause error // the underlying error (a status or context error)
+}
+
+func (e *Error) Error() string {
+	s := "client: " + e.Op
+	if e.Endpoint != "" {
+		s += ": " + e.Endpoint
+	}
+	switch e.kind {
+	case ErrAmbiguous:
+		s += ": outcome unknown"
+	case ErrUnavailable:
+		s += ": unavailable"
+	}
+	return s + ": " + e.Msg
+}
+
+// Is matches the error's sentinel.
+func (e *Error) Is(target error) bool { return target == e.kind }
+
+// Unwrap returns the underlying error: a gRPC status error, or the
+// context's error when the deadline passed or the caller cancelled.
+func (e *Error) Unwrap() error { return e.cause }
+
+// classified is what the client concluded from one failed attempt.
+type classified struct {
+	err        *Error
+	retry      bool          // safe and useful to try again
+	retryAfter time.Duration // the node's requested delay, if any
+}
+
+// classify interprets one attempt's error. write says whether the request
+// changes data: a transport failure while a write was in flight is
+// ambiguous, since the node may have applied it. ctxErr is the caller's
+// context's error after the attempt, if it has ended.
+func classify(op, endpoint string, write bool, err, ctxErr error) classified {
+	e := &Error{Op: op, Endpoint: endpoint, cause: err}
+	if ctxErr != nil {
+		e.Code = status.Code(err)
+		e.Msg = ctxErr.Error()
+		e.cause = ctxErr
+		e.kind = ErrUnavailable
+		if write {
+			e.kind = ErrAmbiguous
+			e.Msg += " while the write was in flight"
+		}
+		return classified{err: e}
+	}
+	st := status.Convert(err)
+	e.Code, e.Msg = st.Code(), st.Message()
+	var retryInfo *errdetails.RetryInfo
+	var ambiguous *kvpb.AmbiguousResult
+	routing := false
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *kvpb.LimitExceeded:
+			e.Limit = d
+		case *errdetails.RetryInfo:
+			retryInfo = d
+		case *kvpb.AmbiguousResult:
+			ambiguous = d
+		case *kvpb.NotLeader, *kvpb.RangeKeyMismatch, *kvpb.RangeNotFound:
+			routing = true
+		}
+	}
+	c := classified{err: e}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		e.kind = ErrInvalidArgument
+	case codes.ResourceExhausted:
+		e.kind = ErrResourceExhausted
+	case codes.Unavailable:
+		e.kind = ErrUnavailable
+		switch {
+		case retryInfo != nil:
+			// The node's own answer: the request was not applied.
+			c.retry = true
+			c.retryAfter = retryInfo.GetRetryDelay().AsDuration()
+		case write:
+			// A transport failure: the write may have reached the node.
+			e.kind = ErrAmbiguous
+		default:
+			c.retry = true
+		}
+	case codes.FailedPrecondition, codes.NotFound:
+		// Stale routing: the request was not applied.
+		e.kind = ErrUnavailable
+		c.retry = routing
+		if !routing {
+			e.kind = ErrInternal
+		}
+	case codes.Unknown:
+		e.kind = ErrInternal
+		if ambiguous != nil || write {
+			e.kind = ErrAmbiguous
+		}
+	case codes.DeadlineExceeded, codes.Canceled:
+		// Reported by the node (its own deadline), not our context.
+		e.kind = ErrUnavailable
+		if write {
+			e.kind = ErrAmbiguous
+		}
+	default:
+		e.kind = ErrInternal
+		c.retry = !write && (st.Code() == codes.Internal || st.Code() == codes.Aborted)
+	}
+	return c
+}
+
+// contextEnded is the error for a request whose context ended before any
+// attempt could be made: nothing was sent.
+func contextEnded(op, endpoint string, ctxErr error) *Error {
+	return &Error{Op: op, Endpoint: endpoint, Code: status.FromContextError(ctxErr).Code(),
+		Msg: ctxErr.Error() + " before the request was sent", kind: ErrUnavailable, cause: ctxErr}
+}

@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func statusErr(t *testing.T, code codes.Code, msg string, details ...protoadapt.MessageV1) error {
+	t.Helper()
+	st, err := status.New(code, msg).WithDetails(details...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
+// TestClassify pins what the client concludes from each answer of
+// docs/wire-protocol.md's error table.
+func TestClassify(t *testing.T) {
+	retryInfo := &errdetails.RetryInfo{RetryDelay: durationpb.New(250 * time.Millisecond)}
+	cases := []struct {
+		name      string
+		err       error
+		ctxErr    error
+		write     bool
+		kind      error
+		retry     bool
+		wantAfter time.Duration
+	}{
+		{"invalid argument", statusErr(t, codes.InvalidArgument, "key: too long",
+			&kvpb.LimitExceeded{Limit: "max_key_size", Max: 8192, Actual: 9000}), nil, true, ErrInvalidArgument, false, 0},
+		{"node refused a write", statusErr(t, codes.Unavailable, "stopping", retryInfo), nil, true, ErrUnavailable, true, 250 * time.Millisecond},
+		{"transport failure, write", status.Error(codes.Unavailable, "connection reset"), nil, true, ErrAmbiguous, false, 0},
+		{"transport failure, read", status.Error(codes.Unavailable, "connection reset"), nil, false, ErrUnavailable, true, 0},
+		{"ambiguous commit", statusErr(t, codes.Unknown, "I/O error", &kvpb.AmbiguousResult{Reason: "fsync"}), nil, true, ErrAmbiguous, false, 0},
+		{"disk full", status.Error(codes.ResourceExhausted, "disk full"), nil, true, ErrResourceExhausted, false, 0},
+		{"stale routing", statusErr(t, codes.FailedPrecondition, "not leader", &kvpb.NotLeader{RangeId: 1}), nil, true, ErrUnavailable, true, 0},
+		{"range not here", statusErr(t, codes.NotFound, "range 9", &kvpb.RangeNotFound{RangeId: 9}), nil, false, ErrUnavailable, true, 0},
+		{"corruption", status.Error(codes.DataLoss, "checksum"), nil, false, ErrInternal, false, 0},
+		{"our deadline, write", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, true, ErrAmbiguous, false, 0},
+		{"our deadline, read", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, false, ErrUnavailable, false, 0},
+		{"cancelled write", status.Error(codes.Canceled, "canceled"), context.Canceled, true, ErrAmbiguous, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := classify("Op", "host:1", c.write, c.err, c.ctxErr)
+			if !errors.Is(cl.err, c.kind) || cl.retry != c.retry || cl.retryAfter != c.wantAfter {
+				t.Fatalf("classify = %v (retry %v after %v), want %v (retry %v after %v)",
+					cl.err, cl.retry, cl.retryAfter, c.kind, c.retry, c.wantAfter)
+			}
+			if c.ctxErr != nil && !errors.Is(cl.err, c.ctxErr) {
+				t.Fatalf("%v does not match the context's error %v", cl.err, c.ctxErr)
+			}
+			if cl.err.Endpoint != "host:1" || cl.err.Op != "Op" {
+				t.Fatalf("error does not name the operation and endpoint: %+v", cl.err)
+			}
+		})
+	}
+	cl := classify("Put", "h:1", true, cases[0].err, nil)
+	if cl.err.Limit.GetLimit() != "max_key_size" {
+		t.Fatalf("Limit = %v", cl.err.Limit)
+	}
+	if got := cl.err.Error(); got != "client: Put: h:1: key: too long" {
+		t.Fatalf("Error() = %q", got)
+	}
+}
+
+func TestBackoffStaysInBounds(t *testing.T) {
+	c := &Client{opts: (&Options{MaxBackoff: 500 * time.Millisecond}).withDefaults()}
+	for n := 0; n < 40; n++ {
+		d := c.backoff(n)
+		ceiling := min(500*time.Millisecond, 10*time.Millisecond<<min(n, 20))
+		if d < ceiling/2 || d > ceiling {
+			t.Fatalf("backoff(%d) = %v, want within [%v, %v]", n, d, ceiling/2, ceiling)
+		}
+	}
+}

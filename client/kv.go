@@ -1,0 +1,180 @@
+package client
+
+import (
+	"context"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// Get reads key. A missing key is not an error: found is false.
+func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	req := &kvpb.GetRequest{Header: c.header(false), Key: key}
+	var resp *kvpb.GetResponse
+	err = c.do(ctx, "Get", false, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.kv.Get(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !resp.Found {
+		return nil, false, nil
+	}
+	if resp.Value == nil {
+		return []byte{}, true, nil
+	}
+	return resp.Value, true, nil
+}
+
+// Put sets key to value. It returns once the write is durable.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	req := &kvpb.PutRequest{Header: c.header(true), Key: key, Value: value}
+	return c.do(ctx, "Put", true, func(ctx context.Context, e *endpoint) error {
+		_, err := e.kv.Put(ctx, req)
+		return err
+	})
+}
+
+// Delete removes key. Deleting a missing key succeeds.
+func (c *Client) Delete(ctx context.Context, key []byte) error {
+	req := &kvpb.DeleteRequest{Header: c.header(true), Key: key}
+	return c.do(ctx, "Delete", true, func(ctx context.Context, e *endpoint) error {
+		_, err := e.kv.Delete(ctx, req)
+		return err
+	})
+}
+
+// DeleteRange removes every key in [start, end). An empty end means the
+// end of the key space; start and end may not both be empty (to delete
+// every key, pass start "\x00").
+func (c *Client) DeleteRange(ctx context.Context, start, end []byte) error {
+	req := &kvpb.DeleteRangeRequest{Header: c.header(true), StartKey: start, EndKey: end}
+	return c.do(ctx, "DeleteRange", true, func(ctx context.Context, e *endpoint) error {
+		_, err := e.kv.DeleteRange(ctx, req)
+		return err
+	})
+}
+
+// GetResult is the answer for one key of a BatchGet.
+type GetResult struct {
+	Value []byte
+	Found bool
+}
+
+// BatchGet reads keys at one consistent point. results[i] answers keys[i].
+func (c *Client) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
+	req := &kvpb.BatchGetRequest{Header: c.header(false), Keys: keys}
+	var resp *kvpb.BatchGetResponse
+	err := c.do(ctx, "BatchGet", false, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.kv.BatchGet(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(keys) {
+		return nil, &Error{Op: "BatchGet", Msg: "the node answered a different number of keys than asked", kind: ErrInternal}
+	}
+	out := make([]GetResult, len(keys))
+	for i, r := range resp.Results {
+		out[i] = GetResult{Value: r.Value, Found: r.Found}
+		if r.Found && r.Value == nil {
+			out[i].Value = []byte{}
+		}
+	}
+	return out, nil
+}
+
+// Mutation is one write of a Batch; make them with PutOp, DeleteOp and
+// DeleteRangeOp.
+type Mutation struct{ m *kvpb.Mutation }
+
+// PutOp sets key to value.
+func PutOp(key, value []byte) Mutation {
+	return Mutation{&kvpb.Mutation{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: key, Value: value}}}}
+}
+
+// DeleteOp removes key.
+func DeleteOp(key []byte) Mutation {
+	return Mutation{&kvpb.Mutation{Op: &kvpb.Mutation_Delete{Delete: &kvpb.DeleteOp{Key: key}}}}
+}
+
+// DeleteRangeOp removes every key in [start, end) (see DeleteRange).
+func DeleteRangeOp(start, end []byte) Mutation {
+	return Mutation{&kvpb.Mutation{Op: &kvpb.Mutation_DeleteRange{DeleteRange: &kvpb.DeleteRangeOp{StartKey: start, EndKey: end}}}}
+}
+
+// Batch applies the mutations atomically and in order (a later mutation of
+// a key wins): all of them or none.
+func (c *Client) Batch(ctx context.Context, muts ...Mutation) error {
+	req := &kvpb.BatchRequest{Header: c.header(true), Mutations: make([]*kvpb.Mutation, len(muts))}
+	for i, m := range muts {
+		req.Mutations[i] = m.m
+	}
+	return c.do(ctx, "Batch", true, func(ctx context.Context, e *endpoint) error {
+		_, err := e.kv.Batch(ctx, req)
+		return err
+	})
+}
+
+// Condition is what a key must hold for CompareAndSwap to act.
+type Condition struct {
+	absent bool
+	value  []byte
+}
+
+// IfAbsent: the key must not exist.
+func IfAbsent() Condition { return Condition{absent: true} }
+
+// IfValue: the key must exist with exactly this value.
+func IfValue(v []byte) Condition { return Condition{value: v} }
+
+// CASResult is the outcome of CompareAndSwap or CompareAndDelete. A failed
+// comparison is not an error: Succeeded is false, and Found and Current
+// describe the key as it was.
+type CASResult struct {
+	Succeeded bool
+	Found     bool
+	Current   []byte
+}
+
+// CompareAndSwap sets key to newValue if the key satisfies cond, atomically.
+func (c *Client) CompareAndSwap(ctx context.Context, key []byte, cond Condition, newValue []byte) (CASResult, error) {
+	return c.cas(ctx, "CompareAndSwap", &kvpb.CompareAndSwapRequest{
+		Key: key, ExpectAbsent: cond.absent, ExpectedValue: cond.value, NewValue: newValue,
+	})
+}
+
+// CompareAndDelete deletes key if it satisfies cond, atomically.
+func (c *Client) CompareAndDelete(ctx context.Context, key []byte, cond Condition) (CASResult, error) {
+	return c.cas(ctx, "CompareAndDelete", &kvpb.CompareAndSwapRequest{
+		Key: key, ExpectAbsent: cond.absent, ExpectedValue: cond.value, Delete: true,
+	})
+}
+
+func (c *Client) cas(ctx context.Context, op string, req *kvpb.CompareAndSwapRequest) (CASResult, error) {
+	req.Header = c.header(true)
+	var resp *kvpb.CompareAndSwapResponse
+	err := c.do(ctx, op, true, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.kv.CompareAndSwap(ctx, req)
+		return err
+	})
+	if err != nil {
+		return CASResult{}, err
+	}
+	r := CASResult{Succeeded: resp.Succeeded, Found: resp.Found, Current: resp.CurrentValue}
+	if r.Found && r.Current == nil {
+		r.Current = []byte{}
+	}
+	return r, nil
+}
+
+// Status reports on the node the client is talking to.
+func (c *Client) Status(ctx context.Context) (*kvpb.StatusResponse, error) {
+	var resp *kvpb.StatusResponse
+	err := c.do(ctx, "Status", false, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.admin.Status(ctx, &kvpb.StatusRequest{})
+		return err
+	})
+	return resp, err
+}

@@ -1,0 +1,52 @@
+package client
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Options configure a Client. The zero value (or nil) gives the defaults
+// listed beside each field.
+type Options struct {
+	// DialTimeout bounds Dial's wait for a first connection when its
+	// context has no deadline (5s).
+	DialTimeout time.Duration
+	// RequestTimeout is the deadline of a request whose context has none
+	// (10s). Every request has a deadline.
+	RequestTimeout time.Duration
+	// MaxBackoff caps the wait between retries (1s). Retries start at 10ms,
+	// double, and are jittered; they stop at the request's deadline.
+	MaxBackoff time.Duration
+	// ScanPageSize is the number of entries a Scan fetches per request
+	// (1000).
+	ScanPageSize uint32
+	// DialOptions are added to the gRPC dial options (the defaults use
+	// plaintext: pass transport credentials here for TLS).
+	DialOptions []grpc.DialOption
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.DialTimeout <= 0 {
+		r.DialTimeout = 5 * time.Second
+	}
+	if r.RequestTimeout <= 0 {
+		r.RequestTimeout = 10 * time.Second
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = time.Second
+	}
+	if r.ScanPageSize == 0 {
+		r.ScanPageSize = 1000
+	}
+	return r
+}
+
+// maxMessageSize is the largest gRPC message the client sends or accepts:
+// comfortably above the largest response the protocol allows (a BatchGet of
+// 32 MiB of values, or a scan page with one 4 MiB value over max_bytes).
+const maxMessageSize = 64 << 20

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/shaledb/shale/client"
+	"github.com/spf13/cobra"
+)
+
+func newPutCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "Set KEY to VALUE (durable when the command returns)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := g.parseArg("key", args[0])
+			if err != nil {
+				return err
+			}
+			value, err := g.parseArg("value", args[1])
+			if err != nil {
+				return err
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.Put(ctx, key, value); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "OK")
+			return nil
+		},
+	}
+}
+
+func newGetCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print KEY's value (exit status 1 if the key does not exist)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := g.parseArg("key", args[0])
+			if err != nil {
+				return err
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			value, found, err := c.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				e := g.entry(key, value, found)
+				e.Found = &found
+				if err := writeJSON(out, e); err != nil {
+					return err
+				}
+			} else if found {
+				fmt.Fprintln(out, g.display(value))
+			}
+			if !found {
+				return fmt.Errorf("get %s: %w", g.display(key), errNotFound)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	return cmd
+}
+
+func newDelCmd(g *globals) *cobra.Command {
+	var rangeEnd string
+	cmd := &cobra.Command{
+		Use:     "del KEY",
+		Aliases: []string{"delete"},
+		Short:   "Delete KEY (or, with --range-end, every key in [KEY, END))",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := g.parseArg("key", args[0])
+			if err != nil {
+				return err
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if cmd.Flags().Changed("range-end") {
+				end, err := g.parseArg("--range-end", rangeEnd)
+				if err != nil {
+					return err
+				}
+				err = c.DeleteRange(ctx, key, end)
+			} else {
+				err = c.Delete(ctx, key)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "OK")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rangeEnd, "range-end", "", "delete the span [KEY, END) instead of one key (empty END: to the end of the key space)")
+	return cmd
+}
+
+func newScanCmd(g *globals) *cobra.Command {
+	var (
+		limit    int
+		reverse  bool
+		keysOnly bool
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scan [START [END]]",
+		Short: "List keys in [START, END) in order (everything by default)",
+		Long: "List the entries whose keys are in [START, END), one per line: the key, a tab, the value.\n" +
+			"An empty or missing START or END is unbounded. With --json, one JSON object per line.",
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var start, end []byte
+			var err error
+			if len(args) > 0 {
+				if start, err = g.parseArg("start", args[0]); err != nil {
+					return err
+				}
+			}
+			if len(args) > 1 {
+				if end, err = g.parseArg("end", args[1]); err != nil {
+					return err
+				}
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit %d is negative", limit)
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			defer w.Flush()
+			opts := &client.ScanOptions{Limit: limit, Reverse: reverse, KeysOnly: keysOnly}
+			for kv, err := range c.Scan(ctx, start, end, opts) {
+				if err != nil {
+					w.Flush()
+					return err
+				}
+				switch {
+				case asJSON:
+					if err := writeJSON(w, g.entry(kv.Key, kv.Value, !keysOnly)); err != nil {
+						return err
+					}
+				case keysOnly:
+					fmt.Fprintln(w, g.display(kv.Key))
+				default:
+					fmt.Fprintf(w, "%s\t%s\n", g.display(kv.Key), g.display(kv.Value))
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&limit, "limit", 0, "stop after this many entries (0: no limit)")
+	f.BoolVar(&reverse, "reverse", false, "descending key order")
+	f.BoolVar(&keysOnly, "keys-only", false, "print keys only")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per entry")
+	return cmd
+}

@@ -1,0 +1,115 @@
+#include "table/table_iterator.h"
+
+#include <cassert>
+
+namespace shale {
+
+Status TableIterator::Init() {
+  Status s = rep_->GetIndexBlock(options_, &index_ref_);
+  if (s.ok()) {
+    index_ref_.block()->InitIter(rep_->options.comparator, rep_->global_seqno,
+                                 &rep_->file_name, rep_->index_handle.offset(),
+                                 &index_iter_);
+  }
+  return s;
+}
+
+void TableIterator::Seek(const Slice& target) {
+  status_ = Status::OK();
+  index_iter_.Seek(target);
+  if (LoadDataBlock()) data_iter_.Seek(target);
+  SkipEmptyBlocksForward();
+}
+
+void TableIterator::SeekToFirst() {
+  status_ = Status::OK();
+  index_iter_.SeekToFirst();
+  if (LoadDataBlock()) data_iter_.SeekToFirst();
+  SkipEmptyBlocksForward();
+}
+
+void TableIterator::SeekToLast() {
+  status_ = Status::OK();
+  index_iter_.SeekToLast();
+  if (LoadDataBlock()) data_iter_.SeekToLast();
+  SkipEmptyBlocksBackward();
+}
+
+void TableIterator::Next() {
+  assert(Valid());
+  data_iter_.Next();
+  if (!data_iter_.Valid()) SkipEmptyBlocksForward();
+}
+
+void TableIterator::Prev() {
+  assert(Valid());
+  data_iter_.Prev();
+  if (!data_iter_.Valid()) SkipEmptyBlocksBackward();
+}
+
+bool TableIterator::LoadDataBlock() {
+  if (!index_iter_.Valid()) {
+    if (!index_iter_.status().ok()) status_ = index_iter_.status();
+    DropDataBlock();
+    return false;
+  }
+  BlockHandle handle;
+  Slice v = index_iter_.value();
+  if (!handle.DecodeFrom(&v).ok()) {
+    status_ = rep_->CorruptHandle(rep_->index_handle.offset());
+    DropDataBlock();
+    return false;
+  }
+  if (has_data_ && handle.offset() == data_offset_) return true;
+  DropDataBlock();
+  Status s = rep_->GetBlock(options_, handle, BlockKind::kData, &data_ref_,
+                            &readahead_);
+  if (!s.ok()) {
+    status_ = s;
+    return false;
+  }
+  data_ref_.block()->InitIter(rep_->options.comparator, rep_->global_seqno,
+                              &rep_->file_name, handle.offset(), &data_iter_);
+  data_offset_ = handle.offset();
+  has_data_ = true;
+  return true;
+}
+
+void TableIterator::DropDataBlock() {
+  data_ref_.Reset();
+  data_offset_ = kNoBlock;
+  has_data_ = false;
+}
+
+bool TableIterator::DataBlockFailed() {
+  if (has_data_ && !data_iter_.status().ok()) {
+    status_ = data_iter_.status();
+    DropDataBlock();
+    return true;
+  }
+  return false;
+}
+
+void TableIterator::SkipEmptyBlocksForward() {
+  while (!has_data_ || !data_iter_.Valid()) {
+    if (!status_.ok() || DataBlockFailed() || !index_iter_.Valid()) {
+      DropDataBlock();
+      return;
+    }
+    index_iter_.Next();
+    if (LoadDataBlock()) data_iter_.SeekToFirst();
+  }
+}
+
+void TableIterator::SkipEmptyBlocksBackward() {
+  while (!has_data_ || !data_iter_.Valid()) {
+    if (!status_.ok() || DataBlockFailed() || !index_iter_.Valid()) {
+      DropDataBlock();
+      return;
+    }
+    index_iter_.Prev();
+    if (LoadDataBlock()) data_iter_.SeekToLast();
+  }
+}
+
+}  // namespace shale

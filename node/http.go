@@ -1,0 +1,50 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// httpHandler serves:
+//
+//	/healthz        200 "ok" while serving with a healthy engine, else 503
+//	                and the reason
+//	/metrics        Prometheus metrics (metrics.go)
+//	/debug/pprof/   Go profiles
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", n.serveHealthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{
+		ErrorLog: nil, EnableOpenMetrics: true,
+	}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func (n *Node) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !n.serving.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not serving: starting or stopping")
+		return
+	}
+	st, err := n.db.Stats()
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "engine: %v\n", err)
+		return
+	}
+	if st.BackgroundError != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "engine has stopped writes: %v\n", st.BackgroundError)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}

@@ -1,0 +1,133 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/internal/keys"
+	"github.com/shaledb/shale/storage"
+)
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	put(t, tn, "k", "v")
+	get(t, tn, "k")
+	if code, body := httpGet(t, "http://"+tn.httpAddr+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	code, body := httpGet(t, "http://"+tn.httpAddr+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, want := range []string{
+		`shale_grpc_requests_total{code="OK",method="Put"} 1`,
+		`shale_grpc_request_duration_seconds_count{method="Get"} 1`,
+		"shale_engine_user_keys_written_total",
+		"shale_engine_write_amplification",
+		"go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, body := httpGet(t, "http://"+tn.httpAddr+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/ = %d", code)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	tn := startNode(t, "", Config{NodeID: 7})
+	st, err := tn.admin.Status(ctxT(t), &kvpb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Node.GetNodeId() != 7 || st.Node.GetAddress() == "" || st.Node.GetHttpAddress() != tn.httpAddr ||
+		len(st.ClusterId) != 32 || st.Engine == nil || len(st.Ranges) != 1 || st.Version == "" {
+		t.Fatalf("Status = %v", st)
+	}
+	if _, err := tn.admin.Split(ctxT(t), &kvpb.SplitRequest{}); err == nil {
+		t.Fatal("Split succeeded on a single node")
+	}
+}
+
+// TestRestartKeepsDataAndIdentity: a graceful stop closes the engine, a
+// restart sees every write under the 0x03 user prefix, and another node ID
+// is refused on the same directory.
+func TestRestartKeepsDataAndIdentity(t *testing.T) {
+	tn := startNode(t, "", Config{NodeID: 3})
+	put(t, tn, "k", "v")
+	cluster := tn.n.ClusterID()
+	tn.stop(t)
+	if code, _ := httpGetNoFail(tn.httpAddr); code == 200 {
+		t.Fatal("/healthz still answers after Stop")
+	}
+
+	db, err := storage.Open(tn.dir+"/engine", &storage.Options{ErrorIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := db.Get(keys.UserKey([]byte("k"))); err != nil || string(v) != "v" {
+		t.Fatalf("engine key 0x03+k = %q, %v", v, err)
+	}
+	if _, err := db.Get([]byte("k")); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the user key is stored without its prefix: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := New(Config{NodeID: 4, DataDir: tn.dir}); err == nil || !strings.Contains(err.Error(), "belongs to node 3") {
+		t.Fatalf("New with another node ID = %v", err)
+	}
+	again := startNode(t, tn.dir, Config{NodeID: 3})
+	if v, found := get(t, again, "k"); !found || v != "v" {
+		t.Fatalf("after restart Get = %q, %v", v, found)
+	}
+	if again.n.ClusterID() != cluster {
+		t.Fatalf("cluster ID changed across restart: %s -> %s", cluster, again.n.ClusterID())
+	}
+}
+
+func httpGetNoFail(addr string) (int, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestStopCancelsAtItsDeadline(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	put(t, tn, "k", "v")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if err := tn.n.Stop(ctx); err != nil {
+		t.Fatalf("Stop with an immediate deadline: %v", err)
+	}
+	// Idempotent.
+	if err := tn.n.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
