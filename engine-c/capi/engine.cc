@@ -500,12 +500,13 @@ shale_status_t shale_approximate_size(shale_db_t* db, const uint8_t* begin,
     return NullArgument("approximate_size");
   }
   return Guard("approximate_size", [&] {
+    // A NULL end is unbounded; an empty non-NULL end is an empty span.
+    const Slice end_slice(
+        end == nullptr ? "" : reinterpret_cast<const char*>(end), end_len);
     return ToC(db->rep->ApproximateSize(
         Slice(begin == nullptr ? "" : reinterpret_cast<const char*>(begin),
               begin_len),
-        Slice(end == nullptr ? "" : reinterpret_cast<const char*>(end),
-              end_len),
-        bytes, keys));
+        end == nullptr ? nullptr : &end_slice, bytes, keys));
   });
 }
 

@@ -338,9 +338,20 @@ TEST_F(DBCompactionTest, ApproximateSize) {
   Fill(4000, 1000);
   ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
   uint64_t all_bytes, all_keys, half_bytes, half_keys;
-  ASSERT_TRUE(db_->ApproximateSize("", "z", &all_bytes, &all_keys).ok());
+  const std::string half_end_key = Key(2000);
+  const Slice z("z"), half_end(half_end_key);
+  ASSERT_TRUE(db_->ApproximateSize("", &z, &all_bytes, &all_keys).ok());
   ASSERT_TRUE(
-      db_->ApproximateSize(Key(0), Key(2000), &half_bytes, &half_keys).ok());
+      db_->ApproximateSize(Key(0), &half_end, &half_bytes, &half_keys).ok());
+  // No upper bound covers everything too; an empty span covers nothing.
+  uint64_t unbounded_bytes, unbounded_keys, empty_bytes, empty_keys;
+  ASSERT_TRUE(
+      db_->ApproximateSize("", nullptr, &unbounded_bytes, &unbounded_keys)
+          .ok());
+  EXPECT_EQ(all_bytes, unbounded_bytes);
+  const Slice empty("");
+  ASSERT_TRUE(db_->ApproximateSize("", &empty, &empty_bytes, &empty_keys).ok());
+  EXPECT_EQ(0u, empty_bytes);
   EXPECT_GT(all_bytes, 3000u * 1000);
   EXPECT_LT(all_bytes, 5000u * 1000);
   EXPECT_NEAR(4000.0, static_cast<double>(all_keys), 400);

@@ -165,7 +165,9 @@ class DBImpl {
   void GetStats(DBStats* stats);
   // "shale.stats", "shale.levelstats", "shale.sstables".
   bool GetProperty(const Slice& name, std::string* value);
-  Status ApproximateSize(const Slice& begin, const Slice& end, uint64_t* bytes,
+  // Estimated bytes and entries on disk for keys in [begin, end); end ==
+  // nullptr means no upper bound.
+  Status ApproximateSize(const Slice& begin, const Slice* end, uint64_t* bytes,
                          uint64_t* keys);
 
   // Tests only: copies of the metadata of level's files (in the current

@@ -240,11 +240,13 @@ void DBImpl::ReleaseSnapshot(const Snapshot* snapshot) {
   snapshots_.Delete(snapshot);
 }
 
-Status DBImpl::ApproximateSize(const Slice& begin, const Slice& end,
+Status DBImpl::ApproximateSize(const Slice& begin, const Slice* end,
                                uint64_t* bytes, uint64_t* keys) {
   *bytes = 0;
   *keys = 0;
-  if (icmp_.CompareUserKeys(begin, end) >= 0) return Status::OK();
+  if (end != nullptr && icmp_.CompareUserKeys(begin, *end) >= 0) {
+    return Status::OK();
+  }
   SuperVersion* sv = AcquireSuperVersion();
   sv->current->ApproximateSize(begin, end, bytes, keys);
   ReleaseSuperVersion(sv);

@@ -412,24 +412,27 @@ bool Version::OverlapInLevel(int level, const Slice* smallest,
   return !BeforeFile(icmp, largest, files[index]);
 }
 
-void Version::ApproximateSize(const Slice& begin, const Slice& end,
+void Version::ApproximateSize(const Slice& begin, const Slice* end,
                               uint64_t* bytes, uint64_t* keys) {
   const InternalKeyComparator& icmp = *vset_->icmp_;
   TableCache* tc = vset_->table_cache_;
   const InternalKey ibegin(begin, kMaxSequenceNumber, kValueTypeForSeek);
-  const InternalKey iend(end, kMaxSequenceNumber, kValueTypeForSeek);
+  const InternalKey iend(end != nullptr ? *end : Slice(), kMaxSequenceNumber,
+                         kValueTypeForSeek);
   double total_bytes = 0, total_keys = 0;
   for (int level = 0; level < num_levels(); level++) {
     for (FileMetaData* f : files_[level]) {
       if (icmp.CompareUserKeys(f->largest.user_key(), begin) < 0 ||
-          icmp.CompareUserKeys(f->smallest.user_key(), end) >= 0) {
+          (end != nullptr &&
+           icmp.CompareUserKeys(f->smallest.user_key(), *end) >= 0)) {
         continue;
       }
       uint64_t start = 0, limit = f->file_size;
       if (icmp.CompareUserKeys(f->smallest.user_key(), begin) < 0) {
         tc->ApproximateOffsetOf(f, ibegin.Encode(), &start);
       }
-      if (icmp.CompareUserKeys(f->largest.user_key(), end) >= 0) {
+      if (end != nullptr &&
+          icmp.CompareUserKeys(f->largest.user_key(), *end) >= 0) {
         tc->ApproximateOffsetOf(f, iend.Encode(), &limit);
       }
       if (limit <= start || f->file_size == 0) continue;

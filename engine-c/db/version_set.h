@@ -112,8 +112,8 @@ class Version {
   int num_levels() const;
 
   // Estimated file bytes holding keys in [begin, end), and their number of
-  // entries.
-  void ApproximateSize(const Slice& begin, const Slice& end, uint64_t* bytes,
+  // entries. end == nullptr means no upper bound.
+  void ApproximateSize(const Slice& begin, const Slice* end, uint64_t* bytes,
                        uint64_t* keys);
 
   std::string DebugString() const;
