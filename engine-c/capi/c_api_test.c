@@ -349,6 +349,80 @@ int main(int argc, char** argv) {
   CHECK_OK(shale_wait_for_compaction(db));
   CHECK_OK(shale_resume(db));
 
+  phase = "flush and compact";
+  CHECK_OK(shale_flush(db, 1));
+  CHECK_OK(shale_compact_range(db, NULL, 0, NULL, 0));
+  CHECK_OK(shale_wait_for_compaction(db));
+  CHECK_GET(db, NULL, "apple", "green");
+  {
+    shale_stats_t st;
+    uint64_t bytes = 0, keys = 0;
+    CHECK_OK(shale_get_stats(db, &st));
+    CHECK(st.live_sst_bytes > 0);
+    CHECK(st.flush_bytes_written > 0);
+    CHECK_OK(shale_approximate_size(db, (const uint8_t*)"a", 1,
+                                    (const uint8_t*)"z", 1, &bytes, &keys));
+    CHECK(bytes > 0);
+  }
+
+  phase = "sst writer and ingest";
+  {
+    char sst[1100];
+    shale_sst_writer_t* w = NULL;
+    uint64_t size = 0;
+    const char* paths[1];
+    uint8_t entries[64];
+    size_t n = 0;
+    snprintf(sst, sizeof(sst), "%s/ext.sst", argv[1]);
+    CHECK_OK(shale_sst_writer_open(&opts, sst, &w));
+    CHECK_OK(shale_sst_writer_put(w, (const uint8_t*)"elder", 5,
+                                  (const uint8_t*)"berry", 5));
+    CHECK_CODE(shale_sst_writer_put(w, (const uint8_t*)"aaa", 3,
+                                    (const uint8_t*)"x", 1),
+               SHALE_INVALID_ARGUMENT);
+    /* one entry in the next_batch encoding: "fig" -> "purple" */
+    entries[n++] = 3;
+    entries[n++] = 0;
+    entries[n++] = 0;
+    entries[n++] = 0;
+    entries[n++] = 6;
+    entries[n++] = 0;
+    entries[n++] = 0;
+    entries[n++] = 0;
+    memcpy(entries + n, "figpurple", 9);
+    n += 9;
+    CHECK_OK(shale_sst_writer_add_entries(w, entries, n));
+    CHECK_CODE(shale_sst_writer_add_entries(w, entries, n - 1),
+               SHALE_INVALID_ARGUMENT);
+    CHECK_OK(shale_sst_writer_delete_range(w, (const uint8_t*)"d", 1,
+                                           (const uint8_t*)"e", 1));
+    CHECK_OK(shale_sst_writer_finish(w, &size));
+    CHECK(size > 0);
+    shale_sst_writer_free(w);
+    paths[0] = sst;
+    CHECK_OK(shale_ingest(db, 1, paths));
+    CHECK_GET(db, NULL, "elder", "berry");
+    CHECK_GET(db, NULL, "fig", "purple");
+    CHECK_GET(db, NULL, "date", NULL); /* under the file's tombstone */
+    CHECK_GET(db, NULL, "apple", "green");
+  }
+
+  phase = "checkpoint";
+  {
+    char cp[1100];
+    shale_db_t* copy = NULL;
+    snprintf(cp, sizeof(cp), "%s/checkpoint", argv[1]);
+    CHECK_OK(shale_destroy(cp));
+    CHECK_OK(shale_checkpoint(db, cp));
+    CHECK_CODE(shale_checkpoint(db, cp), SHALE_INVALID_ARGUMENT);
+    CHECK_OK(shale_open(&opts, cp, &copy));
+    if (copy != NULL) {
+      CHECK_GET(copy, NULL, "fig", "purple");
+      CHECK_OK(shale_close(copy));
+    }
+    CHECK_OK(shale_destroy(cp));
+  }
+
   phase = "null arguments";
   CHECK_CODE(shale_write(db, &wo, NULL, 12), SHALE_INVALID_ARGUMENT);
   CHECK_CODE(shale_close(NULL), SHALE_INVALID_ARGUMENT);

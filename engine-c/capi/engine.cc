@@ -18,6 +18,7 @@
 #include "db/db_iter.h"
 #include "db/options.h"
 #include "db/snapshot.h"
+#include "db/sst_file_writer.h"
 #include "util/coding.h"
 
 using shale::DBImpl;
@@ -38,7 +39,9 @@ struct shale_snapshot_t {
   const shale::Snapshot* rep;
 };
 
-struct shale_sst_writer_t {};
+struct shale_sst_writer_t {
+  std::unique_ptr<shale::SstFileWriter> rep;
+};
 
 namespace {
 
@@ -131,11 +134,6 @@ shale::ReadOptions ToReadOptions(const shale_read_options_t* ro) {
     r.fill_cache = ro->fill_cache != 0;
   }
   return r;
-}
-
-shale_status_t NotYet(const char* what) {
-  return Error(SHALE_NOT_SUPPORTED,
-               std::string(what) + ": not yet implemented");
 }
 
 }  // namespace
@@ -502,30 +500,80 @@ shale_status_t shale_approximate_size(shale_db_t* db, const uint8_t* begin,
     return NullArgument("approximate_size");
   }
   return Guard("approximate_size", [&] {
+    // A NULL end is unbounded; an empty non-NULL end is an empty span.
+    const Slice end_slice(
+        end == nullptr ? "" : reinterpret_cast<const char*>(end), end_len);
     return ToC(db->rep->ApproximateSize(
         Slice(begin == nullptr ? "" : reinterpret_cast<const char*>(begin),
               begin_len),
-        Slice(end == nullptr ? "" : reinterpret_cast<const char*>(end),
-              end_len),
-        bytes, keys));
+        end == nullptr ? nullptr : &end_slice, bytes, keys));
   });
 }
 
 shale_status_t shale_sst_writer_open(const shale_options_t* opts,
                                      const char* path, shale_sst_writer_t** w) {
-  if (w != nullptr) *w = nullptr;
-  return NotYet("sst_writer_open");
+  if (opts == nullptr || path == nullptr || w == nullptr) {
+    return NullArgument("sst_writer_open");
+  }
+  *w = nullptr;
+  return Guard("sst_writer_open", [&] {
+    shale::Options options;
+    Status s = ToOptions(opts, &options);
+    std::unique_ptr<shale::SstFileWriter> writer;
+    if (s.ok()) s = shale::SstFileWriter::Open(options, path, &writer);
+    if (!s.ok()) return ToC(s);
+    *w = new shale_sst_writer_t{std::move(writer)};
+    return Ok();
+  });
 }
 
 shale_status_t shale_sst_writer_put(shale_sst_writer_t* w, const uint8_t* key,
                                     size_t key_len, const uint8_t* value,
                                     size_t value_len) {
-  return NotYet("sst_writer_put");
+  if (w == nullptr || (key == nullptr && key_len > 0) ||
+      (value == nullptr && value_len > 0)) {
+    return NullArgument("sst_writer_put");
+  }
+  return Guard("sst_writer_put", [&] {
+    return ToC(w->rep->Put(
+        Slice(key == nullptr ? "" : reinterpret_cast<const char*>(key),
+              key_len),
+        Slice(value == nullptr ? "" : reinterpret_cast<const char*>(value),
+              value_len)));
+  });
 }
 
 shale_status_t shale_sst_writer_add_entries(shale_sst_writer_t* w,
                                             const uint8_t* buf, size_t len) {
-  return NotYet("sst_writer_add_entries");
+  if (w == nullptr || (buf == nullptr && len > 0)) {
+    return NullArgument("sst_writer_add_entries");
+  }
+  return Guard("sst_writer_add_entries", [&] {
+    // entry := key_len: fixed32, value_len: fixed32, key, value
+    const char* p = reinterpret_cast<const char*>(buf);
+    size_t left = len;
+    size_t index = 0;
+    while (left > 0) {
+      if (left < 8) {
+        return Error(SHALE_INVALID_ARGUMENT, "sst_writer_add_entries: entry " +
+                                                 std::to_string(index) +
+                                                 " has a truncated header");
+      }
+      const uint32_t kl = shale::DecodeFixed32(p);
+      const uint32_t vl = shale::DecodeFixed32(p + 4);
+      if (static_cast<uint64_t>(kl) + vl > left - 8) {
+        return Error(SHALE_INVALID_ARGUMENT,
+                     "sst_writer_add_entries: entry " + std::to_string(index) +
+                         " runs past the end of the buffer");
+      }
+      Status s = w->rep->Put(Slice(p + 8, kl), Slice(p + 8 + kl, vl));
+      if (!s.ok()) return ToC(s);
+      p += 8 + kl + vl;
+      left -= 8 + static_cast<size_t>(kl) + vl;
+      index++;
+    }
+    return Ok();
+  });
 }
 
 shale_status_t shale_sst_writer_delete_range(shale_sst_writer_t* w,
@@ -533,23 +581,48 @@ shale_status_t shale_sst_writer_delete_range(shale_sst_writer_t* w,
                                              size_t begin_len,
                                              const uint8_t* end,
                                              size_t end_len) {
-  return NotYet("sst_writer_delete_range");
+  if (w == nullptr || (begin == nullptr && begin_len > 0) ||
+      (end == nullptr && end_len > 0)) {
+    return NullArgument("sst_writer_delete_range");
+  }
+  return Guard("sst_writer_delete_range", [&] {
+    return ToC(w->rep->DeleteRange(
+        Slice(begin == nullptr ? "" : reinterpret_cast<const char*>(begin),
+              begin_len),
+        Slice(end == nullptr ? "" : reinterpret_cast<const char*>(end),
+              end_len)));
+  });
 }
 
 shale_status_t shale_sst_writer_finish(shale_sst_writer_t* w,
                                        uint64_t* file_size) {
-  return NotYet("sst_writer_finish");
+  if (w == nullptr || file_size == nullptr) {
+    return NullArgument("sst_writer_finish");
+  }
+  return Guard("sst_writer_finish",
+               [&] { return ToC(w->rep->Finish(file_size)); });
 }
 
 void shale_sst_writer_free(shale_sst_writer_t* w) { delete w; }
 
 shale_status_t shale_ingest(shale_db_t* db, size_t num_files,
                             const char* const* paths) {
-  return NotYet("ingest");
+  if (db == nullptr || (paths == nullptr && num_files > 0)) {
+    return NullArgument("ingest");
+  }
+  return Guard("ingest", [&] {
+    std::vector<std::string> files;
+    for (size_t i = 0; i < num_files; i++) {
+      if (paths[i] == nullptr) return NullArgument("ingest");
+      files.emplace_back(paths[i]);
+    }
+    return ToC(db->rep->Ingest(files));
+  });
 }
 
 shale_status_t shale_checkpoint(shale_db_t* db, const char* dir) {
-  return NotYet("checkpoint");
+  if (db == nullptr || dir == nullptr) return NullArgument("checkpoint");
+  return Guard("checkpoint", [&] { return ToC(db->rep->Checkpoint(dir)); });
 }
 
 }  // extern "C"

@@ -1,5 +1,24 @@
-// DBImpl: one open database - the write path with group commit, the WAL,
-// memtables, recovery, point reads, iterators and snapshots.
+// DBImpl: one open database.
+//
+// Its work is split over files by concern:
+//   db_impl.cc             open, recovery, close, destroy, stats
+//   db_impl_write.cc       the write path: group commit, WAL, memtable
+//                          switches, write stalls
+//   db_impl_read.cc        Get, MultiGet, iterators, snapshots
+//   db_impl_background.cc  flush and compaction threads, manual flush and
+//                          compaction, obsolete-file deletion, Resume
+//   db_impl_files.cc       SST ingestion and checkpoints
+//
+// Threads and locks. mutex_ guards the state marked GUARDED_BY below; it is
+// never held during file I/O of the write path (WAL appends and fsyncs) or
+// of flushes and compactions. Writers queue in writers_; the one at the
+// front (the leader) writes its group to the WAL and the memtable without
+// mutex_, and only the leader may switch the memtable or the WAL. Readers
+// take a reference to the current SuperVersion (memtables + Version) and
+// read without mutex_. max_background_jobs threads run flushes (at most one
+// at a time, oldest memtable first, always with priority) and compactions
+// (at most max_background_jobs - 1 when there are two or more threads, so a
+// flush never waits behind compactions).
 //
 // Thread safety: a DBImpl is safe for concurrent use by many threads
 // without external synchronization. Iterators it returns are for one thread
@@ -12,13 +31,18 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "db/compaction.h"
 #include "db/dbformat.h"
 #include "db/options.h"
 #include "db/snapshot.h"
+#include "db/version_edit.h"
 #include "log/log_writer.h"
+#include "table/options.h"
 #include "util/env.h"
 #include "util/mutex.h"
 #include "util/statistics.h"
@@ -26,9 +50,15 @@
 
 namespace shale {
 
+class Cache;
 class DBIter;
+class FilterPolicy;
 class GetContext;
 class MemTable;
+class TableCache;
+class Version;
+class VersionEdit;
+class VersionSet;
 class WritableFile;
 
 // Counters and state, as shale_stats_t reports them (engine.h).
@@ -68,8 +98,8 @@ struct DBStats {
 
 class DBImpl {
  public:
-  // Opens (creating it if options allow) the database in directory dbname
-  // and replays its WALs.
+  // Opens (creating it if options allow) the database in directory dbname,
+  // recovers its MANIFEST and WALs, and starts the background threads.
   static Status Open(const Options& options, const std::string& dbname,
                      std::unique_ptr<DBImpl>* db);
 
@@ -82,9 +112,10 @@ class DBImpl {
   // Closes the database if Close() was not called.
   ~DBImpl();
 
-  // Stops background work and releases the files. Fails with
-  // InvalidArgument (leaving the DB open) while iterators or snapshots are
-  // outstanding. After success the only call allowed is the destructor.
+  // Stops background work (flushing first what was written without the
+  // WAL) and releases the files. Fails with InvalidArgument, leaving the DB
+  // open, while iterators or snapshots are outstanding. After success the
+  // only call allowed is the destructor.
   Status Close();
 
   // Applies a WriteBatch buffer (db/write_batch.h) atomically.
@@ -100,7 +131,8 @@ class DBImpl {
              size_t cap, size_t* value_len);
 
   // n lookups at one consistent sequence number: values[i] and
-  // statuses[i] (OK, NotFound or an error) for keys[i].
+  // statuses[i] (OK, NotFound or an error) for keys[i]. Keys are sorted
+  // internally and each SST is probed once for all the keys it may hold.
   void MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
                 std::string* values, Status* statuses);
 
@@ -112,19 +144,35 @@ class DBImpl {
   const Snapshot* GetSnapshot();
   void ReleaseSnapshot(const Snapshot* snapshot);
 
-  // Clears a stored background error once its cause is gone.
+  // Clears a stored background error once its cause is gone, and retries
+  // the work that failed.
   Status Resume();
 
-  // Not yet implemented in this milestone: NotSupported.
+  // Writes the memtable to an L0 file; with wait, returns once it is
+  // durable.
   Status Flush(bool wait);
+  // Compacts the files holding keys in [begin, end] (nullptr: unbounded)
+  // down to the lowest level that holds data.
   Status CompactRange(const Slice* begin, const Slice* end);
+  // Blocks until no flush or compaction is pending or running.
   Status WaitForCompaction();
+
+  // Ingests SST files made by SstFileWriter as one new write.
+  Status Ingest(const std::vector<std::string>& paths);
+  // A consistent copy of the database in dir (which must not exist).
+  Status Checkpoint(const std::string& dir);
 
   void GetStats(DBStats* stats);
   // "shale.stats", "shale.levelstats", "shale.sstables".
   bool GetProperty(const Slice& name, std::string* value);
-  Status ApproximateSize(const Slice& begin, const Slice& end, uint64_t* bytes,
+  // Estimated bytes and entries on disk for keys in [begin, end); end ==
+  // nullptr means no upper bound.
+  Status ApproximateSize(const Slice& begin, const Slice* end, uint64_t* bytes,
                          uint64_t* keys);
+
+  // Tests only: copies of the metadata of level's files (in the current
+  // version).
+  std::vector<FileMetaData> TEST_LevelFiles(int level);
 
   SequenceNumber LastSequence() const {
     return last_sequence_.load(std::memory_order_acquire);
@@ -140,36 +188,85 @@ class DBImpl {
 
   DBImpl(const Options& options, const std::string& dbname);
 
-  Status Recover() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  Status RecoverLogFile(uint64_t number, bool last_log, bool* stop_replay,
-                        uint64_t* good_end, bool* damaged)
+  // ---- db_impl.cc
+  Status Recover(VersionEdit* edit) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Status NewDB() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Status RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
+                        bool* stop_replay) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Writes mem to an L0 file during recovery, recording it in edit.
+  Status WriteLevel0Table(MemTable* mem, VersionEdit* edit)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  Status NewWal() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Status ShutDown() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // Write path.
-  Status MakeRoomForWrite(bool no_slowdown) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Picks the writers (from the front of writers_) that join the front
-  // writer's group; returns the last one. Fills group_.
+  // ---- db_impl_write.cc
+  // Becomes the write leader without writing (for memtable switches and
+  // ingestion outside the write path); ExitExclusiveWrite hands over.
+  void EnterExclusiveWrite(Writer* w) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ExitExclusiveWrite(Writer* w) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Like EnterExclusiveWrite, but gives up (returning false, not queued)
+  // if the leader is stopped on a write stall, which may only clear after
+  // the caller's work.
+  bool EnterExclusiveWriteUnlessStalled(Writer* w)
+      EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Waits (or delays) until the memtable has room. REQUIRES: the caller is
+  // the write leader.
+  Status MakeRoomForWrite(bool no_slowdown, uint64_t bytes)
+      EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Syncs the WAL, starts a new one and a new memtable, queues the old
+  // memtable for flushing. REQUIRES: the caller is the write leader.
+  Status SwitchMemtable() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Writer* BuildBatchGroup() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Completes queued no_slowdown writers with Busy (a stall is starting).
+  void FailNoSlowdownWriters(const Status& busy)
+      EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  uint64_t WriteDelayMicros(uint64_t bytes) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Status NewWal(uint64_t number) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordBackgroundError(const Status& s, const std::string& what)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // Reads.
+  // ---- db_impl_read.cc
   SuperVersion* AcquireSuperVersion() LOCKS_EXCLUDED(mutex_);
   void ReleaseSuperVersion(SuperVersion* sv) LOCKS_EXCLUDED(mutex_);
+  void ReleaseSuperVersionLocked(SuperVersion* sv)
+      EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void InstallSuperVersion() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   SequenceNumber ReadSequence(const ReadOptions& options) const;
-  // Runs a point lookup through every source of sv.
-  void GetFromSources(SuperVersion* sv, const Slice& key, GetContext* ctx);
+  TableReadOptions ToTableReadOptions(const ReadOptions& options) const;
+  // Runs a point lookup through every source of sv. Returns a read error.
+  Status GetFromSources(const ReadOptions& options, SuperVersion* sv,
+                        const Slice& key, GetContext* ctx);
   static void CleanupIterator(void* db, void* sv);
 
-  Status ShutDown() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ---- db_impl_background.cc
+  void StartBackgroundThreads() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void BackgroundLoop();
+  Status FlushOneMemTable() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Runs c (trivial move or compaction job) and installs the result;
+  // releases mutex_ while working. Deletes c.
+  Status RunCompaction(Compaction* c) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool NeedsCompaction() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A new file number, protected from obsolete-file deletion until
+  // pending_outputs_ drops it.
+  uint64_t NewPendingOutput() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DeleteObsoleteFiles() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Switches a non-empty memtable and waits for every memtable up to it
+  // to be flushed.
+  Status FlushAndWait() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // ---- db_impl_files.cc
+  Status IngestLocked(const std::vector<std::string>& paths)
+      EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const Options options_;
   Env* const env_;
   const std::string dbname_;
   const InternalKeyComparator icmp_;
   Statistics stats_;
+  std::unique_ptr<const FilterPolicy> filter_policy_;
+  std::unique_ptr<Cache> block_cache_;
+  TableOptions table_options_;
+  std::unique_ptr<TableCache> table_cache_;
+  const CompactionPicker picker_;
 
   std::unique_ptr<FileLock> db_lock_;
 
@@ -177,34 +274,53 @@ class DBImpl {
   // in the memtable; read lock-free by readers (acquire).
   std::atomic<SequenceNumber> last_sequence_{0};
   std::atomic<int> live_iterators_{0};
+  // Set when closing; checked by running compactions without mutex_.
+  std::atomic<bool> shutting_down_{false};
 
   Mutex mutex_;
-  bool shutting_down_ GUARDED_BY(mutex_) = false;
+  std::unique_ptr<VersionSet> versions_;     // guarded by mutex_
+  bool closing_ GUARDED_BY(mutex_) = false;  // no new writes
   bool closed_ GUARDED_BY(mutex_) = false;
 
   // The active memtable. Switched only by the write leader, under mutex_;
   // the write leader may use it without mutex_ while it inserts.
   MemTable* mem_ = nullptr;
+  // Memtables waiting to be flushed, oldest first.
+  std::deque<MemTable*> imm_ GUARDED_BY(mutex_);
+  uint64_t next_memtable_id_ GUARDED_BY(mutex_) = 1;
   // What readers see; replaced under mutex_.
   SuperVersion* super_version_ GUARDED_BY(mutex_) = nullptr;
 
   // The WAL being written. Used by the write leader without mutex_ while it
-  // appends; replaced under mutex_ only when no leader is writing.
+  // appends; replaced under mutex_ only by the write leader.
   std::unique_ptr<WritableFile> log_file_;
   std::unique_ptr<log::Writer> log_;
   uint64_t log_number_ GUARDED_BY(mutex_) = 0;
-  // Every WAL still needed for recovery, oldest first, including the
-  // current one.
-  std::vector<uint64_t> live_logs_ GUARDED_BY(mutex_);
-  uint64_t next_file_number_ GUARDED_BY(mutex_) = 1;
+  // Writes went to the memtable only since the last switch: flushed on
+  // close so they are not lost.
+  bool unpersisted_writes_ GUARDED_BY(mutex_) = false;
 
   // Writers waiting their turn; the front one is the leader.
   std::deque<Writer*> writers_ GUARDED_BY(mutex_);
   // The leader's group and the WAL record pieces (reused, leader only).
   std::vector<Writer*> group_;
   std::vector<Slice> wal_parts_;
+  // Write pacing while slowed down (db_impl_write.cc).
+  uint64_t delayed_write_next_micros_ GUARDED_BY(mutex_) = 0;
+  // The write leader is waiting for a stop condition to clear.
+  bool write_stopped_ GUARDED_BY(mutex_) = false;
 
   SnapshotList snapshots_ GUARDED_BY(mutex_);
+
+  // Background work.
+  std::vector<std::thread> bg_threads_;
+  CondVar bg_work_cv_;  // wakes background threads: work may be available
+  CondVar bg_done_cv_;  // wakes waiters: a job finished or state changed
+  bool flush_running_ GUARDED_BY(mutex_) = false;
+  std::vector<Compaction*> running_compactions_ GUARDED_BY(mutex_);
+  int max_compactions_ = 1;
+  std::set<uint64_t> pending_outputs_ GUARDED_BY(mutex_);
+  int file_deletions_disabled_ GUARDED_BY(mutex_) = 0;
 
   // The first error that stopped writes, or OK. Cleared by Resume().
   Status bg_error_ GUARDED_BY(mutex_);

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "db/db_test_util.h"
+#include "db/sst_file_writer.h"
 #include "util/random.h"
 
 namespace shale {
@@ -35,25 +36,51 @@ class DBModelTest : public test::DBTestBase,
   }
   ~DBModelTest() override { ReleaseAllSnapshots(); }
 
-  // Small buffers so that the engine's background machinery runs often.
-  void ConfigureOptions() { options_.write_buffer_size = 64 << 10; }
+  // Small buffers and levels so that flushes and compactions (down to L2
+  // and beyond) run all the time; each seed also varies the table layout
+  // and the table cache (pinned readers or a bounded cache).
+  void ConfigureOptions() {
+    options_.write_buffer_size = 64 << 10;
+    options_.target_file_size_base = 64 << 10;
+    options_.max_bytes_for_level_base = 128 << 10;
+    options_.max_bytes_for_level_multiplier = 4;
+    options_.level0_file_num_compaction_trigger = 2;
+    options_.level0_slowdown_writes_trigger = 4;
+    options_.level0_stop_writes_trigger = 8;
+    options_.block_size = 1024;
+    const uint64_t variant = GetParam() % 4;
+    options_.max_open_files = variant & 1 ? 20 : -1;
+    options_.bloom_bits_per_key = variant & 2 ? 0 : 10;
+    options_.compression = variant & 2 ? kNoCompression : kSnappyCompression;
+    options_.block_cache_size = variant == 3 ? 0 : (1 << 20);
+  }
 
   struct Snap {
     const Snapshot* snap;
     Model model;
   };
 
-  std::string RandomKey() {
-    // A small key space (lots of overwrites), a few long keys.
-    const uint64_t n = rnd_.Uniform(300);
-    std::string k = "k" + std::to_string(n);
-    if (n % 37 == 0) k += std::string(100, 'x');
+  std::string KeyOf(uint64_t n) {
+    char buf[16];
+    snprintf(buf, sizeof(buf), "k%05llu", static_cast<unsigned long long>(n));
+    std::string k = buf;
+    if (n % 37 == 0) k += std::string(100, 'x');  // a few long keys
     return k;
   }
 
+  uint64_t RandomKeyNumber() {
+    // Mostly a small key space (lots of overwrites), with a wider tail so
+    // that live data fills several levels.
+    return rnd_.OneIn(3) ? rnd_.Uniform(6000) : rnd_.Uniform(300);
+  }
+
+  std::string RandomKey() { return KeyOf(RandomKeyNumber()); }
+
   std::string RandomValue() {
-    return std::string(rnd_.Skewed(10), 'a' + rnd_.Uniform(26)) +
-           std::to_string(rnd_.Next() % 1000);
+    std::string v(rnd_.Skewed(11), 'a' + rnd_.Uniform(26));
+    // Mixed content so snappy has something to do and something it can't.
+    for (size_t i = 0; i < v.size(); i += 7) v[i] = 'a' + rnd_.Uniform(26);
+    return v + std::to_string(rnd_.Next() % 1000);
   }
 
   void ApplyToModel(Model* m, ValueType t, const std::string& k,
@@ -76,22 +103,49 @@ class DBModelTest : public test::DBTestBase,
     const int n = rnd_.OneIn(4) ? 1 + rnd_.Uniform(8) : 1;
     for (int i = 0; i < n; i++) {
       const uint64_t r = rnd_.Uniform(100);
-      if (r < 65) {
+      if (r < 70) {
         const std::string k = RandomKey(), v = RandomValue();
         b.Put(k, v);
         ApplyToModel(&model_, kTypeValue, k, v);
-      } else if (r < 92) {
+      } else if (r < 95) {
         const std::string k = RandomKey();
         b.Delete(k);
         ApplyToModel(&model_, kTypeDeletion, k, "");
       } else {
-        std::string a = RandomKey(), z = RandomKey();
-        if (a > z) std::swap(a, z);
+        // Mostly narrow ranges (like Raft log truncation), a few wide.
+        const uint64_t n = RandomKeyNumber();
+        const std::string a = KeyOf(n);
+        const std::string z =
+            rnd_.OneIn(10) ? RandomKey() : KeyOf(n + rnd_.Uniform(30));
+        if (a > z) continue;
         b.DeleteRange(a, z);
         ApplyToModel(&model_, kTypeRangeDeletion, a, z);
       }
     }
     ASSERT_TRUE(Write(b, rnd_.OneIn(50)).ok());
+  }
+
+  // Ingests an SST of sorted puts over a narrow key span, sometimes with a
+  // range deletion: the tombstone hides older data, not the file's puts.
+  void RandomIngest() {
+    const std::string path = dbname_ + "-ingest.sst";
+    std::unique_ptr<SstFileWriter> w;
+    ASSERT_TRUE(SstFileWriter::Open(options_, path, &w).ok());
+    const uint64_t base = RandomKeyNumber();
+    std::map<std::string, std::string> puts;
+    for (int i = 0; i < 20; i++) {
+      puts[KeyOf(base + rnd_.Uniform(30))] = RandomValue();
+    }
+    for (const auto& [k, v] : puts) ASSERT_TRUE(w->Put(k, v).ok());
+    if (rnd_.OneIn(2)) {
+      const std::string a = KeyOf(base), z = KeyOf(base + 25);
+      ASSERT_TRUE(w->DeleteRange(a, z).ok());
+      ApplyToModel(&model_, kTypeRangeDeletion, a, z);
+    }
+    for (const auto& [k, v] : puts) ApplyToModel(&model_, kTypeValue, k, v);
+    uint64_t size;
+    ASSERT_TRUE(w->Finish(&size).ok());
+    ASSERT_TRUE(db_->Ingest({path}).ok());
   }
 
   void CheckGet(const Snapshot* snap, const Model& m) {
@@ -190,18 +244,28 @@ class DBModelTest : public test::DBTestBase,
     }
   }
 
+  // Adds this session's flush and compaction counts to the test's totals.
+  void AccumulateStats() {
+    DBStats st;
+    db_->GetStats(&st);
+    flushes_ += st.flush_count;
+    compactions_ += st.compaction_count;
+  }
+
   void ReleaseAllSnapshots() {
     for (const Snap& s : snaps_) db_->ReleaseSnapshot(s.snap);
     snaps_.clear();
   }
 
   Random rnd_;
+  uint64_t flushes_ = 0;
+  uint64_t compactions_ = 0;
   Model model_;
   std::vector<Snap> snaps_;
 };
 
 TEST_P(DBModelTest, Randomized) {
-  const int ops = EnvInt("SHALE_MODEL_OPS", 6000);
+  const int ops = EnvInt("SHALE_MODEL_OPS", 8000);
   for (int i = 0; i < ops; i++) {
     const uint64_t r = rnd_.Uniform(1000);
     if (r < 700) {
@@ -212,19 +276,43 @@ TEST_P(DBModelTest, Randomized) {
       if (snaps_.size() < 5) {
         snaps_.push_back(Snap{db_->GetSnapshot(), model_});
       }
-    } else if (r < 995) {
+    } else if (r < 990) {
       if (!snaps_.empty()) {
         const size_t j = rnd_.Uniform(snaps_.size());
         db_->ReleaseSnapshot(snaps_[j].snap);
         snaps_.erase(snaps_.begin() + j);
       }
+    } else if (r < 993) {
+      ASSERT_TRUE(db_->Flush(rnd_.OneIn(2)).ok());
+    } else if (r < 995) {
+      std::string a = RandomKey(), z = RandomKey();
+      if (a > z) std::swap(a, z);
+      Slice lo(a), hi(z);
+      ASSERT_TRUE(db_->CompactRange(rnd_.OneIn(4) ? nullptr : &lo,
+                                    rnd_.OneIn(4) ? nullptr : &hi)
+                      .ok());
+    } else if (r < 997) {
+      RandomIngest();
     } else {
       ReleaseAllSnapshots();
+      AccumulateStats();
       Reopen();
     }
     if (HasFatalFailure()) return;
   }
   CheckAll();
+  // The run must have gone through the LSM, not just the memtable.
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  AccumulateStats();
+  if (getenv("SHALE_MODEL_VERBOSE") != nullptr) {
+    std::string levels;
+    db_->GetProperty("shale.levelstats", &levels);
+    fprintf(stderr, "flushes %llu compactions %llu\n%s",
+            static_cast<unsigned long long>(flushes_),
+            static_cast<unsigned long long>(compactions_), levels.c_str());
+  }
+  EXPECT_GT(flushes_, 5u);
+  EXPECT_GT(compactions_, 5u);
   // Everything, both directions.
   std::string want;
   for (const auto& [k, v] : model_)

@@ -7,6 +7,7 @@
 #include "db/db_test_util.h"
 #include "log/log_format.h"
 #include "log/log_writer.h"
+#include "util/coding.h"
 
 namespace shale {
 namespace {
@@ -49,6 +50,36 @@ class DBWalTest : public test::DBTestBase {
     std::string data = ReadAll(fname);
     data[offset] ^= 0x55;
     WriteAll(fname, data);
+  }
+
+  // Writes a new WAL, numbered after every file in the directory, with
+  // one record per put, sequence numbers from first_seq. Returns its
+  // number.
+  uint64_t AppendWal(
+      const std::vector<std::pair<std::string, std::string>>& puts,
+      SequenceNumber first_seq) {
+    uint64_t number = 0;
+    std::vector<std::string> children;
+    EXPECT_TRUE(env_->GetChildren(dbname_, &children).ok());
+    for (const std::string& c : children) {
+      uint64_t n;
+      FileType type;
+      if (ParseFileName(c, &n, &type)) number = std::max(number, n);
+    }
+    number++;
+    std::unique_ptr<WritableFile> f;
+    EXPECT_TRUE(env_->NewWritableFile(WalName(number), &f).ok());
+    log::Writer w(f.get());
+    SequenceNumber seq = first_seq;
+    for (const auto& [k, v] : puts) {
+      WriteBatch b;
+      b.Put(k, v);
+      std::string rep = b.Data().ToString();
+      EncodeFixed64(&rep[0], seq++);
+      EXPECT_TRUE(w.AddRecord(rep).ok());
+    }
+    EXPECT_TRUE(f->Close().ok());
+    return number;
   }
 
   Status OpenWith(WalRecoveryMode mode) {
@@ -155,36 +186,49 @@ TEST_F(DBWalTest, PointInTimeStopsAtFirstDamage) {
 }
 
 TEST_F(DBWalTest, PointInTimeIgnoresLaterWals) {
+  // Recovery retires every WAL it replays, so the WALs that follow are
+  // written here as a crashed process would have left them.
   ASSERT_TRUE(Put("a", "1").ok());
-  Reopen();  // next WAL
-  ASSERT_TRUE(Put("b", "2").ok());
-  Reopen();
-  ASSERT_TRUE(Put("c", "3").ok());
   Close();
-  std::vector<uint64_t> logs = Files(FileType::kLogFile);
-  ASSERT_EQ(3u, logs.size());
-  FlipByte(WalName(logs[1]), log::kHeaderSize + kBatchHeaderSize + 1);
+  const uint64_t wal2 = AppendWal({{"b", "2"}}, 2);
+  const uint64_t wal3 = AppendWal({{"c", "3"}}, 3);
+  FlipByte(WalName(wal2), log::kHeaderSize + kBatchHeaderSize + 1);
   EXPECT_TRUE(OpenWith(WalRecoveryMode::kTolerateCorruptedTail).IsCorruption());
   ASSERT_TRUE(OpenWith(WalRecoveryMode::kPointInTime).ok());
   EXPECT_EQ("a", Keys());
-  EXPECT_FALSE(env_->FileExists(WalName(logs[2])));
   EXPECT_EQ(1u, db_->LastSequence());
+  // The dropped WALs are gone with the recovered ones.
+  EXPECT_FALSE(env_->FileExists(WalName(wal3)));
+  ASSERT_TRUE(OpenWith(WalRecoveryMode::kAbsoluteConsistency).ok());
+  EXPECT_EQ("a", Keys());
 }
 
 TEST_F(DBWalTest, TornTailInOlderWalIsCorruption) {
   ASSERT_TRUE(Put("a", "1").ok());
   ASSERT_TRUE(Put("x", "2").ok());
-  Reopen();
-  ASSERT_TRUE(Put("b", "3").ok());
   Close();
-  std::vector<uint64_t> logs = Files(FileType::kLogFile);
-  ASSERT_EQ(2u, logs.size());
-  Shrink(WalName(logs[0]), 2);
+  const std::string older = LastWal();
+  AppendWal({{"b", "3"}}, 3);
+  Shrink(older, 2);
   Status s = OpenWith(WalRecoveryMode::kTolerateCorruptedTail);
   ASSERT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(std::string::npos, s.ToString().find("not the newest"))
       << s.ToString();
   ASSERT_TRUE(OpenWith(WalRecoveryMode::kPointInTime).ok());
+  EXPECT_EQ("a", Keys());
+}
+
+TEST_F(DBWalTest, RecoveryRetiresReplayedWals) {
+  ASSERT_TRUE(Put("a", "1").ok());
+  Close();
+  const std::vector<uint64_t> before = Files(FileType::kLogFile);
+  Reopen();
+  // The replayed data is in an L0 file now; the old WAL is gone and a new,
+  // empty one takes writes.
+  const std::vector<uint64_t> after = Files(FileType::kLogFile);
+  ASSERT_EQ(1u, after.size());
+  EXPECT_GT(after[0], before.back());
+  EXPECT_EQ(1u, Files(FileType::kTableFile).size());
   EXPECT_EQ("a", Keys());
 }
 

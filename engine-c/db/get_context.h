@@ -52,10 +52,14 @@ class GetContext {
   }
 
   // Offers the first entry at or after the lookup key in a source. Returns
-  // true when it decides the lookup (it is a version of the key).
-  // REQUIRES: for the same user key, parsed.sequence <= read_seq.
+  // true when it decides the lookup (it is a visible version of the key).
+  // An entry newer than the read sequence can only come from an ingested
+  // file (whose entries all read with the file's global sequence number,
+  // whatever the lookup key); it is not visible, and older sources may
+  // still hold the answer.
   bool SaveValue(const ParsedInternalKey& parsed, const Slice& value) {
     if (icmp_->CompareUserKeys(parsed.user_key, user_key_) != 0) return false;
+    if (parsed.sequence > read_seq_) return false;
     if (parsed.sequence < max_covering_seq_) {
       state_ = kDeleted;
       return true;

@@ -23,8 +23,23 @@ int MemTable::KeyComparator::operator()(const char* a, const char* b) const {
   return cmp->Compare(EntryKey(a), EntryKey(b));
 }
 
-MemTable::MemTable(const InternalKeyComparator& cmp)
+namespace {
+
+size_t ArenaBlockSize(uint64_t write_buffer_size) {
+  if (write_buffer_size == 0) return 256 << 10;
+  uint64_t block = write_buffer_size / 8;
+  if (block > (1 << 20)) block = 1 << 20;
+  return static_cast<size_t>((block + 4095) / 4096 * 4096);
+}
+
+}  // namespace
+
+MemTable::MemTable(const InternalKeyComparator& cmp, uint64_t id,
+                   uint64_t log_number, uint64_t write_buffer_size)
     : comparator_(cmp),
+      id_(id),
+      log_number_(log_number),
+      arena_(ArenaBlockSize(write_buffer_size)),
       table_(KeyComparator{&comparator_}, &arena_),
       range_del_table_(KeyComparator{&comparator_}, &arena_) {}
 

@@ -37,7 +37,12 @@ class GetContext;
 class MemTable {
  public:
   // The comparator must outlive the memtable. Starts with one reference.
-  explicit MemTable(const InternalKeyComparator& cmp);
+  // id orders memtables (higher is newer); log_number is the WAL that
+  // holds the memtable's first writes (the DB's bookkeeping).
+  // write_buffer_size (0: default) sizes the arena's blocks at 1/8 of it,
+  // so that memory use tracks the data closely even for small buffers.
+  explicit MemTable(const InternalKeyComparator& cmp, uint64_t id = 0,
+                    uint64_t log_number = 0, uint64_t write_buffer_size = 0);
   MemTable(const MemTable&) = delete;
   MemTable& operator=(const MemTable&) = delete;
 
@@ -91,6 +96,9 @@ class MemTable {
     return first_seq_.load(std::memory_order_relaxed);
   }
 
+  uint64_t id() const { return id_; }
+  uint64_t log_number() const { return log_number_; }
+
   // Compares two stored entries by their internal keys.
   struct KeyComparator {
     const InternalKeyComparator* cmp;
@@ -104,6 +112,8 @@ class MemTable {
   ~MemTable();  // only Unref() deletes
 
   const InternalKeyComparator& comparator_;
+  const uint64_t id_;
+  const uint64_t log_number_;
   std::atomic<int> refs_{1};
   Arena arena_;
   Table table_;

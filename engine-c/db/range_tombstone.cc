@@ -7,12 +7,6 @@ namespace shale {
 
 namespace {
 
-struct RawTombstone {
-  Slice start;
-  Slice end;
-  SequenceNumber seq;
-};
-
 Slice CopyToArena(Arena* arena, const Slice& s) {
   if (s.empty()) return Slice();
   char* p = arena->Allocate(s.size());
@@ -26,7 +20,7 @@ FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
     Iterator* tombstones, const InternalKeyComparator& icmp, Status* status)
     : icmp_(icmp) {
   *status = Status::OK();
-  std::vector<RawTombstone> raws;
+  std::vector<RangeTombstone> raws;
   for (tombstones->SeekToFirst(); tombstones->Valid(); tombstones->Next()) {
     ParsedInternalKey start;
     if (!ParseInternalKey(tombstones->key(), &start) ||
@@ -39,10 +33,29 @@ FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
     }
     const Slice end = tombstones->value();
     if (icmp_.CompareUserKeys(start.user_key, end) >= 0) continue;
-    raws.push_back(RawTombstone{CopyToArena(&arena_, start.user_key),
-                                CopyToArena(&arena_, end), start.sequence});
+    raws.push_back(RangeTombstone{CopyToArena(&arena_, start.user_key),
+                                  CopyToArena(&arena_, end), start.sequence});
   }
   if (status->ok()) *status = tombstones->status();
+  Build(&raws);
+}
+
+FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
+    const std::vector<RangeTombstone>& tombstones,
+    const InternalKeyComparator& icmp)
+    : icmp_(icmp) {
+  std::vector<RangeTombstone> raws;
+  raws.reserve(tombstones.size());
+  for (const RangeTombstone& t : tombstones) {
+    if (icmp_.CompareUserKeys(t.start, t.end) >= 0) continue;
+    raws.push_back(RangeTombstone{CopyToArena(&arena_, t.start),
+                                  CopyToArena(&arena_, t.end), t.seq});
+  }
+  Build(&raws);
+}
+
+void FragmentedRangeTombstoneList::Build(std::vector<RangeTombstone>* raw) {
+  std::vector<RangeTombstone>& raws = *raw;
   num_tombstones_ = raws.size();
   if (raws.empty()) return;
 
@@ -50,14 +63,14 @@ FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
     return icmp_.CompareUserKeys(a, b) < 0;
   };
   std::sort(raws.begin(), raws.end(),
-            [&](const RawTombstone& a, const RawTombstone& b) {
+            [&](const RangeTombstone& a, const RangeTombstone& b) {
               return less(a.start, b.start);
             });
 
   // Every start and end is a fragment boundary.
   std::vector<Slice> bounds;
   bounds.reserve(raws.size() * 2);
-  for (const RawTombstone& t : raws) {
+  for (const RangeTombstone& t : raws) {
     bounds.push_back(t.start);
     bounds.push_back(t.end);
   }
@@ -70,13 +83,13 @@ FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
 
   // Sweep the boundaries, keeping the tombstones that cover the span
   // [bounds[i], bounds[i+1]).
-  std::vector<const RawTombstone*> active;
+  std::vector<const RangeTombstone*> active;
   std::vector<SequenceNumber> span_seqs;
   size_t next = 0;
   for (size_t i = 0; i + 1 < bounds.size(); i++) {
     const Slice& b = bounds[i];
     active.erase(std::remove_if(active.begin(), active.end(),
-                                [&](const RawTombstone* t) {
+                                [&](const RangeTombstone* t) {
                                   return icmp_.CompareUserKeys(t->end, b) <= 0;
                                 }),
                  active.end());
@@ -87,7 +100,7 @@ FragmentedRangeTombstoneList::FragmentedRangeTombstoneList(
     }
     if (active.empty()) continue;
     span_seqs.clear();
-    for (const RawTombstone* t : active) span_seqs.push_back(t->seq);
+    for (const RangeTombstone* t : active) span_seqs.push_back(t->seq);
     std::sort(span_seqs.begin(), span_seqs.end(),
               std::greater<SequenceNumber>());
     span_seqs.erase(std::unique(span_seqs.begin(), span_seqs.end()),

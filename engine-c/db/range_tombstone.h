@@ -26,6 +26,13 @@
 
 namespace shale {
 
+// One DeleteRange: [start, end) at sequence seq.
+struct RangeTombstone {
+  Slice start;
+  Slice end;
+  SequenceNumber seq;
+};
+
 class FragmentedRangeTombstoneList {
  public:
   struct Fragment {
@@ -45,6 +52,9 @@ class FragmentedRangeTombstoneList {
   FragmentedRangeTombstoneList(Iterator* tombstones,
                                const InternalKeyComparator& icmp,
                                Status* status);
+  // Builds the list from tombstones given directly (copied).
+  FragmentedRangeTombstoneList(const std::vector<RangeTombstone>& tombstones,
+                               const InternalKeyComparator& icmp);
   FragmentedRangeTombstoneList(const FragmentedRangeTombstoneList&) = delete;
   FragmentedRangeTombstoneList& operator=(const FragmentedRangeTombstoneList&) =
       delete;
@@ -72,6 +82,9 @@ class FragmentedRangeTombstoneList {
   }
 
  private:
+  // Fragments raw (whose keys point into arena_).
+  void Build(std::vector<RangeTombstone>* raw);
+
   const InternalKeyComparator icmp_;
   Arena arena_;  // holds the key bytes the fragments point to
   std::vector<Fragment> fragments_;

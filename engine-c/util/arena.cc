@@ -2,20 +2,21 @@
 
 namespace shale {
 
-Arena::Arena() = default;
+Arena::Arena(size_t block_size)
+    : block_size_(block_size < 4096 ? 4096 : block_size) {}
 
 Arena::~Arena() {
   for (char* block : blocks_) delete[] block;
 }
 
 char* Arena::AllocateFallback(size_t bytes) {
-  if (bytes > kBlockSize / 4) {
+  if (bytes > block_size_ / 4) {
     // A large object gets its own block so the rest of the current block is
     // not wasted.
     return AllocateNewBlock(bytes);
   }
-  alloc_ptr_ = AllocateNewBlock(kBlockSize);
-  alloc_bytes_remaining_ = kBlockSize;
+  alloc_ptr_ = AllocateNewBlock(block_size_);
+  alloc_bytes_remaining_ = block_size_;
   char* result = alloc_ptr_;
   alloc_ptr_ += bytes;
   alloc_bytes_remaining_ -= bytes;

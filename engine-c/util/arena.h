@@ -16,7 +16,9 @@ namespace shale {
 
 class Arena {
  public:
-  Arena();
+  // block_size: bytes per block (small allocations are carved from
+  // blocks; a memtable sizes them from its write buffer).
+  explicit Arena(size_t block_size = kDefaultBlockSize);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena();
@@ -36,7 +38,9 @@ class Arena {
   char* AllocateFallback(size_t bytes);
   char* AllocateNewBlock(size_t block_bytes);
 
-  static constexpr size_t kBlockSize = 4096 * 64;  // 256 KiB
+  static constexpr size_t kDefaultBlockSize = 4096 * 64;  // 256 KiB
+
+  const size_t block_size_;
 
   char* alloc_ptr_ = nullptr;
   size_t alloc_bytes_remaining_ = 0;

@@ -1,0 +1,284 @@
+#include "db/compaction.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "db/version_set.h"
+
+namespace shale {
+
+Compaction::Compaction(Version* input_version, int level, int output_level,
+                       const Options& options,
+                       const InternalKeyComparator* icmp)
+    : level_(level),
+      output_level_(output_level),
+      input_version_(input_version),
+      icmp_(icmp),
+      max_output_file_size_(options.target_file_size_base),
+      max_grandparent_overlap_(10 * options.target_file_size_base) {
+  input_version_->Ref();
+}
+
+Compaction::~Compaction() { input_version_->Unref(); }
+
+uint64_t Compaction::input_bytes() const {
+  uint64_t sum = 0;
+  for (const auto& files : inputs_) {
+    for (const FileMetaData* f : files) sum += f->file_size;
+  }
+  return sum;
+}
+
+void Compaction::SetupBounds() {
+  bool first = true;
+  for (const auto& files : inputs_) {
+    for (const FileMetaData* f : files) {
+      const Slice lo = f->smallest.user_key(), hi = f->largest.user_key();
+      if (first || icmp_->CompareUserKeys(lo, smallest_user_key_) < 0) {
+        smallest_user_key_ = lo.ToString();
+      }
+      if (first || icmp_->CompareUserKeys(hi, largest_user_key_) > 0) {
+        largest_user_key_ = hi.ToString();
+      }
+      first = false;
+    }
+  }
+  const Slice lo(smallest_user_key_), hi(largest_user_key_);
+  grandparents_.clear();
+  if (output_level_ + 1 < input_version_->num_levels()) {
+    input_version_->GetOverlappingInputs(output_level_ + 1, &lo, &hi,
+                                         &grandparents_);
+  }
+  bottommost_ = true;
+  for (int l = output_level_ + 1; l < input_version_->num_levels(); l++) {
+    if (input_version_->OverlapInLevel(l, &lo, &hi)) {
+      bottommost_ = false;
+      break;
+    }
+  }
+}
+
+bool Compaction::IsTrivialMove() const {
+  if (level_ == output_level_) return false;  // a rewrite in place
+  if (inputs_[0].size() != 1 || !inputs_[1].empty()) return false;
+  uint64_t overlap = 0;
+  for (const FileMetaData* f : grandparents_) overlap += f->file_size;
+  return overlap <= max_grandparent_overlap_;
+}
+
+void Compaction::AddInputDeletions(VersionEdit* edit) const {
+  // (A file deleted and added at one level in one edit would be kept: the
+  // outputs always have new numbers, so this does not arise.)
+  for (const FileMetaData* f : inputs_[0]) edit->DeleteFile(level_, f->number);
+  for (const FileMetaData* f : inputs_[1]) {
+    edit->DeleteFile(output_level_, f->number);
+  }
+}
+
+bool Compaction::ShouldStopBefore(const Slice& internal_key) {
+  // Step past the grandparents that end before the key, counting the
+  // bytes the current output file overlaps.
+  while (grandparent_index_ < grandparents_.size() &&
+         icmp_->Compare(internal_key,
+                        grandparents_[grandparent_index_]->largest.Encode()) >
+             0) {
+    if (seen_key_) {
+      overlapped_bytes_ += grandparents_[grandparent_index_]->file_size;
+    }
+    grandparent_index_++;
+  }
+  seen_key_ = true;
+  if (overlapped_bytes_ > max_grandparent_overlap_) {
+    overlapped_bytes_ = 0;
+    return true;
+  }
+  return false;
+}
+
+void Compaction::MarkFilesBeingCompacted(bool value) {
+  for (auto& files : inputs_) {
+    for (FileMetaData* f : files) {
+      assert(f->being_compacted != value);
+      f->being_compacted = value;
+    }
+  }
+}
+
+std::string Compaction::DebugString() const {
+  std::string r = "L" + std::to_string(level_) + "->L" +
+                  std::to_string(output_level_) + " [";
+  for (int which = 0; which < 2; which++) {
+    for (const FileMetaData* f : inputs_[which]) {
+      r += std::to_string(f->number) + " ";
+    }
+    if (which == 0) r += "+ ";
+  }
+  r += "]";
+  return r;
+}
+
+// ------------------------------------------------------- CompactionPicker
+
+uint64_t CompactionPicker::MaxBytesForLevel(int level) const {
+  double result = static_cast<double>(options_.max_bytes_for_level_base);
+  for (int l = 1; l < level; l++) {
+    result *= options_.max_bytes_for_level_multiplier;
+  }
+  return static_cast<uint64_t>(std::min(result, 1e19));
+}
+
+void CompactionPicker::ComputeScores(const Version* v, double* scores) const {
+  const int levels = options_.num_levels;
+  for (int level = 0; level < levels; level++) scores[level] = 0;
+  int l0_files = 0;
+  for (const FileMetaData* f : v->files(0)) {
+    if (!f->being_compacted) l0_files++;
+  }
+  scores[0] = static_cast<double>(l0_files) /
+              options_.level0_file_num_compaction_trigger;
+  // The last level has nowhere to go.
+  for (int level = 1; level + 1 < levels; level++) {
+    uint64_t bytes = 0;
+    for (const FileMetaData* f : v->files(level)) {
+      if (!f->being_compacted) bytes += f->file_size;
+    }
+    scores[level] = static_cast<double>(bytes) / MaxBytesForLevel(level);
+  }
+}
+
+uint64_t CompactionPicker::EstimatePendingBytes(const Version* v) const {
+  uint64_t pending = 0;
+  if (v->NumFiles(0) >= options_.level0_file_num_compaction_trigger) {
+    pending += v->NumLevelBytes(0);
+  }
+  for (int level = 1; level + 1 < options_.num_levels; level++) {
+    const uint64_t bytes = v->NumLevelBytes(level);
+    const uint64_t target = MaxBytesForLevel(level);
+    if (bytes > target) pending += bytes - target;
+  }
+  return pending;
+}
+
+bool CompactionPicker::AnyBeingCompacted(
+    const std::vector<FileMetaData*>& files) const {
+  for (const FileMetaData* f : files) {
+    if (f->being_compacted) return true;
+  }
+  return false;
+}
+
+bool CompactionPicker::OutputRangeConflicts(
+    const Compaction* c, const std::vector<Compaction*>& running) const {
+  for (const Compaction* r : running) {
+    if (r->output_level() != c->output_level()) continue;
+    if (icmp_->CompareUserKeys(c->largest_user_key(), r->smallest_user_key()) <
+            0 ||
+        icmp_->CompareUserKeys(c->smallest_user_key(), r->largest_user_key()) >
+            0) {
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+Compaction* CompactionPicker::Finish(
+    Compaction* c, const std::vector<Compaction*>& running) const {
+  std::unique_ptr<Compaction> owned(c);
+  c->SetupBounds();  // bounds of the level inputs
+  const Slice lo(c->smallest_user_key()), hi(c->largest_user_key());
+  if (c->output_level_ != c->level_) {
+    c->input_version_->GetOverlappingInputs(c->output_level_, &lo, &hi,
+                                            &c->inputs_[1]);
+  }
+  if (AnyBeingCompacted(c->inputs_[1])) return nullptr;
+  c->SetupBounds();  // bounds of everything
+  if (OutputRangeConflicts(c, running)) return nullptr;
+  c->MarkFilesBeingCompacted(true);
+  return owned.release();
+}
+
+Compaction* CompactionPicker::Pick(
+    Version* v, const std::vector<Compaction*>& running) const {
+  if (options_.disable_auto_compactions) return nullptr;
+  const int levels = options_.num_levels;
+  double scores[kMaxLevels];
+  ComputeScores(v, scores);
+  int order[kMaxLevels];
+  for (int i = 0; i < levels; i++) order[i] = i;
+  std::stable_sort(order, order + levels,
+                   [&](int a, int b) { return scores[a] > scores[b]; });
+
+  for (int i = 0; i < levels; i++) {
+    const int level = order[i];
+    if (scores[level] < 1) break;
+    if (level == 0) {
+      bool l0_busy = false;
+      for (const Compaction* r : running) l0_busy |= r->level() == 0;
+      if (l0_busy || AnyBeingCompacted(v->files(0))) continue;
+      auto* c = new Compaction(v, 0, 1, options_, icmp_);
+      c->inputs_[0] = v->files(0);
+      Compaction* result = Finish(c, running);
+      if (result != nullptr) return result;
+      continue;
+    }
+    // The file whose compaction rewrites the fewest bytes below per byte
+    // of its own.
+    struct Candidate {
+      FileMetaData* file;
+      double ratio;
+    };
+    std::vector<Candidate> candidates;
+    std::vector<FileMetaData*> overlap;
+    for (FileMetaData* f : v->files(level)) {
+      if (f->being_compacted) continue;
+      const Slice lo = f->smallest.user_key(), hi = f->largest.user_key();
+      v->GetOverlappingInputs(level + 1, &lo, &hi, &overlap);
+      uint64_t overlap_bytes = 0;
+      for (const FileMetaData* o : overlap) overlap_bytes += o->file_size;
+      candidates.push_back(Candidate{
+          f, static_cast<double>(overlap_bytes) /
+                 static_cast<double>(std::max<uint64_t>(f->file_size, 1))});
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.ratio < b.ratio;
+                     });
+    for (const Candidate& cand : candidates) {
+      auto* c = new Compaction(v, level, level + 1, options_, icmp_);
+      c->inputs_[0].push_back(cand.file);
+      Compaction* result = Finish(c, running);
+      if (result != nullptr) return result;
+    }
+  }
+  return nullptr;
+}
+
+Compaction* CompactionPicker::PickManual(
+    Version* v, int level, const Slice* begin, const Slice* end,
+    bool into_same_level, const std::vector<Compaction*>& running,
+    bool* busy) const {
+  *busy = false;
+  std::vector<FileMetaData*> inputs;
+  v->GetOverlappingInputs(level, begin, end, &inputs);
+  if (inputs.empty()) return nullptr;
+  if (AnyBeingCompacted(inputs)) {
+    *busy = true;
+    return nullptr;
+  }
+  for (const Compaction* r : running) {
+    if (level == 0 && r->level() == 0) {
+      *busy = true;
+      return nullptr;
+    }
+  }
+  auto* c = new Compaction(v, level, into_same_level ? level : level + 1,
+                           options_, icmp_);
+  c->manual_ = true;
+  c->inputs_[0] = std::move(inputs);
+  Compaction* result = Finish(c, running);
+  if (result == nullptr) *busy = true;
+  return result;
+}
+
+}  // namespace shale

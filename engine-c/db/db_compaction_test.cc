@@ -1,0 +1,455 @@
+// Tests of the LSM machinery: flushes, automatic and manual compaction,
+// what survives them (snapshots, deletions, range tombstones), trivial
+// moves, write stalls, background errors and Resume, obsolete files.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "db/db_test_util.h"
+#include "util/fault_injection_env.h"
+#include "util/random.h"
+
+namespace shale {
+namespace {
+
+class DBCompactionTest : public test::DBTestBase {
+ protected:
+  DBCompactionTest() : DBTestBase("db_compaction_test") {
+    // Small everything, so a few MiB of writes build several levels.
+    options_.write_buffer_size = 64 << 10;
+    options_.target_file_size_base = 64 << 10;
+    options_.max_bytes_for_level_base = 256 << 10;
+    options_.max_bytes_for_level_multiplier = 4;
+    options_.level0_file_num_compaction_trigger = 2;
+    options_.block_size = 1024;
+  }
+
+  static std::string Key(int i) {
+    char buf[16];
+    snprintf(buf, sizeof(buf), "key%06d", i);
+    return buf;
+  }
+
+  // n puts of value_size bytes at keys i * stride.
+  void Fill(int n, size_t value_size, int stride = 1, uint64_t seed = 1) {
+    Random rnd(seed);
+    for (int i = 0; i < n; i++) {
+      std::string v(value_size, 'v');
+      for (size_t j = 0; j < v.size(); j += 8) v[j] = 'a' + rnd.Uniform(26);
+      ASSERT_TRUE(Put(Key(i * stride), v).ok());
+    }
+  }
+
+  int NumFiles(int level) {
+    return static_cast<int>(db_->TEST_LevelFiles(level).size());
+  }
+
+  int TotalFiles() {
+    int n = 0;
+    for (int l = 0; l < options_.num_levels; l++) n += NumFiles(l);
+    return n;
+  }
+
+  DBStats Stats() {
+    DBStats st;
+    db_->GetStats(&st);
+    return st;
+  }
+};
+
+TEST_F(DBCompactionTest, FlushWritesL0AndRetiresWal) {
+  Reopen();
+  ASSERT_TRUE(Put("a", "1").ok());
+  ASSERT_TRUE(Put("b", "2").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_EQ(1, NumFiles(0));
+  const FileMetaData f = db_->TEST_LevelFiles(0)[0];
+  EXPECT_EQ(2u, f.num_entries);
+  EXPECT_EQ("a", f.smallest.user_key().ToString());
+  EXPECT_EQ("b", f.largest.user_key().ToString());
+  EXPECT_EQ(1u, Files(FileType::kLogFile).size());
+  EXPECT_EQ("1", Get("a"));
+  EXPECT_EQ("a=1 b=2", Contents());
+  Reopen();
+  EXPECT_EQ("a=1 b=2", Contents());
+}
+
+TEST_F(DBCompactionTest, FlushKeepsWhatSnapshotsSee) {
+  Reopen();
+  for (int i = 0; i < 100; i++) ASSERT_TRUE(Put("k", std::to_string(i)).ok());
+  const Snapshot* snap = db_->GetSnapshot();
+  ASSERT_TRUE(Put("k", "latest").ok());
+  ASSERT_TRUE(Delete("gone").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  // Versions hidden within a stripe are gone: one per side of the snapshot,
+  // plus the deletion.
+  ASSERT_EQ(1, NumFiles(0));
+  EXPECT_EQ(3u, db_->TEST_LevelFiles(0)[0].num_entries);
+  EXPECT_EQ("99", Get("k", snap));
+  EXPECT_EQ("latest", Get("k"));
+  db_->ReleaseSnapshot(snap);
+}
+
+TEST_F(DBCompactionTest, AutomaticCompactionBuildsLevels) {
+  Reopen();
+  Fill(6000, 500, 7, 1);   // ~3 MiB, random-ish order by stride below
+  Fill(3000, 500, 13, 2);  // overwrites part of it
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  EXPECT_LT(NumFiles(0), options_.level0_file_num_compaction_trigger);
+  int deepest = 0;
+  for (int l = 1; l < options_.num_levels; l++) {
+    if (NumFiles(l) > 0) deepest = l;
+  }
+  EXPECT_GE(deepest, 2) << [&] {
+    std::string p;
+    db_->GetProperty("shale.levelstats", &p);
+    return p;
+  }();
+  // Every level but the last is within its target (after compaction).
+  const DBStats st = Stats();
+  EXPECT_GT(st.compaction_count, 0u);
+  EXPECT_GT(st.compaction_bytes_written, 0u);
+  // Each file is within the target size plus one block of slack.
+  for (int l = 1; l < options_.num_levels; l++) {
+    for (const FileMetaData& f : db_->TEST_LevelFiles(l)) {
+      EXPECT_LT(f.file_size, options_.target_file_size_base + 8192);
+    }
+  }
+  // Everything reads back, by Get and by scan.
+  Random rnd(2);
+  std::string v;
+  for (int i = 0; i < 6000; i += 11) {
+    ASSERT_TRUE(db_->Get(ReadOptions(), Key(i * 7), &v).ok()) << i;
+    ASSERT_EQ(500u, v.size());
+  }
+  std::unique_ptr<DBIter> it(db_->NewIterator(ReadOptions(), nullptr, nullptr));
+  int n = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) n++;
+  ASSERT_TRUE(it->status().ok());
+  std::set<int> keys;
+  for (int i = 0; i < 6000; i++) keys.insert(i * 7);
+  for (int i = 0; i < 3000; i++) keys.insert(i * 13);
+  EXPECT_EQ(static_cast<int>(keys.size()), n);
+  // Obsolete files are gone: only the live ones remain on disk.
+  EXPECT_EQ(static_cast<size_t>(TotalFiles()),
+            Files(FileType::kTableFile).size());
+}
+
+TEST_F(DBCompactionTest, CompactRangeDropsDeletionsAtTheBottom) {
+  Reopen();
+  Fill(2000, 100);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  for (int i = 0; i < 1000; i++) ASSERT_TRUE(Delete(Key(i)).ok());
+  ASSERT_TRUE(DeleteRange(Key(1000), Key(2000)).ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_EQ("", Contents());
+  // Nothing is left: deletions and tombstones reached the bottom with
+  // nothing under them and no snapshot to see them.
+  EXPECT_EQ(0, TotalFiles());
+  EXPECT_EQ(0u, Stats().live_sst_bytes);
+}
+
+TEST_F(DBCompactionTest, CompactionKeepsVersionsVisibleToSnapshots) {
+  Reopen();
+  ASSERT_TRUE(Put("a", "old").ok());
+  ASSERT_TRUE(Put("b", "old").ok());
+  const Snapshot* snap = db_->GetSnapshot();
+  ASSERT_TRUE(Put("a", "new").ok());
+  ASSERT_TRUE(Delete("b").ok());
+  ASSERT_TRUE(DeleteRange("a", "az").ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_EQ("old", Get("a", snap));
+  EXPECT_EQ("old", Get("b", snap));
+  EXPECT_EQ("a=old b=old", Contents(snap));
+  EXPECT_EQ("", Contents());
+  db_->ReleaseSnapshot(snap);
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_EQ(0, TotalFiles());
+}
+
+TEST_F(DBCompactionTest, RangeTombstonesAcrossLevels) {
+  Reopen();
+  Fill(3000, 200);
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());  // all below L0
+  // A tombstone in the memtable over data in the levels.
+  ASSERT_TRUE(DeleteRange(Key(100), Key(2900)).ok());
+  ASSERT_TRUE(Put(Key(500), "back").ok());  // newer than the tombstone
+  auto check = [&] {
+    EXPECT_EQ("NOT_FOUND", Get(Key(100)));
+    EXPECT_EQ("NOT_FOUND", Get(Key(2899)));
+    EXPECT_EQ("back", Get(Key(500)));
+    EXPECT_NE("NOT_FOUND", Get(Key(99)));
+    EXPECT_NE("NOT_FOUND", Get(Key(2900)));
+    std::unique_ptr<DBIter> it(
+        db_->NewIterator(ReadOptions(), nullptr, nullptr));
+    int n = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) n++;
+    EXPECT_EQ(100 + 1 + 100, n);
+    n = 0;
+    for (it->SeekToLast(); it->Valid(); it->Prev()) n++;
+    EXPECT_EQ(201, n);
+    it->Seek(Key(101));
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ(Key(500), it->key().ToString());
+    it->Next();
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ(Key(2900), it->key().ToString());
+  };
+  check();
+  ASSERT_TRUE(db_->Flush(true).ok());  // the tombstone in L0
+  check();
+  const std::vector<std::string> key_strings = {Key(50), Key(150), Key(500)};
+  std::vector<Slice> keys(key_strings.begin(), key_strings.end());
+  std::vector<std::string> values(3);
+  std::vector<Status> statuses(3);
+  db_->MultiGet(ReadOptions(), 3, keys.data(), values.data(), statuses.data());
+  EXPECT_TRUE(statuses[0].ok());
+  EXPECT_TRUE(statuses[1].IsNotFound());
+  EXPECT_EQ("back", values[2]);
+  Fill(100, 10, 1, 9);  // more L0 files, more compaction
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  Reopen();
+  EXPECT_EQ("NOT_FOUND", Get(Key(150)));
+  EXPECT_EQ("back", Get(Key(500)));
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_EQ("NOT_FOUND", Get(Key(2000)));
+  EXPECT_EQ("back", Get(Key(500)));
+}
+
+TEST_F(DBCompactionTest, TrivialMoveKeepsTheFile) {
+  options_.disable_auto_compactions = true;
+  Reopen();
+  Fill(100, 100);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_EQ(1, NumFiles(0));
+  const uint64_t number = db_->TEST_LevelFiles(0)[0].number;
+  const uint64_t written = Stats().compaction_bytes_written;
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  ASSERT_EQ(0, NumFiles(0));
+  ASSERT_EQ(1, NumFiles(1));
+  EXPECT_EQ(number, db_->TEST_LevelFiles(1)[0].number);
+  EXPECT_EQ(written, Stats().compaction_bytes_written);
+  std::string v;
+  for (int i = 0; i < 100; i++) {
+    ASSERT_TRUE(db_->Get(ReadOptions(), Key(i), &v).ok()) << i;
+  }
+}
+
+TEST_F(DBCompactionTest, IteratorPinsFilesThroughCompaction) {
+  Reopen();
+  Fill(2000, 100);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  std::unique_ptr<DBIter> it(db_->NewIterator(ReadOptions(), nullptr, nullptr));
+  it->SeekToFirst();
+  // Rewrite everything underneath the iterator.
+  for (int i = 0; i < 2000; i++) ASSERT_TRUE(Delete(Key(i)).ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  int n = 0;
+  for (; it->Valid(); it->Next()) n++;
+  ASSERT_TRUE(it->status().ok()) << it->status().ToString();
+  EXPECT_EQ(2000, n);
+  it.reset();
+  EXPECT_EQ("", Contents());
+}
+
+TEST_F(DBCompactionTest, NoSlowdownWriterGetsBusyDuringStall) {
+  options_.disable_auto_compactions = true;
+  options_.level0_file_num_compaction_trigger = 2;
+  options_.level0_slowdown_writes_trigger = 2;
+  options_.level0_stop_writes_trigger = 3;
+  Reopen();
+  for (int i = 0; i < 2; i++) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), "v").ok());
+    ASSERT_TRUE(db_->Flush(true).ok());
+  }
+  WriteBatch b;
+  b.Put("x", "y");
+  WriteOptions wo;
+  wo.no_slowdown = true;
+  Status s = db_->Write(wo, b.Data());
+  EXPECT_EQ(Status::kBusy, s.code()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("L0 files")) << s.ToString();
+  EXPECT_EQ("NOT_FOUND", Get("x"));  // nothing written
+  // A normal write is slowed, not refused.
+  ASSERT_TRUE(db_->Write(WriteOptions(), b.Data()).ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_TRUE(db_->Write(wo, b.Data()).ok());
+}
+
+TEST_F(DBCompactionTest, WritesStopAndMemoryStaysBounded) {
+  // With compaction off, L0 fills to the stop trigger and writers wait;
+  // memory stays at the memtable limit. A manual compaction frees them.
+  options_.disable_auto_compactions = true;
+  options_.level0_slowdown_writes_trigger = 3;
+  options_.level0_stop_writes_trigger = 4;
+  options_.max_write_buffer_number = 2;
+  options_.delayed_write_rate = 64 << 20;
+  Reopen();
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    std::string v(1000, 'x');
+    for (int i = 0; i < 1500; i++) {
+      ASSERT_TRUE(Put(Key(i), v).ok());
+    }
+    done = true;
+  });
+  uint64_t max_memtable = 0;
+  bool stalled = false;
+  for (int i = 0; i < 2000 && !done; i++) {
+    const DBStats st = Stats();
+    max_memtable = std::max(max_memtable, st.memtable_bytes);
+    if (st.level_files[0] >= 4) {
+      stalled = true;
+      break;
+    }
+    env_->SleepForMicroseconds(5000);
+  }
+  EXPECT_TRUE(stalled);
+  EXPECT_LE(max_memtable, 3u * options_.write_buffer_size);
+  // Each manual compaction lets the writer on until L0 fills again.
+  for (int i = 0; i < 200 && !done; i++) {
+    ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+    env_->SleepForMicroseconds(2000);
+  }
+  writer.join();
+  EXPECT_TRUE(done);
+  EXPECT_LE(Stats().level_files[0], 4u);
+  EXPECT_GT(Stats().stall_micros, 0u);
+  EXPECT_EQ(std::string(1000, 'x'), Get(Key(1499)));
+}
+
+TEST_F(DBCompactionTest, DisableWalWritesSurviveClose) {
+  Reopen();
+  WriteBatch b;
+  b.Put("nowal", "1");
+  WriteOptions wo;
+  wo.disable_wal = true;
+  ASSERT_TRUE(db_->Write(wo, b.Data()).ok());
+  Close();  // flushes what only the memtable held
+  Reopen();
+  EXPECT_EQ("1", Get("nowal"));
+}
+
+TEST_F(DBCompactionTest, ApproximateSize) {
+  options_.compression = kNoCompression;  // sizes are on-disk bytes
+  Reopen();
+  Fill(4000, 1000);
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  uint64_t all_bytes, all_keys, half_bytes, half_keys;
+  const std::string half_end_key = Key(2000);
+  const Slice z("z"), half_end(half_end_key);
+  ASSERT_TRUE(db_->ApproximateSize("", &z, &all_bytes, &all_keys).ok());
+  ASSERT_TRUE(
+      db_->ApproximateSize(Key(0), &half_end, &half_bytes, &half_keys).ok());
+  // No upper bound covers everything too; an empty span covers nothing.
+  uint64_t unbounded_bytes, unbounded_keys, empty_bytes, empty_keys;
+  ASSERT_TRUE(
+      db_->ApproximateSize("", nullptr, &unbounded_bytes, &unbounded_keys)
+          .ok());
+  EXPECT_EQ(all_bytes, unbounded_bytes);
+  const Slice empty("");
+  ASSERT_TRUE(db_->ApproximateSize("", &empty, &empty_bytes, &empty_keys).ok());
+  EXPECT_EQ(0u, empty_bytes);
+  EXPECT_GT(all_bytes, 3000u * 1000);
+  EXPECT_LT(all_bytes, 5000u * 1000);
+  EXPECT_NEAR(4000.0, static_cast<double>(all_keys), 400);
+  EXPECT_NEAR(all_bytes / 2.0, static_cast<double>(half_bytes),
+              all_bytes / 10.0);
+  EXPECT_NEAR(2000.0, static_cast<double>(half_keys), 300);
+}
+
+TEST_F(DBCompactionTest, WriteAmplificationIsComputable) {
+  Reopen();
+  Fill(3000, 400);
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  const DBStats st = Stats();
+  EXPECT_GT(st.user_bytes_written, 3000u * 400);
+  EXPECT_GT(st.flush_bytes_written, 0u);
+  const double wamp =
+      static_cast<double>(st.wal_bytes_written + st.flush_bytes_written +
+                          st.compaction_bytes_written) /
+      st.user_bytes_written;
+  EXPECT_GT(wamp, 1.0);
+  EXPECT_LT(wamp, 20.0);
+  std::string prop;
+  ASSERT_TRUE(db_->GetProperty("shale.stats", &prop));
+  EXPECT_NE(std::string::npos, prop.find("write amplification")) << prop;
+  ASSERT_TRUE(db_->GetProperty("shale.sstables", &prop));
+  EXPECT_NE(std::string::npos, prop.find("--- level 1 ---")) << prop;
+}
+
+class DBFaultTest : public DBCompactionTest {
+ protected:
+  DBFaultTest() : fault_env_(Env::Default()) { options_.env = &fault_env_; }
+  ~DBFaultTest() override { db_.reset(); }  // before fault_env_ goes
+
+  FaultInjectionEnv fault_env_;
+};
+
+TEST_F(DBFaultTest, FlushErrorStopsWritesUntilResume) {
+  Reopen();
+  ASSERT_TRUE(Put("a", "1").ok());
+  fault_env_.SetWriteFault(Status::NoSpace("injected", "disk full"), ".sst");
+  Status s = db_->Flush(true);
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("flush")) << s.ToString();
+  // Writes stop with an error that says what failed; reads go on.
+  s = Put("b", "2");
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("call resume"));
+  EXPECT_EQ("1", Get("a"));
+  EXPECT_EQ(Status::kNoSpace, Stats().background_error);
+  // Still failing: Resume clears the error, the flush fails again.
+  ASSERT_TRUE(db_->Resume().ok());
+  EXPECT_FALSE(db_->Flush(true).ok());
+  fault_env_.ClearFault();
+  ASSERT_TRUE(db_->Resume().ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_TRUE(Put("b", "2").ok());
+  EXPECT_EQ(Status::kOk, Stats().background_error);
+  Reopen();
+  EXPECT_EQ("a=1 b=2", Contents());
+}
+
+TEST_F(DBFaultTest, WalErrorLosesNothingAcknowledged) {
+  Reopen();
+  ASSERT_TRUE(Put("a", "1").ok());
+  fault_env_.SetWriteFault(Status::IOError("injected", "EIO"), ".log");
+  Status s = Put("b", "2");
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  s = Put("c", "3");
+  EXPECT_EQ(Status::kBackgroundError, s.code()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("WAL append")) << s.ToString();
+  EXPECT_EQ("NOT_FOUND", Get("b"));
+  fault_env_.ClearFault();
+  ASSERT_TRUE(db_->Resume().ok());
+  ASSERT_TRUE(Put("d", "4").ok());
+  Reopen();
+  EXPECT_EQ("a=1 d=4", Contents());
+}
+
+TEST_F(DBFaultTest, CompactionErrorThenResume) {
+  Reopen();
+  Fill(500, 100);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  Fill(500, 100, 1, 7);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  fault_env_.SetWriteFault(Status::NoSpace("injected", "disk full"), ".sst");
+  Status s = db_->CompactRange(nullptr, nullptr);
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  // Reads are unaffected and see the newest data.
+  std::string v;
+  ASSERT_TRUE(db_->Get(ReadOptions(), Key(10), &v).ok());
+  fault_env_.ClearFault();
+  ASSERT_TRUE(db_->Resume().ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  std::string v2;
+  ASSERT_TRUE(db_->Get(ReadOptions(), Key(10), &v2).ok());
+  EXPECT_EQ(v, v2);
+  EXPECT_EQ(0, NumFiles(0));
+}
+
+}  // namespace
+}  // namespace shale

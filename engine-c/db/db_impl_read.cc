@@ -1,0 +1,256 @@
+// DBImpl: the read path - super versions, Get, MultiGet, iterators and
+// snapshots.
+//
+// A read takes its sequence number first and then a reference to the
+// current SuperVersion: every write at or below that sequence is then in
+// the SuperVersion's memtables or files (a memtable leaves the
+// SuperVersion only after its flushed file has joined the Version).
+
+#include <algorithm>
+#include <numeric>
+
+#include "db/db_impl.h"
+#include "db/db_impl_internal.h"
+#include "db/db_iter.h"
+#include "db/get_context.h"
+#include "db/memtable.h"
+#include "db/range_tombstone.h"
+#include "db/version_set.h"
+#include "table/merging_iterator.h"
+
+namespace shale {
+
+SequenceNumber DBImpl::ReadSequence(const ReadOptions& options) const {
+  return options.snapshot != nullptr ? options.snapshot->sequence()
+                                     : LastSequence();
+}
+
+TableReadOptions DBImpl::ToTableReadOptions(const ReadOptions& options) const {
+  TableReadOptions ro;
+  ro.verify_checksums = options.verify_checksums || options_.paranoid_checks;
+  ro.fill_cache = options.fill_cache;
+  return ro;
+}
+
+void DBImpl::InstallSuperVersion() {
+  mutex_.AssertHeld();
+  SuperVersion* sv = new SuperVersion;
+  sv->mem = mem_;
+  sv->mem->Ref();
+  for (auto it = imm_.rbegin(); it != imm_.rend(); ++it) {
+    (*it)->Ref();
+    sv->imm.push_back(*it);
+  }
+  sv->current = versions_->current();
+  sv->current->Ref();
+  SuperVersion* old = super_version_;
+  super_version_ = sv;
+  if (old != nullptr) ReleaseSuperVersionLocked(old);
+}
+
+DBImpl::SuperVersion* DBImpl::AcquireSuperVersion() {
+  MutexLock l(&mutex_);
+  SuperVersion* sv = super_version_;
+  sv->refs.fetch_add(1, std::memory_order_relaxed);
+  return sv;
+}
+
+void DBImpl::ReleaseSuperVersionLocked(SuperVersion* sv) {
+  mutex_.AssertHeld();
+  if (sv->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  sv->mem->Unref();
+  for (MemTable* m : sv->imm) m->Unref();
+  sv->current->Unref();  // Version refs need mutex_
+  delete sv;
+}
+
+void DBImpl::ReleaseSuperVersion(SuperVersion* sv) {
+  if (sv->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last reference: undo the decrement under the mutex and release.
+  sv->refs.store(1, std::memory_order_relaxed);
+  MutexLock l(&mutex_);
+  ReleaseSuperVersionLocked(sv);
+}
+
+Status DBImpl::GetFromSources(const ReadOptions& options, SuperVersion* sv,
+                              const Slice& key, GetContext* ctx) {
+  // The sequence goes into the lookup key; the newest visible version of
+  // the key is then the first entry at or after it.
+  LookupKey lkey(key, ctx->read_seq());
+  if (sv->mem->Get(lkey, ctx)) return Status::OK();
+  for (MemTable* m : sv->imm) {
+    if (m->Get(lkey, ctx)) return Status::OK();
+  }
+  return sv->current->Get(ToTableReadOptions(options), lkey, ctx);
+}
+
+Status DBImpl::Get(const ReadOptions& options, const Slice& key, char* buf,
+                   size_t cap, size_t* value_len) {
+  const SequenceNumber seq = ReadSequence(options);
+  SuperVersion* sv = AcquireSuperVersion();
+  GetContext ctx(&icmp_, key, seq, nullptr, buf, cap);
+  Status s = GetFromSources(options, sv, key, &ctx);
+  ReleaseSuperVersion(sv);
+  *value_len = 0;
+  if (!s.ok()) return s;
+  switch (ctx.state()) {
+    case GetContext::kFound:
+      *value_len = ctx.value_size();
+      if (!ctx.value_fits()) {
+        return Status::BufferTooSmall(
+            "get: the value of " + std::to_string(ctx.value_size()) +
+            " bytes does not fit in a buffer of " + std::to_string(cap));
+      }
+      stats_.Record(kKeysRead);
+      stats_.Record(kBytesRead, key.size() + ctx.value_size());
+      return Status::OK();
+    case GetContext::kCorrupt:
+      return ctx.status();
+    case GetContext::kNotFound:
+    case GetContext::kDeleted:
+      break;
+  }
+  return Status::NotFound(Slice());
+}
+
+Status DBImpl::Get(const ReadOptions& options, const Slice& key,
+                   std::string* value) {
+  const SequenceNumber seq = ReadSequence(options);
+  SuperVersion* sv = AcquireSuperVersion();
+  GetContext ctx(&icmp_, key, seq, value, nullptr, 0);
+  Status s = GetFromSources(options, sv, key, &ctx);
+  ReleaseSuperVersion(sv);
+  if (!s.ok()) return s;
+  switch (ctx.state()) {
+    case GetContext::kFound:
+      stats_.Record(kKeysRead);
+      stats_.Record(kBytesRead, key.size() + ctx.value_size());
+      return Status::OK();
+    case GetContext::kCorrupt:
+      return ctx.status();
+    case GetContext::kNotFound:
+    case GetContext::kDeleted:
+      break;
+  }
+  value->clear();
+  return Status::NotFound(Slice());
+}
+
+void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
+                      std::string* values, Status* statuses) {
+  const SequenceNumber seq = ReadSequence(options);
+  SuperVersion* sv = AcquireSuperVersion();
+
+  // Keys in sorted order, so each file sees its keys in order.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return icmp_.CompareUserKeys(keys[a], keys[b]) < 0;
+  });
+  std::vector<std::unique_ptr<LookupKey>> lookups(n);
+  std::vector<std::unique_ptr<GetContext>> contexts(n);
+  std::vector<MultiGetKey> mkeys(n);
+  std::vector<MultiGetKey*> pending;
+  pending.reserve(n);
+  for (size_t j = 0; j < n; j++) {
+    const size_t i = order[j];
+    lookups[i] = std::make_unique<LookupKey>(keys[i], seq);
+    contexts[i] = std::make_unique<GetContext>(&icmp_, keys[i], seq, &values[i],
+                                               nullptr, 0);
+    bool done = sv->mem->Get(*lookups[i], contexts[i].get());
+    for (size_t m = 0; !done && m < sv->imm.size(); m++) {
+      done = sv->imm[m]->Get(*lookups[i], contexts[i].get());
+    }
+    mkeys[i].lookup = lookups[i].get();
+    mkeys[i].ctx = contexts[i].get();
+    mkeys[i].done = done;
+    if (!done) pending.push_back(&mkeys[i]);
+  }
+  if (!pending.empty()) {
+    sv->current->MultiGet(ToTableReadOptions(options), &pending);
+  }
+  ReleaseSuperVersion(sv);
+
+  uint64_t found = 0, bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    const GetContext& ctx = *contexts[i];
+    if (!mkeys[i].status.ok()) {
+      statuses[i] = mkeys[i].status;
+      values[i].clear();
+      continue;
+    }
+    switch (ctx.state()) {
+      case GetContext::kFound:
+        statuses[i] = Status::OK();
+        found++;
+        bytes += keys[i].size() + ctx.value_size();
+        break;
+      case GetContext::kCorrupt:
+        statuses[i] = ctx.status();
+        values[i].clear();
+        break;
+      case GetContext::kNotFound:
+      case GetContext::kDeleted:
+        statuses[i] = Status::NotFound(Slice());
+        values[i].clear();
+        break;
+    }
+  }
+  stats_.Record(kKeysRead, found);
+  stats_.Record(kBytesRead, bytes);
+}
+
+DBIter* DBImpl::NewIterator(const ReadOptions& options, const Slice* lower,
+                            const Slice* upper) {
+  const SequenceNumber seq = ReadSequence(options);
+  SuperVersion* sv = AcquireSuperVersion();
+  std::vector<Iterator*> children;
+  auto range_del = std::make_unique<RangeDelAggregator>(&icmp_, seq);
+  children.push_back(sv->mem->NewIterator());
+  range_del->AddTombstones(sv->mem->GetFragmentedTombstones());
+  for (MemTable* m : sv->imm) {
+    children.push_back(m->NewIterator());
+    range_del->AddTombstones(m->GetFragmentedTombstones());
+  }
+  Status s = sv->current->AddIterators(ToTableReadOptions(options), lower,
+                                       upper, &children, range_del.get());
+  if (!s.ok()) children.push_back(NewErrorIterator(s));
+  Iterator* internal = NewMergingIterator(&icmp_, children.data(),
+                                          static_cast<int>(children.size()));
+  DBIter* iter =
+      new DBIter(&icmp_, internal, std::move(range_del), seq, lower, upper);
+  live_iterators_.fetch_add(1, std::memory_order_relaxed);
+  iter->RegisterCleanup(&DBImpl::CleanupIterator, this, sv);
+  return iter;
+}
+
+void DBImpl::CleanupIterator(void* db, void* sv) {
+  DBImpl* self = static_cast<DBImpl*>(db);
+  self->ReleaseSuperVersion(static_cast<SuperVersion*>(sv));
+  self->live_iterators_.fetch_sub(1, std::memory_order_release);
+}
+
+const Snapshot* DBImpl::GetSnapshot() {
+  MutexLock l(&mutex_);
+  return snapshots_.New(LastSequence());
+}
+
+void DBImpl::ReleaseSnapshot(const Snapshot* snapshot) {
+  MutexLock l(&mutex_);
+  snapshots_.Delete(snapshot);
+}
+
+Status DBImpl::ApproximateSize(const Slice& begin, const Slice* end,
+                               uint64_t* bytes, uint64_t* keys) {
+  *bytes = 0;
+  *keys = 0;
+  if (end != nullptr && icmp_.CompareUserKeys(begin, *end) >= 0) {
+    return Status::OK();
+  }
+  SuperVersion* sv = AcquireSuperVersion();
+  sv->current->ApproximateSize(begin, end, bytes, keys);
+  ReleaseSuperVersion(sv);
+  return Status::OK();
+}
+
+}  // namespace shale
