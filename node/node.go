@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,10 @@ type Node struct {
 	// Addresses, fixed by Serve.
 	grpcAddr, httpAddr atomic.Pointer[string]
 	serving            atomic.Bool
+	// stopping refuses new client requests; inflight counts the ones
+	// being served (Stop waits for them before it stops replication).
+	stopping atomic.Bool
+	inflight atomic.Int64
 	// bgCancel stops the node's background work (self-registration).
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -121,7 +126,7 @@ func New(cfg Config) (*Node, error) {
 	// most MaxSizePerMsg, 1 MiB, beyond their first entry).
 	opts := append(transport.ServerOptions(),
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
-		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.recoverInterceptor),
+		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.admitInterceptor, n.recoverInterceptor),
 	)
 	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
@@ -188,8 +193,20 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 func (n *Node) Stop(ctx context.Context) error {
 	n.stopOnce.Do(func() {
 		n.serving.Store(false)
+		n.stopping.Store(true)
 		n.health.Shutdown()
 		n.bgCancel()
+		// Requests in flight finish while replication still runs (a write
+		// needs its followers); new ones are refused with Unavailable.
+		for n.inflight.Load() > 0 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n.inflight.Load() > 0 {
+			n.log.Warn("stop: requests still running at the deadline; cancelling them")
+		}
+		// The peers' Raft streams never end by themselves: end them, so
+		// that the graceful stop below has nothing left to wait for.
+		n.store.Transport().StopServing()
 		drained := make(chan struct{})
 		go func() {
 			n.grpc.GracefulStop()
@@ -198,7 +215,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			n.log.Warn("stop: requests still running at the deadline; cancelling them")
 			n.grpc.Stop()
 			<-drained
 		}
@@ -213,6 +229,19 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.log.Info("stopped", "error", n.stopErr)
 	})
 	return n.stopErr
+}
+
+// admitInterceptor refuses new requests once the node is stopping and
+// counts the ones in flight.
+func (n *Node) admitInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	// Count first, check second: Stop sets stopping and then waits for
+	// the count, so a request it does not wait for is one that refuses.
+	n.inflight.Add(1)
+	defer n.inflight.Add(-1)
+	if n.stopping.Load() {
+		return nil, unavailable(time.Second, "%s: node is shutting down; not applied", path.Base(info.FullMethod))
+	}
+	return handler(ctx, req)
 }
 
 // ClusterID returns the cluster ID recorded in the node's data directory.

@@ -224,6 +224,14 @@ func (cn *clusterNode) kill() {
 func (c *testCluster) stop(id uint64) {
 	c.t.Helper()
 	cn := c.node(id)
+	start := time.Now()
+	defer func() {
+		// A graceful stop drains requests and ends the peers' streams: it
+		// must not sit out its --shutdown-timeout (10 s).
+		if took := time.Since(start); took > 5*time.Second {
+			c.t.Errorf("node %d took %v to stop gracefully", id, took)
+		}
+	}()
 	if !cn.signal(syscall.SIGTERM, 30*time.Second) {
 		c.t.Fatalf("node %d still running 30s after SIGTERM\n%s", id, tail(cn.log(), 40))
 	}

@@ -14,14 +14,40 @@ import (
 // does not know are acknowledged back.
 func (t *Transport) RaftMessages(stream raftrpcpb.RaftTransport_RaftMessagesServer) error {
 	ctx := stream.Context()
+	// Receive on a goroutine so that StopServing can end the stream: the
+	// handler returning cancels the stream, which ends Recv.
+	type recv struct {
+		batch *raftrpcpb.RaftMessageBatch
+		err   error
+	}
+	ch := make(chan recv)
+	go func() {
+		for {
+			b, err := stream.Recv()
+			select {
+			case ch <- recv{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		batch, err := stream.Recv()
-		if err != nil {
+		var rv recv
+		select {
+		case rv = <-ch:
+		case <-t.drain:
+			return status.Error(codes.Unavailable, "raft transport: node stopping")
+		}
+		if rv.err != nil {
 			// io.EOF: the sender closed its side; anything else: the
 			// connection broke. Either way this stream is over, and
 			// the sender will open a new one.
 			return nil
 		}
+		batch := rv.batch
 		if err := t.checkHeader(batch.GetClusterId(), batch.GetToNodeId()); err != nil {
 			return err
 		}

@@ -159,6 +159,9 @@ type Transport struct {
 	ctx     context.Context // canceled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// drain is closed by StopServing: streams served for peers end.
+	drain     chan struct{}
+	drainOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -173,7 +176,7 @@ func New(cfg Config) (*Transport, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg}
+	t := &Transport{cfg: cfg, drain: make(chan struct{})}
 	lim := rate.Limit(cfg.SnapshotRate)
 	burst := cfg.SnapshotChunkBytes * 2
 	if cfg.SnapshotRate < 0 {
@@ -240,6 +243,14 @@ func (t *Transport) peer(nodeID uint64) (*peer, error) {
 		}()
 	}
 	return p, nil
+}
+
+// StopServing ends the streams this node serves for its peers (so that a
+// graceful stop of the gRPC server does not wait for them forever); peers
+// see the streams end and reconnect elsewhere or later. Sending is not
+// affected.
+func (t *Transport) StopServing() {
+	t.drainOnce.Do(func() { close(t.drain) })
 }
 
 // Close stops every sender and closes every connection. Queued messages
