@@ -174,8 +174,10 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 		defer cancel()
 	}
 	var last *Error
+	var leader string
 	for attempt := 0; ; attempt++ {
-		idx := c.preferred.Load() % uint32(len(c.conns))
+		raw := c.preferred.Load()
+		idx := raw % uint32(len(c.conns))
 		e := c.conns[idx]
 		var retryAfter time.Duration
 		if err := e.waitReady(ctx); err != nil {
@@ -196,15 +198,38 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 				return cl.err
 			}
 			last, retryAfter = cl.err, cl.retryAfter
+			leader = cl.leader
 		}
-		// Try the next endpoint; back off once every endpoint has failed.
-		c.preferred.CompareAndSwap(idx, idx+1)
+		// Try the next endpoint, or the leader a NotLeader answer named if
+		// it is one of ours; back off once every endpoint has failed.
+		// (raw, not idx: the counter is reduced modulo the endpoint count
+		// only when read.)
+		next := raw + 1
+		if j := c.endpointIndex(leader); j >= 0 {
+			next = uint32(j)
+		}
+		leader = ""
+		c.preferred.CompareAndSwap(raw, next)
 		if (attempt+1)%len(c.conns) == 0 || retryAfter > 0 {
 			if !sleep(ctx, max(retryAfter, c.backoff(attempt/len(c.conns)))) {
 				return last
 			}
 		}
 	}
+}
+
+// endpointIndex returns the index of the endpoint with address addr, or
+// -1.
+func (c *Client) endpointIndex(addr string) int {
+	if addr == "" {
+		return -1
+	}
+	for i, e := range c.conns {
+		if e.addr == addr {
+			return i
+		}
+	}
+	return -1
 }
 
 // backoff returns the jittered wait before retry round n: 10ms doubling up

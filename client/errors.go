@@ -75,6 +75,8 @@ type classified struct {
 	err        *Error
 	retry      bool          // safe and useful to try again
 	retryAfter time.Duration // the node's requested delay, if any
+	// leader is the address of the node a NotLeader answer names, if any.
+	leader string
 }
 
 // classify interprets one attempt's error. write says whether the request
@@ -99,6 +101,7 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 	var retryInfo *errdetails.RetryInfo
 	var ambiguous *kvpb.AmbiguousResult
 	routing := false
+	leaderAddr := ""
 	for _, d := range st.Details() {
 		switch d := d.(type) {
 		case *kvpb.LimitExceeded:
@@ -107,11 +110,14 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			retryInfo = d
 		case *kvpb.AmbiguousResult:
 			ambiguous = d
-		case *kvpb.NotLeader, *kvpb.RangeKeyMismatch, *kvpb.RangeNotFound:
+		case *kvpb.NotLeader:
+			routing = true
+			leaderAddr = d.GetLeader().GetAddress()
+		case *kvpb.RangeKeyMismatch, *kvpb.RangeNotFound:
 			routing = true
 		}
 	}
-	c := classified{err: e}
+	c := classified{err: e, leader: leaderAddr}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ErrInvalidArgument

@@ -2,20 +2,37 @@ package node
 
 import (
 	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
-	"github.com/shaledb/shale/internal/keys"
+	ikeys "github.com/shaledb/shale/internal/keys"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
 
-// adminServer implements kvpb.AdminServer. A single node answers Status;
-// the cluster operations (ranges, nodes, splits, moves) come with
-// replication and answer Unimplemented until then.
+// adminServer implements kvpb.AdminServer. Every node answers every
+// operation: one that must run elsewhere (on a range's leader, or on a
+// node holding meta) is forwarded there once. Splits, merges and
+// decommissioning come with sharding (issue 6) and answer Unimplemented
+// until then.
 type adminServer struct {
 	kvpb.UnimplementedAdminServer
 	n *Node
 }
+
+// liveAfter: a node heard from within this long is live; then suspect
+// until deadAfter, then dead.
+const (
+	liveAfter = 5 * time.Second
+	deadAfter = time.Minute
+)
 
 func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
 	n := s.n
@@ -23,30 +40,325 @@ func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.
 	if err != nil {
 		return nil, readError("Status", err)
 	}
-	self := n.descriptor()
-	rs := &kvpb.RangeStatus{
-		Descriptor_: &kvpb.RangeDescriptor{
-			RangeId:       firstRangeID,
-			Generation:    1,
-			Replicas:      []*kvpb.ReplicaDescriptor{{NodeId: n.cfg.NodeID, ReplicaId: 1, Type: kvpb.ReplicaType_REPLICA_TYPE_VOTER}},
-			NextReplicaId: 2,
-		},
-		LeaderNodeId: n.cfg.NodeID,
-	}
-	// Sizes are estimates from the engine's files; a memtable-only engine
-	// reports none.
-	if b, k, err := n.db.ApproximateSize(keys.UserSpanStart, keys.UserSpanEnd); err == nil {
-		rs.ApproximateBytes, rs.ApproximateKeys = b, k
-	}
-	return &kvpb.StatusResponse{
-		Node:             self,
+	resp := &kvpb.StatusResponse{
+		Node:             n.descriptor(),
 		ClusterId:        n.ident.ClusterID,
 		Version:          buildinfo.Version + " (" + storage.EngineVersion() + ")",
 		StartedUnixNanos: n.started.UnixNano(),
-		Ranges:           []*kvpb.RangeStatus{rs},
 		Engine:           engineStats(&st),
-		Members:          []*kvpb.NodeDescriptor{self},
-	}, nil
+		Members:          n.members(),
+	}
+	for _, r := range n.store.Replicas() {
+		resp.Ranges = append(resp.Ranges, n.rangeStatus(r))
+	}
+	return resp, nil
+}
+
+// members is this node's view of the cluster's nodes: meta's registry if
+// it holds a copy, else the nodes it knows addresses of.
+func (n *Node) members() []*kvpb.NodeDescriptor {
+	nodes, err := n.store.MetaNodes()
+	if err != nil {
+		nodes = []*kvpb.NodeDescriptor{n.descriptor()}
+	}
+	for i, m := range nodes {
+		if m.GetNodeId() == n.ident.NodeID {
+			nodes[i] = n.descriptor()
+		}
+	}
+	return nodes
+}
+
+// rangeStatus describes this node's replica r.
+func (n *Node) rangeStatus(r *raft.Replica) *kvpb.RangeStatus {
+	st := r.Status()
+	rs := &kvpb.RangeStatus{
+		Descriptor_: st.Descriptor,
+		Raft: &kvpb.RaftStatus{
+			RangeId: st.RangeID, ReplicaId: st.ReplicaID, State: st.State, Term: st.Term,
+			LeaderReplicaId: st.Leader, CommitIndex: st.Commit, AppliedIndex: st.Applied,
+			LastIndex: st.LastIndex, TruncatedIndex: st.Truncated,
+		},
+		LeaderNodeId: st.LeaderNodeID,
+	}
+	if st.Descriptor != nil {
+		// Estimates from the engine's files; a memtable-only engine
+		// reports none.
+		sp := keys.DataSpan(st.Descriptor)
+		if b, k, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil {
+			rs.ApproximateBytes, rs.ApproximateKeys = b, k
+		}
+	}
+	return rs
+}
+
+func (s *adminServer) RangeLookup(ctx context.Context, req *kvpb.RangeLookupRequest) (*kvpb.RangeLookupResponse, error) {
+	n := s.n
+	meta, err := n.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		return s.forwardToMeta(ctx, func(c kvpb.AdminClient) (*kvpb.RangeLookupResponse, error) {
+			return c.RangeLookup(forwardCtx(ctx), req)
+		})
+	}
+	if !req.GetStale() {
+		if _, err := meta.ReadBarrier(ctx); err != nil {
+			var nle *raft.NotLeaderError
+			if errors.As(err, &nle) && nle.LeaderNodeID != 0 && !isForwarded(ctx) {
+				if c, cerr := n.peers.admin(nle.LeaderNodeID); cerr == nil {
+					return c.RangeLookup(forwardCtx(ctx), req)
+				}
+			}
+			return nil, n.raftError("RangeLookup", err)
+		}
+	}
+	ds, err := n.store.MetaLookup(req.GetKey(), int(min(req.GetPrefetch(), 1000)))
+	if err != nil {
+		return nil, n.raftError("RangeLookup", err)
+	}
+	resp := &kvpb.RangeLookupResponse{Ranges: ds}
+	seen := map[uint64]bool{}
+	for _, d := range ds {
+		resp.Leaders = append(resp.Leaders, n.leaderOf(d.GetRangeId()))
+		for _, rd := range d.GetReplicas() {
+			if !seen[rd.GetNodeId()] {
+				seen[rd.GetNodeId()] = true
+				resp.Nodes = append(resp.Nodes, n.nodeDescriptor(rd.GetNodeId()))
+			}
+		}
+	}
+	return resp, nil
+}
+
+// forwardToMeta runs call on the first other node that answers: a node
+// without a copy of meta asks one that has it.
+func forwardTo[T any](s *adminServer, ctx context.Context, call func(kvpb.AdminClient) (T, error)) (T, error) {
+	var zero T
+	if isForwarded(ctx) {
+		return zero, status.Errorf(codes.Unavailable, "node %d holds no copy of meta", s.n.ident.NodeID)
+	}
+	var last error = status.Errorf(codes.Unavailable, "node %d holds no copy of meta and knows no other node", s.n.ident.NodeID)
+	for _, m := range s.n.members() {
+		if m.GetNodeId() == s.n.ident.NodeID {
+			continue
+		}
+		c, err := s.n.peers.admin(m.GetNodeId())
+		if err != nil {
+			last = err
+			continue
+		}
+		resp, err := call(c)
+		if err == nil {
+			return resp, nil
+		}
+		last = err
+	}
+	return zero, last
+}
+
+func (s *adminServer) forwardToMeta(ctx context.Context, call func(kvpb.AdminClient) (*kvpb.RangeLookupResponse, error)) (*kvpb.RangeLookupResponse, error) {
+	return forwardTo(s, ctx, call)
+}
+
+func (s *adminServer) Ranges(ctx context.Context, req *kvpb.RangesRequest) (*kvpb.RangesResponse, error) {
+	n := s.n
+	ds, err := n.store.MetaDescriptors()
+	if err != nil {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RangesResponse, error) {
+			return c.Ranges(forwardCtx(ctx), req)
+		})
+	}
+	resp := &kvpb.RangesResponse{}
+	for _, d := range ds {
+		if r, err := n.store.Replica(d.GetRangeId()); err == nil {
+			resp.Ranges = append(resp.Ranges, n.rangeStatus(r))
+			continue
+		}
+		resp.Ranges = append(resp.Ranges, &kvpb.RangeStatus{Descriptor_: d})
+	}
+	return resp, nil
+}
+
+func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.NodesResponse, error) {
+	n := s.n
+	nodes, err := n.store.MetaNodes()
+	if err != nil {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.NodesResponse, error) {
+			return c.Nodes(forwardCtx(ctx), req)
+		})
+	}
+	ds, err := n.store.MetaDescriptors()
+	if err != nil {
+		return nil, n.raftError("Nodes", err)
+	}
+	replicas := map[uint64]uint64{}
+	for _, d := range ds {
+		for _, rd := range d.GetReplicas() {
+			replicas[rd.GetNodeId()]++
+		}
+	}
+	leaders := map[uint64]uint64{}
+	for _, r := range n.store.Replicas() {
+		if st := r.Status(); st.LeaderNodeID != 0 {
+			leaders[st.LeaderNodeID]++
+		}
+	}
+	resp := &kvpb.NodesResponse{}
+	now := time.Now()
+	for _, m := range nodes {
+		ns := &kvpb.NodeStatus{Node: m, Replicas: replicas[m.GetNodeId()], Leaders: leaders[m.GetNodeId()]}
+		last := n.lastSeen(m.GetNodeId())
+		if m.GetNodeId() == n.ident.NodeID {
+			ns.Node, last = n.descriptor(), now
+		}
+		switch {
+		case !last.IsZero() && now.Sub(last) < liveAfter:
+			ns.State = kvpb.NodeState_NODE_STATE_LIVE
+		case !last.IsZero() && now.Sub(last) < deadAfter, last.IsZero() && now.Sub(n.started) < deadAfter:
+			ns.State = kvpb.NodeState_NODE_STATE_SUSPECT
+		default:
+			ns.State = kvpb.NodeState_NODE_STATE_DEAD
+		}
+		if !last.IsZero() {
+			ns.LastHeartbeatUnixNanos = last.UnixNano()
+		}
+		resp.Nodes = append(resp.Nodes, ns)
+	}
+	return resp, nil
+}
+
+// onLeader runs local on range rangeID's leader: here if this node leads
+// it, else forwarded (once) to the leader this node knows.
+func onLeader[T any](s *adminServer, ctx context.Context, op string, rangeID uint64,
+	local func() (T, error), remote func(context.Context, kvpb.AdminClient) (T, error)) (T, error) {
+	var zero T
+	r, err := s.n.store.Replica(rangeID)
+	if err == nil && r.IsLeader() {
+		return local()
+	}
+	leader := uint64(0)
+	if err == nil {
+		leader = r.Status().LeaderNodeID
+	} else if ds, merr := s.n.store.MetaDescriptors(); merr == nil {
+		// No replica here: ask one of the range's nodes.
+		for _, d := range ds {
+			if d.GetRangeId() == rangeID && len(d.GetReplicas()) > 0 {
+				leader = d.GetReplicas()[0].GetNodeId()
+			}
+		}
+	}
+	if leader == 0 || leader == s.n.ident.NodeID || isForwarded(ctx) {
+		if err != nil {
+			return zero, s.n.raftError(op, err)
+		}
+		return zero, s.n.raftError(op, r.NotLeaderError())
+	}
+	c, cerr := s.n.peers.admin(leader)
+	if cerr != nil {
+		return zero, status.Errorf(codes.Unavailable, "%s: cannot reach node %d, the leader of range %d: %v", op, leader, rangeID, cerr)
+	}
+	return remote(forwardCtx(ctx), c)
+}
+
+func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error) {
+	return onLeader(s, ctx, "TransferLeader", req.GetRangeId(), func() (*kvpb.TransferLeaderResponse, error) {
+		if err := s.n.store.TransferLeader(ctx, req.GetRangeId(), req.GetTargetNodeId()); err != nil {
+			return nil, s.n.raftError("TransferLeader", err)
+		}
+		return &kvpb.TransferLeaderResponse{}, nil
+	}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.TransferLeaderResponse, error) {
+		return c.TransferLeader(ctx, req)
+	})
+}
+
+func (s *adminServer) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplicasRequest) (*kvpb.ChangeReplicasResponse, error) {
+	return onLeader(s, ctx, "ChangeReplicas", req.GetRangeId(), func() (*kvpb.ChangeReplicasResponse, error) {
+		d, err := s.n.store.ChangeReplicas(ctx, req.GetRangeId(), req.GetChanges())
+		if err != nil {
+			return nil, s.n.raftError("ChangeReplicas", err)
+		}
+		return &kvpb.ChangeReplicasResponse{Descriptor_: d}, nil
+	}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.ChangeReplicasResponse, error) {
+		return c.ChangeReplicas(ctx, req)
+	})
+}
+
+// AddNode registers a node (allocating its ID unless it has one; an
+// address already registered keeps its ID). Its replicas are added
+// separately, with ChangeReplicas.
+func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*kvpb.AddNodeResponse, error) {
+	nd := req.GetNode()
+	if nd.GetAddress() == "" {
+		return nil, invalidArgument("node.address", "a node needs the address other nodes reach it at")
+	}
+	id, err := s.n.store.RegisterNode(ctx, nd)
+	if errors.Is(err, raft.ErrRangeNotFound) {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.AddNodeResponse, error) {
+			return c.AddNode(forwardCtx(ctx), req)
+		})
+	}
+	if err != nil {
+		return nil, s.n.raftError("AddNode", err)
+	}
+	s.n.store.SetPeerAddress(id, nd.GetAddress())
+	members := s.n.members()
+	found := false
+	for _, m := range members {
+		found = found || m.GetNodeId() == id
+	}
+	if !found {
+		members = append(members, &kvpb.NodeDescriptor{NodeId: id, Address: nd.GetAddress(), HttpAddress: nd.GetHttpAddress()})
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].GetNodeId() < members[j].GetNodeId() })
+	return &kvpb.AddNodeResponse{NodeId: id, Members: members}, nil
+}
+
+// RemoveNode removes a node from the cluster. A node that still holds
+// replicas is refused, unless force is set: then its replicas are removed
+// from every range first (each range must keep a voter).
+func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
+	n := s.n
+	id := req.GetNodeId()
+	ds, err := n.store.MetaDescriptors()
+	if err != nil {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+			return c.RemoveNode(forwardCtx(ctx), req)
+		})
+	}
+	var held []uint64
+	for _, d := range ds {
+		for _, rd := range d.GetReplicas() {
+			if rd.GetNodeId() == id {
+				held = append(held, d.GetRangeId())
+			}
+		}
+	}
+	if len(held) > 0 && !req.GetForce() {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"RemoveNode: node %d still holds replicas of ranges %v; remove them first, or set force to have them removed", id, held)
+	}
+	for _, rangeID := range held {
+		_, err := s.ChangeReplicas(ctx, &kvpb.ChangeReplicasRequest{RangeId: rangeID,
+			Changes: []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: id}}})
+		if err != nil {
+			st := status.Convert(err)
+			return nil, status.Errorf(st.Code(), "RemoveNode: removing node %d's replica of range %d: %s", id, rangeID, st.Message())
+		}
+	}
+	if err := n.store.DeregisterNode(ctx, id); err != nil {
+		return nil, n.raftError("RemoveNode", err)
+	}
+	return &kvpb.RemoveNodeResponse{}, nil
+}
+
+func (s *adminServer) Compact(ctx context.Context, req *kvpb.CompactRequest) (*kvpb.CompactResponse, error) {
+	if err := s.n.limits.checkSpan("", req.GetStartKey(), req.GetEndKey()); err != nil {
+		return nil, err
+	}
+	lo, hi := ikeys.UserSpan(req.GetStartKey(), req.GetEndKey())
+	if err := s.n.db.CompactRange(lo, hi); err != nil {
+		return nil, readError("Compact", err)
+	}
+	return &kvpb.CompactResponse{}, nil
 }
 
 func engineStats(st *storage.Stats) *kvpb.EngineStats {

@@ -4,24 +4,44 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/storage"
 )
 
-// Config configures a Node. NodeID and DataDir are required; every other
-// field has a documented default.
+// Config configures a Node. DataDir is required; every other field has a
+// documented default.
 type Config struct {
-	// NodeID identifies the node in the cluster; > 0. The data directory
-	// remembers it: a node refuses to start on another node's directory.
+	// NodeID identifies the node in the cluster. 0 means: the ID the data
+	// directory remembers; on a first start, the entry of InitialCluster
+	// whose address is AdvertiseAddr, the ID the cluster assigns when
+	// joining, or 1 for a one-node cluster. A node refuses to start on
+	// another node's directory.
 	NodeID uint64
 	// DataDir holds everything the node stores; the engine lives in
 	// DataDir/engine.
 	DataDir string
 	// AdvertiseAddr and AdvertiseHTTPAddr are the addresses other nodes and
 	// clients reach this node's gRPC and HTTP servers at. Empty means the
-	// addresses of the listeners given to Serve.
+	// addresses of the listeners given to Serve. Joining a cluster needs
+	// AdvertiseAddr.
 	AdvertiseAddr     string
 	AdvertiseHTTPAddr string
+
+	// InitialCluster bootstraps a new cluster of these members on the
+	// first start (the same list on every initial node). Join instead
+	// joins an existing cluster through any of these member addresses.
+	// Neither: a one-node cluster. Both are ignored once the data
+	// directory is initialized.
+	InitialCluster []*kvpb.NodeDescriptor
+	Join           []string
+	// ClusterID names the cluster; empty derives it from InitialCluster
+	// (and, when set, refuses a data directory or a cluster of another ID).
+	ClusterID string
+
+	// Raft tunes replication (zero: the documented defaults).
+	Raft RaftOptions
 	// Engine configures the storage engine (zero: the engine's defaults).
 	Engine storage.Options
 	// Limits bound requests (zero: DefaultLimits).
@@ -30,10 +50,33 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// RaftOptions tunes replication; every zero field keeps its default
+// (docs/replication.md and docs/operations.md explain each).
+type RaftOptions struct {
+	TickInterval   time.Duration // 100 ms
+	ElectionTicks  int           // 10 ticks (Raft randomizes in [10, 20))
+	HeartbeatTicks int           // 1 tick
+	// MaxSizePerMsg bounds one append message (1 MiB); MaxInflightMsgs the
+	// appends in flight to one follower (256).
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// MaxUncommittedBytes bounds what a leader holds uncommitted; beyond
+	// it writes fail as Unavailable (64 MiB).
+	MaxUncommittedBytes uint64
+	// LogMaxEntries and LogMaxBytes cap a range's log before it is
+	// truncated regardless of lagging followers (10000, 64 MiB).
+	LogMaxEntries uint64
+	LogMaxBytes   int64
+	// SnapshotRate limits outgoing snapshot bytes per second (32 MiB/s);
+	// MaxSnapshotBytes refuses larger incoming snapshots (1 GiB).
+	SnapshotRate     int64
+	MaxSnapshotBytes int64
+	// DisableLeaseReads makes every linearizable read take a ReadIndex
+	// round trip.
+	DisableLeaseReads bool
+}
+
 func (c *Config) setDefaults() error {
-	if c.NodeID == 0 {
-		return errors.New("node: Config.NodeID must be > 0")
-	}
 	if c.DataDir == "" {
 		return errors.New("node: Config.DataDir is required")
 	}

@@ -1,89 +1,71 @@
 package node
 
 import (
+	"context"
+
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/keys"
-	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/command"
 )
 
-// Evaluation turns a validated write request into a writeCmd: the engine
-// batch that carries it out and the latches it needs while it commits.
-// Evaluation reads nothing and writes nothing; committing is the
-// Committer's job. Keeping the two apart is what lets a replicated write
-// path slot in: the batch's bytes are what a Raft entry will carry.
+// A validated write request becomes a command (raft/command): the
+// operation and the request header's client_id and request_seq. It is
+// proposed through the range's Raft group and evaluated at apply time on
+// every replica, so a CompareAndSwap compares against the applied state in
+// log order and needs no latches, and a retry of the same
+// (client_id, request_seq) is applied at most once (docs/replication.md).
 
-// writeCmd is a write request evaluated into engine writes.
-type writeCmd struct {
-	batch storage.Batch
-	latch latchSet
+func putCmd(req *kvpb.PutRequest) *command.Command {
+	return &command.Command{Kind: command.KindPut,
+		Mutations: []command.Mutation{{Kind: command.KindPut, Key: req.GetKey(), Value: req.GetValue()}}}
 }
 
-func (n *Node) evalPut(req *kvpb.PutRequest) *writeCmd {
-	cmd := &writeCmd{latch: n.latches.sharedSet([][]byte{req.Key}, false)}
-	cmd.batch.Put(keys.UserKey(req.Key), req.Value)
-	return cmd
+func deleteCmd(req *kvpb.DeleteRequest) *command.Command {
+	return &command.Command{Kind: command.KindDelete,
+		Mutations: []command.Mutation{{Kind: command.KindDelete, Key: req.GetKey()}}}
 }
 
-func (n *Node) evalDelete(req *kvpb.DeleteRequest) *writeCmd {
-	cmd := &writeCmd{latch: n.latches.sharedSet([][]byte{req.Key}, false)}
-	cmd.batch.Delete(keys.UserKey(req.Key))
-	return cmd
+func deleteRangeCmd(req *kvpb.DeleteRangeRequest) *command.Command {
+	return &command.Command{Kind: command.KindDeleteRange,
+		Mutations: []command.Mutation{{Kind: command.KindDeleteRange, Key: req.GetStartKey(), Value: req.GetEndKey()}}}
 }
 
-func (n *Node) evalDeleteRange(req *kvpb.DeleteRangeRequest) *writeCmd {
-	cmd := &writeCmd{latch: latchSet{all: true}}
-	lo, hi := keys.UserSpan(req.StartKey, req.EndKey)
-	cmd.batch.DeleteRange(lo, hi)
-	return cmd
-}
-
-// evalBatch evaluates the mutations in order into one engine batch: the
-// engine applies its records atomically, and a later record wins.
-func (n *Node) evalBatch(req *kvpb.BatchRequest) *writeCmd {
-	cmd := &writeCmd{}
-	touched := make([][]byte, 0, len(req.Mutations))
-	all := false
-	var ek []byte
-	for _, m := range req.Mutations {
-		switch op := m.Op.(type) {
+// batchCmd keeps the mutations in order: applied as one engine batch, a
+// later one wins.
+func batchCmd(req *kvpb.BatchRequest) *command.Command {
+	c := &command.Command{Kind: command.KindBatch, Mutations: make([]command.Mutation, 0, len(req.GetMutations()))}
+	for _, m := range req.GetMutations() {
+		switch op := m.GetOp().(type) {
 		case *kvpb.Mutation_Put:
-			ek = keys.AppendUserKey(ek[:0], op.Put.Key)
-			cmd.batch.Put(ek, op.Put.Value)
-			touched = append(touched, op.Put.Key)
+			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindPut, Key: op.Put.GetKey(), Value: op.Put.GetValue()})
 		case *kvpb.Mutation_Delete:
-			ek = keys.AppendUserKey(ek[:0], op.Delete.Key)
-			cmd.batch.Delete(ek)
-			touched = append(touched, op.Delete.Key)
+			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindDelete, Key: op.Delete.GetKey()})
 		case *kvpb.Mutation_DeleteRange:
-			lo, hi := keys.UserSpan(op.DeleteRange.StartKey, op.DeleteRange.EndKey)
-			cmd.batch.DeleteRange(lo, hi)
-			all = true
+			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindDeleteRange,
+				Key: op.DeleteRange.GetStartKey(), Value: op.DeleteRange.GetEndKey()})
 		}
 	}
-	cmd.latch = n.latches.sharedSet(touched, all)
-	return cmd
+	return c
 }
 
-// evalCompareAndSwap decides a CompareAndSwap given the key's current state
-// (read under the key's exclusive latch). It returns the response and, when
-// the swap succeeds, the batch that performs it.
-func evalCompareAndSwap(req *kvpb.CompareAndSwapRequest, cur []byte, found bool) (*kvpb.CompareAndSwapResponse, *storage.Batch) {
-	resp := &kvpb.CompareAndSwapResponse{Found: found, CurrentValue: cur}
-	var match bool
-	if req.ExpectAbsent {
-		match = !found
-	} else {
-		match = found && string(cur) == string(req.ExpectedValue)
+func casCmd(req *kvpb.CompareAndSwapRequest) *command.Command {
+	return &command.Command{Kind: command.KindCAS, CAS: command.CAS{
+		Key: req.GetKey(), ExpectAbsent: req.GetExpectAbsent(), Expected: req.GetExpectedValue(),
+		Delete: req.GetDelete(), NewValue: req.GetNewValue(),
+	}}
+}
+
+// write proposes cmd to r's range with the request header's identity and
+// waits for it to apply. The returned error is a status for the client.
+func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, cmd *command.Command) (command.Result, uint64, error) {
+	cmd.ClientID, cmd.RequestSeq = h.GetClientId(), h.GetRequestSeq()
+	n.awaitLeader(ctx, r)
+	res, idx, err := n.store.Propose(ctx, r.RangeID(), cmd)
+	if err != nil {
+		return res, 0, n.raftError(op, err)
 	}
-	if !match {
-		return resp, nil
+	if err := n.resultError(op, h, r, &res); err != nil {
+		return res, 0, err
 	}
-	resp.Succeeded = true
-	b := &storage.Batch{}
-	if req.Delete {
-		b.Delete(keys.UserKey(req.Key))
-	} else {
-		b.Put(keys.UserKey(req.Key), req.NewValue)
-	}
-	return resp, b
+	return res, idx, nil
 }

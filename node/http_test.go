@@ -62,7 +62,7 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.Node.GetNodeId() != 7 || st.Node.GetAddress() == "" || st.Node.GetHttpAddress() != tn.httpAddr ||
-		len(st.ClusterId) != 32 || st.Engine == nil || len(st.Ranges) != 1 || st.Version == "" {
+		!strings.HasPrefix(st.ClusterId, "shale-") || st.Engine == nil || len(st.Ranges) != 2 || st.Version == "" {
 		t.Fatalf("Status = %v", st)
 	}
 	if _, err := tn.admin.Split(ctxT(t), &kvpb.SplitRequest{}); err == nil {

@@ -2,17 +2,15 @@ package node
 
 import (
 	"context"
-	"errors"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/keys"
-	"github.com/shaledb/shale/storage"
 )
 
 // kvServer implements kvpb.KVServer. Every write goes through the same
-// steps: check the range, validate against the limits, evaluate into a
-// writeCmd, then commit under the command's latches. Reads validate and
-// read the engine directly.
+// steps: route to the range's replica, validate against the limits and
+// the range's span, turn into a command and propose it through Raft
+// (eval.go). Reads route and validate, then wait for the read barrier the
+// consistency asks for and read the engine (read.go).
 type kvServer struct {
 	kvpb.UnimplementedKVServer
 	n *Node
@@ -20,115 +18,127 @@ type kvServer struct {
 
 var _ kvpb.KVServer = (*kvServer)(nil)
 
-// write commits cmd under its latches.
-func (n *Node) write(ctx context.Context, op string, cmd *writeCmd) error {
-	release := n.latches.acquireShared(cmd.latch)
-	defer release()
-	if err := n.committer.Commit(ctx, &cmd.batch); err != nil {
-		return writeError(op, err)
+func (s *kvServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	if err := s.n.limits.checkPut(req); err != nil {
+		return nil, err
+	}
+	r, desc, err := s.n.replicaFor(req.GetHeader(), req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
+		return nil, err
+	}
+	_, idx, err := s.n.write(ctx, "Put", req.GetHeader(), r, putCmd(req))
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.PutResponse{Header: s.n.respHeader(r, idx)}, nil
+}
+
+func (s *kvServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	if err := s.n.limits.checkDelete(req); err != nil {
+		return nil, err
+	}
+	r, desc, err := s.n.replicaFor(req.GetHeader(), req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
+		return nil, err
+	}
+	_, idx, err := s.n.write(ctx, "Delete", req.GetHeader(), r, deleteCmd(req))
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.DeleteResponse{Header: s.n.respHeader(r, idx)}, nil
+}
+
+func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
+	if err := s.n.limits.checkBatch(req); err != nil {
+		return nil, err
+	}
+	muts := req.GetMutations()
+	var first []byte
+	if len(muts) > 0 {
+		first = mutationKey(muts[0])
+	}
+	r, desc, err := s.n.replicaFor(req.GetHeader(), first)
+	if err != nil {
+		return nil, err
+	}
+	if len(muts) == 0 {
+		return &kvpb.BatchResponse{Header: s.n.respHeader(r, r.AppliedIndex())}, nil
+	}
+	for _, m := range muts {
+		if dr := m.GetDeleteRange(); dr != nil {
+			err = s.n.checkSpan(req.GetHeader(), desc, dr.GetStartKey(), dr.GetEndKey())
+		} else {
+			err = s.n.checkKey(req.GetHeader(), desc, mutationKey(m))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	_, idx, err := s.n.write(ctx, "Batch", req.GetHeader(), r, batchCmd(req))
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.BatchResponse{Header: s.n.respHeader(r, idx)}, nil
+}
+
+// mutationKey is the key a mutation routes by (a range deletion's start).
+func mutationKey(m *kvpb.Mutation) []byte {
+	switch op := m.GetOp().(type) {
+	case *kvpb.Mutation_Put:
+		return op.Put.GetKey()
+	case *kvpb.Mutation_Delete:
+		return op.Delete.GetKey()
+	case *kvpb.Mutation_DeleteRange:
+		return op.DeleteRange.GetStartKey()
 	}
 	return nil
 }
 
-func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
-	if err := s.n.limits.checkGet(req); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, readError("Get", err)
-	}
-	v, err := s.n.db.Get(keys.UserKey(req.Key))
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return &kvpb.GetResponse{Header: s.n.respHeader()}, nil
-	case err != nil:
-		return nil, readError("Get", err)
-	}
-	return &kvpb.GetResponse{Header: s.n.respHeader(), Found: true, Value: v}, nil
-}
-
-func (s *kvServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
-	if err := s.n.limits.checkPut(req); err != nil {
-		return nil, err
-	}
-	if err := s.n.write(ctx, "Put", s.n.evalPut(req)); err != nil {
-		return nil, err
-	}
-	return &kvpb.PutResponse{Header: s.n.respHeader()}, nil
-}
-
-func (s *kvServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
-	if err := s.n.limits.checkDelete(req); err != nil {
-		return nil, err
-	}
-	if err := s.n.write(ctx, "Delete", s.n.evalDelete(req)); err != nil {
-		return nil, err
-	}
-	return &kvpb.DeleteResponse{Header: s.n.respHeader()}, nil
-}
-
-func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
-	if err := s.n.limits.checkBatch(req); err != nil {
-		return nil, err
-	}
-	if len(req.Mutations) > 0 {
-		if err := s.n.write(ctx, "Batch", s.n.evalBatch(req)); err != nil {
-			return nil, err
-		}
-	}
-	return &kvpb.BatchResponse{Header: s.n.respHeader()}, nil
-}
-
 func (s *kvServer) DeleteRange(ctx context.Context, req *kvpb.DeleteRangeRequest) (*kvpb.DeleteRangeResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
 	if err := s.n.limits.checkDeleteRange(req); err != nil {
 		return nil, err
 	}
-	if err := s.n.write(ctx, "DeleteRange", s.n.evalDeleteRange(req)); err != nil {
+	r, desc, err := s.n.replicaFor(req.GetHeader(), req.GetStartKey())
+	if err != nil {
 		return nil, err
 	}
-	return &kvpb.DeleteRangeResponse{Header: s.n.respHeader()}, nil
+	if err := s.n.checkSpan(req.GetHeader(), desc, req.GetStartKey(), req.GetEndKey()); err != nil {
+		return nil, err
+	}
+	_, idx, err := s.n.write(ctx, "DeleteRange", req.GetHeader(), r, deleteRangeCmd(req))
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.DeleteRangeResponse{Header: s.n.respHeader(r, idx)}, nil
 }
 
-// CompareAndSwap holds the key's latch exclusively from its read to the end
-// of its commit, so no other write to the key lands in between.
+// CompareAndSwap is evaluated when its log entry applies, against the
+// state every earlier entry left: no write can land between its
+// comparison and its swap.
 func (s *kvServer) CompareAndSwap(ctx context.Context, req *kvpb.CompareAndSwapRequest) (*kvpb.CompareAndSwapResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
 	if err := s.n.limits.checkCompareAndSwap(req); err != nil {
 		return nil, err
 	}
-	release := s.n.latches.acquireExclusive(req.Key)
-	defer release()
-	if err := ctx.Err(); err != nil {
-		return nil, readError("CompareAndSwap", err)
+	r, desc, err := s.n.replicaFor(req.GetHeader(), req.GetKey())
+	if err != nil {
+		return nil, err
 	}
-	cur, err := s.n.db.Get(keys.UserKey(req.Key))
-	found := err == nil
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return nil, readError("CompareAndSwap", err)
+	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
+		return nil, err
 	}
-	resp, batch := evalCompareAndSwap(req, cur, found)
-	if batch != nil {
-		if err := s.n.committer.Commit(ctx, batch); err != nil {
-			return nil, writeError("CompareAndSwap", err)
-		}
+	res, idx, err := s.n.write(ctx, "CompareAndSwap", req.GetHeader(), r, casCmd(req))
+	if err != nil {
+		return nil, err
 	}
-	resp.Header = s.n.respHeader()
+	resp := &kvpb.CompareAndSwapResponse{Header: s.n.respHeader(r, idx), Succeeded: res.Succeeded, Found: res.Found}
+	if res.Found {
+		resp.CurrentValue = append([]byte{}, res.Value...)
+	}
 	return resp, nil
 }

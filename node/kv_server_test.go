@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shaledb/shale/api/kvpb"
+	rkeys "github.com/shaledb/shale/raft/keys"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,7 +25,7 @@ func get(t *testing.T, tn *testNode, k string) (string, bool) {
 	if err != nil {
 		t.Fatalf("Get(%q): %v", k, err)
 	}
-	if resp.Header.GetNodeId() != tn.n.cfg.NodeID || resp.Header.GetRangeId() != firstRangeID {
+	if resp.Header.GetNodeId() != tn.n.cfg.NodeID || resp.Header.GetRangeId() != rkeys.FirstUserRangeID {
 		t.Fatalf("Get(%q) header = %v", k, resp.Header)
 	}
 	return string(resp.Value), resp.Found

@@ -21,6 +21,8 @@ import (
 //	shale_grpc_request_duration_seconds{method}  histogram
 //	shale_grpc_requests_in_flight{method}        gauge
 //	shale_engine_*                               engine statistics, read at scrape time
+//	shale_raft_*                                 replication (raft/metrics.go)
+//	shale_range_*{range}                         per-range Raft state, read at scrape time
 //	go_*, process_*                              Go runtime and process
 type metrics struct {
 	registry *prometheus.Registry
@@ -53,7 +55,11 @@ func newMetrics(n *Node) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
+		&rangeCollector{n: n},
 	)
+	if err := n.store.Metrics().Register(m.registry); err != nil {
+		panic(err) // a fresh registry: only a duplicate name can fail
+	}
 	return m
 }
 
@@ -143,4 +149,41 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(engineLevelBytes, prometheus.GaugeValue, float64(st.LevelBytes[i]), lvl)
 	}
 	ch <- prometheus.MustNewConstMetric(engineWriteAmp, prometheus.GaugeValue, st.WriteAmplification())
+}
+
+// rangeCollector exports the Raft state of every replica of the node.
+type rangeCollector struct{ n *Node }
+
+var (
+	rangeLeader  = prometheus.NewDesc("shale_range_is_leader", "1 if this node's replica leads the range.", []string{"range"}, nil)
+	rangeTerm    = prometheus.NewDesc("shale_range_term", "Raft term of this node's replica.", []string{"range"}, nil)
+	rangeCommit  = prometheus.NewDesc("shale_range_commit_index", "Raft commit index of this node's replica.", []string{"range"}, nil)
+	rangeApplied = prometheus.NewDesc("shale_range_applied_index", "Applied index of this node's replica.", []string{"range"}, nil)
+	rangeLogSize = prometheus.NewDesc("shale_range_log_entries", "Entries in this node's Raft log of the range.", []string{"range"}, nil)
+	rangeLease   = prometheus.NewDesc("shale_range_lease_valid", "1 while this node holds the range's leader lease.", []string{"range"}, nil)
+)
+
+func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{rangeLeader, rangeTerm, rangeCommit, rangeApplied, rangeLogSize, rangeLease} {
+		ch <- d
+	}
+}
+
+func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, r := range c.n.store.Replicas() {
+		st := r.Status()
+		id := strconv.FormatUint(st.RangeID, 10)
+		ch <- prometheus.MustNewConstMetric(rangeLeader, prometheus.GaugeValue, b(st.State == "leader"), id)
+		ch <- prometheus.MustNewConstMetric(rangeTerm, prometheus.GaugeValue, float64(st.Term), id)
+		ch <- prometheus.MustNewConstMetric(rangeCommit, prometheus.GaugeValue, float64(st.Commit), id)
+		ch <- prometheus.MustNewConstMetric(rangeApplied, prometheus.GaugeValue, float64(st.Applied), id)
+		ch <- prometheus.MustNewConstMetric(rangeLogSize, prometheus.GaugeValue, float64(st.LastIndex-st.Truncated), id)
+		ch <- prometheus.MustNewConstMetric(rangeLease, prometheus.GaugeValue, b(st.LeaseValid), id)
+	}
 }

@@ -8,36 +8,41 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/buildinfo"
-	"github.com/shaledb/shale/internal/keys"
-	"github.com/shaledb/shale/storage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/internal/buildinfo"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/storage"
 )
 
-// Node is one Shale server: the KV and Admin gRPC services over the node's
+// Node is one Shale server: the KV and Admin gRPC services and the Raft
+// transport on one gRPC server, over the node's replicas (raft.Store) and
 // engine, and an HTTP server for /healthz, /metrics and /debug/pprof.
 //
-// A Node is created with New (which opens the engine), runs with Serve, and
-// stops with Stop (which drains requests and closes the engine).
+// A Node is created with New (which opens the engine and the replicas),
+// runs with Serve, and stops with Stop (which drains requests, stops
+// replication and closes the engine).
 type Node struct {
-	cfg       Config
-	log       *slog.Logger
-	limits    Limits
-	db        *storage.DB
-	ident     keys.StoreIdent
-	latches   *latches
-	committer Committer
-	metrics   *metrics
-	started   time.Time
+	cfg     Config
+	log     *slog.Logger
+	limits  Limits
+	db      *storage.DB
+	ident   raft.StoreIdent
+	store   *raft.Store
+	peers   *peerClients
+	live    liveness
+	metrics *metrics
+	started time.Time
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -46,16 +51,22 @@ type Node struct {
 	// Addresses, fixed by Serve.
 	grpcAddr, httpAddr atomic.Pointer[string]
 	serving            atomic.Bool
+	// stopping refuses new client requests; inflight counts the ones
+	// being served (Stop waits for them before it stops replication).
+	stopping atomic.Bool
+	inflight atomic.Int64
+	// bgCancel stops the node's background work (self-registration).
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// firstRangeID is the ID of the range that, on a single node, covers the
-// whole key space. Requests naming it or range 0 are served.
-const firstRangeID = 1
-
-// New opens the node's engine in cfg.DataDir and prepares its servers.
+// New opens the node's engine in cfg.DataDir, initializes the store
+// (bootstrapping or joining a cluster on a first start) and prepares its
+// servers. Replication starts with Serve.
 func New(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -68,37 +79,67 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
 	}
-	ident, err := loadOrCreateIdent(db, cfg.NodeID)
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		limits:  cfg.Limits,
+		db:      db,
+		started: time.Now(),
+		health:  health.NewServer(),
+	}
+	ident, peers, err := n.initStore(db)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger.With("node", cfg.NodeID),
-		limits:    cfg.Limits,
-		db:        db,
-		ident:     ident,
-		latches:   newLatches(),
-		committer: engineCommitter{db: db},
-		started:   time.Now(),
-		health:    health.NewServer(),
+	n.ident = *ident
+	n.cfg.NodeID = ident.NodeID
+	n.log = cfg.Logger.With("node", ident.NodeID)
+	ro := cfg.Raft
+	n.store, err = raft.NewStore(raft.Config{
+		Engine:                    db,
+		NodeID:                    ident.NodeID,
+		ClusterID:                 ident.ClusterID,
+		Peers:                     peers,
+		TickInterval:              ro.TickInterval,
+		ElectionTicks:             ro.ElectionTicks,
+		HeartbeatTicks:            ro.HeartbeatTicks,
+		MaxSizePerMsg:             ro.MaxSizePerMsg,
+		MaxInflightMsgs:           ro.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: ro.MaxUncommittedBytes,
+		LogMaxEntries:             ro.LogMaxEntries,
+		LogMaxBytes:               ro.LogMaxBytes,
+		SnapshotRate:              ro.SnapshotRate,
+		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
+		DisableLeaseReads:         ro.DisableLeaseReads,
+		LocalIP:                   n.localIP(),
+		Logger:                    n.log,
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("node: opening the replicas: %w", err), db.Close())
 	}
+	n.peers = newPeerClients(n)
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(n)
-	n.grpc = grpc.NewServer(
+	// The transport's server options (keepalive policy), with the message
+	// cap of the KV service: it admits the largest write the limits allow,
+	// so it also admits the Raft messages carrying one (appends carry at
+	// most MaxSizePerMsg, 1 MiB, beyond their first entry).
+	opts := append(transport.ServerOptions(),
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
-		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.recoverInterceptor),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.admitInterceptor, n.recoverInterceptor),
 	)
+	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
+	n.store.RegisterServer(n.grpc)
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return n, nil
 }
 
-// Serve serves gRPC on grpcLis and HTTP on httpLis until Stop. It returns
-// nil after Stop, or the first error that stopped a server.
+// Serve starts replication and serves gRPC on grpcLis and HTTP on httpLis
+// until Stop. It returns nil after Stop, or the first error that stopped a
+// server.
 func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	ga, ha := n.cfg.AdvertiseAddr, n.cfg.AdvertiseHTTPAddr
 	if ga == "" {
@@ -109,6 +150,17 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	}
 	n.grpcAddr.Store(&ga)
 	n.httpAddr.Store(&ha)
+	n.store.SetPeerAddress(n.ident.NodeID, ga)
+	n.store.Start()
+	n.bgWG.Add(2)
+	go func() {
+		defer n.bgWG.Done()
+		n.registerSelf(n.bgCtx)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		n.probeLoop(n.bgCtx)
+	}()
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
@@ -135,12 +187,26 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 }
 
 // Stop stops the node gracefully: it reports NOT_SERVING, stops accepting
-// requests, waits for running ones until ctx ends (then cancels them), and
-// closes the engine. It returns the error of closing, and is idempotent.
+// requests, waits for running ones until ctx ends (then cancels them),
+// stops replication and closes the engine. It returns the error of
+// closing, and is idempotent.
 func (n *Node) Stop(ctx context.Context) error {
 	n.stopOnce.Do(func() {
 		n.serving.Store(false)
+		n.stopping.Store(true)
 		n.health.Shutdown()
+		n.bgCancel()
+		// Requests in flight finish while replication still runs (a write
+		// needs its followers); new ones are refused with Unavailable.
+		for n.inflight.Load() > 0 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n.inflight.Load() > 0 {
+			n.log.Warn("stop: requests still running at the deadline; cancelling them")
+		}
+		// The peers' Raft streams never end by themselves: end them, so
+		// that the graceful stop below has nothing left to wait for.
+		n.store.Transport().StopServing()
 		drained := make(chan struct{})
 		go func() {
 			n.grpc.GracefulStop()
@@ -149,7 +215,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			n.log.Warn("stop: requests still running at the deadline; cancelling them")
 			n.grpc.Stop()
 			<-drained
 		}
@@ -157,29 +222,50 @@ func (n *Node) Stop(ctx context.Context) error {
 		if httpErr != nil {
 			httpErr = errors.Join(httpErr, n.http.Close())
 		}
+		n.bgWG.Wait()
+		n.peers.close()
+		n.store.Stop()
 		n.stopErr = errors.Join(httpErr, n.db.Close())
 		n.log.Info("stopped", "error", n.stopErr)
 	})
 	return n.stopErr
 }
 
+// admitInterceptor refuses new requests once the node is stopping and
+// counts the ones in flight.
+func (n *Node) admitInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	// Count first, check second: Stop sets stopping and then waits for
+	// the count, so a request it does not wait for is one that refuses.
+	n.inflight.Add(1)
+	defer n.inflight.Add(-1)
+	if n.stopping.Load() {
+		return nil, unavailable(time.Second, "%s: node is shutting down; not applied", path.Base(info.FullMethod))
+	}
+	return handler(ctx, req)
+}
+
 // ClusterID returns the cluster ID recorded in the node's data directory.
 func (n *Node) ClusterID() string { return n.ident.ClusterID }
 
-func (n *Node) respHeader() *kvpb.ResponseHeader {
-	return &kvpb.ResponseHeader{RangeId: firstRangeID, NodeId: n.cfg.NodeID}
-}
+// NodeID returns the node's ID.
+func (n *Node) NodeID() uint64 { return n.ident.NodeID }
 
-// checkRange refuses a request that names a range this node does not hold.
-func (n *Node) checkRange(h *kvpb.RequestHeader) error {
-	if id := h.GetRangeId(); id != 0 && id != firstRangeID {
-		return rangeNotFound(id)
+// localIP is the address connections to peers start from: the advertised
+// one, when it is a definite IP.
+func (n *Node) localIP() net.IP {
+	host, _, err := net.SplitHostPort(n.cfg.AdvertiseAddr)
+	if err != nil {
+		return nil
 	}
-	return nil
+	ip := net.ParseIP(host)
+	if ip == nil || ip.IsUnspecified() {
+		return nil
+	}
+	return ip
 }
 
 func (n *Node) descriptor() *kvpb.NodeDescriptor {
-	d := &kvpb.NodeDescriptor{NodeId: n.cfg.NodeID}
+	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID}
 	if a := n.grpcAddr.Load(); a != nil {
 		d.Address = *a
 	}

@@ -2,12 +2,57 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/keys"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/storage"
 )
+
+// readBarrier waits until r may serve a read of the request's
+// consistency and returns the applied index the read will see at least:
+// a linearizable read waits for the leader's barrier (ReadIndex or lease,
+// docs/replication.md "Reads and leases"); a stale read is served from
+// whatever this replica has applied.
+func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (uint64, error) {
+	if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
+		return r.AppliedIndex(), nil
+	}
+	n.awaitLeader(ctx, r)
+	idx, err := r.ReadBarrier(ctx)
+	if err != nil {
+		return 0, n.raftError(op, err)
+	}
+	return idx, nil
+}
+
+// Get reads one key.
+func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	if err := s.n.limits.checkGet(req); err != nil {
+		return nil, err
+	}
+	r, desc, err := s.n.replicaFor(req.GetHeader(), req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
+		return nil, err
+	}
+	idx, err := s.n.readBarrier(ctx, "Get", req.GetHeader(), r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.n.db.Get(keys.UserKey(req.Key))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return &kvpb.GetResponse{Header: s.n.respHeader(r, idx)}, nil
+	case err != nil:
+		return nil, readError("Get", err)
+	}
+	return &kvpb.GetResponse{Header: s.n.respHeader(r, idx), Found: true, Value: v}, nil
+}
 
 // Scan reads one page of [start_key, end_key) from a consistent engine view
 // (the iterator's), forward or in reverse.
@@ -19,24 +64,35 @@ import (
 // next start_key), the last returned key for a reverse scan (the next,
 // exclusive, end_key).
 func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
 	limit, maxBytes, err := s.n.limits.checkScan(req)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, readError("Scan", err)
+	routeKey := req.GetStartKey()
+	if req.GetReverse() && len(req.GetEndKey()) > 0 {
+		// The range holding the last key before end.
+		routeKey = keyBefore(req.GetEndKey())
 	}
-	lo, hi := keys.UserSpan(req.StartKey, req.EndKey)
+	r, desc, err := s.n.replicaFor(req.GetHeader(), routeKey)
+	if err != nil {
+		return nil, err
+	}
+	start, end, err := s.n.clipToRange(req.GetHeader(), desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
+	if err != nil {
+		return nil, err
+	}
+	idx, err := s.n.readBarrier(ctx, "Scan", req.GetHeader(), r)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := keys.UserSpan(start, end)
 	it, err := s.n.db.NewIter(&storage.IterOptions{LowerBound: lo, UpperBound: hi, KeysOnly: req.KeysOnly})
 	if err != nil {
 		return nil, readError("Scan", err)
 	}
 	defer it.Close()
 
-	resp := &kvpb.ScanResponse{Header: s.n.respHeader()}
+	resp := &kvpb.ScanResponse{Header: s.n.respHeader(r, idx)}
 	step := it.Next
 	valid := false
 	if req.Reverse {
@@ -79,14 +135,25 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 
 // BatchGet reads every key at one consistent point with one engine call.
 func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kvpb.BatchGetResponse, error) {
-	if err := s.n.checkRange(req.GetHeader()); err != nil {
-		return nil, err
-	}
 	if err := s.n.limits.checkBatchGet(req); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, readError("BatchGet", err)
+	var first []byte
+	if len(req.Keys) > 0 {
+		first = req.Keys[0]
+	}
+	r, desc, err := s.n.replicaFor(req.GetHeader(), first)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range req.Keys {
+		if err := s.n.checkKey(req.GetHeader(), desc, k); err != nil {
+			return nil, err
+		}
+	}
+	idx, err := s.n.readBarrier(ctx, "BatchGet", req.GetHeader(), r)
+	if err != nil {
+		return nil, err
 	}
 	eks := make([][]byte, len(req.Keys))
 	for i, k := range req.Keys {
@@ -96,7 +163,7 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	if err != nil {
 		return nil, readError("BatchGet", err)
 	}
-	resp := &kvpb.BatchGetResponse{Header: s.n.respHeader(), Results: make([]*kvpb.GetResult, len(vals))}
+	resp := &kvpb.BatchGetResponse{Header: s.n.respHeader(r, idx), Results: make([]*kvpb.GetResult, len(vals))}
 	total := 0
 	for i, v := range vals {
 		total += len(v)
@@ -110,3 +177,20 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
+
+// keyBefore returns a key that sorts just before k for routing (k itself
+// minus a trailing 0x00, or k with its last byte decremented and padded):
+// the exact predecessor does not exist for byte strings, but any key in
+// [predecessor-ish, k) lies in the same range as the last key before k
+// unless a range boundary falls exactly there, which clipToRange reports.
+func keyBefore(k []byte) []byte {
+	if len(k) == 0 {
+		return k
+	}
+	if k[len(k)-1] == 0 {
+		return k[:len(k)-1]
+	}
+	b := clone(k)
+	b[len(b)-1]--
+	return append(b, 0xff)
+}

@@ -47,7 +47,9 @@ func binaries(t *testing.T) (shale, shalectl string) {
 			ldflags = "-X github.com/shaledb/shale/storage.engineStamp=" + hex.EncodeToString(sum[:8])
 		}
 		for _, cmd := range []string{"shale", "shalectl"} {
-			out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", filepath.Join(buildDir, cmd), "./cmd/"+cmd).CombinedOutput()
+			build := exec.Command("go", "build", "-ldflags", ldflags, "-o", filepath.Join(buildDir, cmd), "./cmd/"+cmd)
+			build.Dir = root // go test runs in tests/; the packages are at the root
+			out, err := build.CombinedOutput()
 			if err != nil {
 				buildErr = fmt.Errorf("go build ./cmd/%s: %v\n%s", cmd, err, out)
 				return

@@ -182,8 +182,14 @@ func (x *RaftMessageBatch) GetMessages() []*RangeMessage {
 type RaftMessageBatchAck struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	UnknownRangeIds []uint64               `protobuf:"varint,1,rep,packed,name=unknown_range_ids,json=unknownRangeIds,proto3" json:"unknown_range_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// removed answers messages from replicas that the receiver knows were
+	// removed from their range: the receiver's descriptor of each such range.
+	// A replica missing from a newer descriptor than its own was removed
+	// (replica IDs are never reused) and may destroy itself; this is how a
+	// replica that missed its own removal finds out.
+	Removed       []*kvpb.RangeDescriptor `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RaftMessageBatchAck) Reset() {
@@ -219,6 +225,13 @@ func (*RaftMessageBatchAck) Descriptor() ([]byte, []int) {
 func (x *RaftMessageBatchAck) GetUnknownRangeIds() []uint64 {
 	if x != nil {
 		return x.UnknownRangeIds
+	}
+	return nil
+}
+
+func (x *RaftMessageBatchAck) GetRemoved() []*kvpb.RangeDescriptor {
+	if x != nil {
+		return x.Removed
 	}
 	return nil
 }
@@ -540,9 +553,10 @@ const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"to_node_id\x18\x02 \x01(\x04R\btoNodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12:\n" +
-	"\bmessages\x18\x04 \x03(\v2\x1e.shale.raftrpc.v1.RangeMessageR\bmessages\"A\n" +
+	"\bmessages\x18\x04 \x03(\v2\x1e.shale.raftrpc.v1.RangeMessageR\bmessages\"y\n" +
 	"\x13RaftMessageBatchAck\x12*\n" +
-	"\x11unknown_range_ids\x18\x01 \x03(\x04R\x0funknownRangeIds\"\xf3\x01\n" +
+	"\x11unknown_range_ids\x18\x01 \x03(\x04R\x0funknownRangeIds\x126\n" +
+	"\aremoved\x18\x02 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\aremoved\"\xf3\x01\n" +
 	"\x0eSnapshotHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -596,22 +610,23 @@ var file_api_raftrpcpb_raftrpc_proto_goTypes = []any{
 	(*kvpb.RangeDescriptor)(nil), // 8: shale.kv.v1.RangeDescriptor
 }
 var file_api_raftrpcpb_raftrpc_proto_depIdxs = []int32{
-	7, // 0: shale.raftrpc.v1.RangeMessage.message:type_name -> raftpb.Message
-	8, // 1: shale.raftrpc.v1.RangeMessage.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	0, // 2: shale.raftrpc.v1.RaftMessageBatch.messages:type_name -> shale.raftrpc.v1.RangeMessage
-	7, // 3: shale.raftrpc.v1.SnapshotHeader.message:type_name -> raftpb.Message
-	8, // 4: shale.raftrpc.v1.SnapshotHeader.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	3, // 5: shale.raftrpc.v1.SnapshotChunk.header:type_name -> shale.raftrpc.v1.SnapshotHeader
-	5, // 6: shale.raftrpc.v1.SnapshotChunk.done:type_name -> shale.raftrpc.v1.SnapshotDone
-	1, // 7: shale.raftrpc.v1.RaftTransport.RaftMessages:input_type -> shale.raftrpc.v1.RaftMessageBatch
-	4, // 8: shale.raftrpc.v1.RaftTransport.Snapshot:input_type -> shale.raftrpc.v1.SnapshotChunk
-	2, // 9: shale.raftrpc.v1.RaftTransport.RaftMessages:output_type -> shale.raftrpc.v1.RaftMessageBatchAck
-	6, // 10: shale.raftrpc.v1.RaftTransport.Snapshot:output_type -> shale.raftrpc.v1.SnapshotResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7,  // 0: shale.raftrpc.v1.RangeMessage.message:type_name -> raftpb.Message
+	8,  // 1: shale.raftrpc.v1.RangeMessage.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	0,  // 2: shale.raftrpc.v1.RaftMessageBatch.messages:type_name -> shale.raftrpc.v1.RangeMessage
+	8,  // 3: shale.raftrpc.v1.RaftMessageBatchAck.removed:type_name -> shale.kv.v1.RangeDescriptor
+	7,  // 4: shale.raftrpc.v1.SnapshotHeader.message:type_name -> raftpb.Message
+	8,  // 5: shale.raftrpc.v1.SnapshotHeader.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	3,  // 6: shale.raftrpc.v1.SnapshotChunk.header:type_name -> shale.raftrpc.v1.SnapshotHeader
+	5,  // 7: shale.raftrpc.v1.SnapshotChunk.done:type_name -> shale.raftrpc.v1.SnapshotDone
+	1,  // 8: shale.raftrpc.v1.RaftTransport.RaftMessages:input_type -> shale.raftrpc.v1.RaftMessageBatch
+	4,  // 9: shale.raftrpc.v1.RaftTransport.Snapshot:input_type -> shale.raftrpc.v1.SnapshotChunk
+	2,  // 10: shale.raftrpc.v1.RaftTransport.RaftMessages:output_type -> shale.raftrpc.v1.RaftMessageBatchAck
+	6,  // 11: shale.raftrpc.v1.RaftTransport.Snapshot:output_type -> shale.raftrpc.v1.SnapshotResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_api_raftrpcpb_raftrpc_proto_init() }

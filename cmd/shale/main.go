@@ -1,5 +1,14 @@
-// Command shale runs one Shale node: the KV and Admin gRPC services on
-// --listen, and /healthz, /metrics and /debug/pprof on --http.
+// Command shale runs one Shale node: the KV and Admin gRPC services and
+// the node-to-node Raft transport on --listen, and /healthz, /metrics and
+// /debug/pprof on --http.
+//
+// On its first start a node bootstraps a new cluster (--initial-cluster,
+// the same list on every initial node), joins an existing one (--join), or
+// with neither forms a one-node cluster. Its data directory remembers the
+// cluster afterwards:
+//
+//	shale --node-id 1 --listen 127.0.0.1:7379 --http 127.0.0.1:7380 --data-dir data/node1 \
+//	      --initial-cluster 1=127.0.0.1:7379,2=127.0.0.1:7381,3=127.0.0.1:7383
 //
 // SIGINT or SIGTERM stops it gracefully: it stops accepting requests, lets
 // running ones finish (up to --shutdown-timeout), and closes the engine.
@@ -13,9 +22,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/node"
 )
@@ -30,10 +41,14 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("shale", flag.ContinueOnError)
 	var (
-		nodeID          = fs.Uint64("node-id", 1, "this node's ID (> 0); the data directory remembers it")
+		nodeID          = fs.Uint64("node-id", 0, "this node's ID; 0: the data directory's, else found in --initial-cluster by --advertise, assigned when joining, or 1 alone")
 		listen          = fs.String("listen", "127.0.0.1:7379", "gRPC listen address (KV and Admin services)")
 		httpAddr        = fs.String("http", "127.0.0.1:7380", "HTTP listen address (/healthz, /metrics, /debug/pprof)")
-		advertise       = fs.String("advertise", "", "gRPC address clients reach this node at (default: --listen)")
+		advertise       = fs.String("advertise", "", "gRPC address other nodes and clients reach this node at (default: --listen)")
+		advertiseHTTP   = fs.String("advertise-http", "", "HTTP address others reach this node at (default: --http)")
+		initialCluster  = fs.String("initial-cluster", "", "bootstrap a new cluster of these members on the first start: id=host:port,... (the same on every initial node)")
+		join            = fs.String("join", "", "join an existing cluster through these member addresses on the first start: host:port,...")
+		clusterID       = fs.String("cluster-id", "", "the cluster's ID (default: derived from --initial-cluster); refuses a data directory or cluster of another ID")
 		dataDir         = fs.String("data-dir", "data/node1", "directory for the node's data")
 		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat       = fs.String("log-format", "text", "log format: text or json")
@@ -48,6 +63,18 @@ func run(args []string) error {
 	fs.IntVar(&eng.MaxBackgroundJobs, "engine-max-background-jobs", 0, fmt.Sprintf("flush and compaction threads (0: engine default, %d)", d.MaxBackgroundJobs))
 	fs.IntVar(&eng.MaxOpenFiles, "engine-max-open-files", 0, "table cache bound; negative is unbounded (0: engine default)")
 	fs.BoolVar(&eng.DisableAutoCompactions, "engine-disable-auto-compactions", false, "turn background compactions off")
+	var ro node.RaftOptions
+	fs.DurationVar(&ro.TickInterval, "raft-tick", 100*time.Millisecond, "Raft tick interval")
+	fs.IntVar(&ro.ElectionTicks, "raft-election-ticks", 10, "election timeout in ticks (randomized up to twice that)")
+	fs.IntVar(&ro.HeartbeatTicks, "raft-heartbeat-ticks", 1, "heartbeat interval in ticks")
+	fs.Uint64Var(&ro.MaxSizePerMsg, "raft-max-size-per-msg", 1<<20, "bytes of entries in one append message")
+	fs.IntVar(&ro.MaxInflightMsgs, "raft-max-inflight-msgs", 256, "append messages in flight to one follower")
+	fs.Uint64Var(&ro.MaxUncommittedBytes, "raft-max-uncommitted-bytes", 64<<20, "uncommitted bytes a leader holds before refusing writes")
+	fs.Uint64Var(&ro.LogMaxEntries, "raft-log-max-entries", 10000, "log entries kept before truncating past lagging followers (they get snapshots)")
+	fs.Int64Var(&ro.LogMaxBytes, "raft-log-max-bytes", 64<<20, "log bytes kept before truncating past lagging followers")
+	fs.Int64Var(&ro.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
+	fs.Int64Var(&ro.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
+	fs.BoolVar(&ro.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
 	compression := fs.String("engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node.\n\nFlags:\n")
@@ -77,12 +104,39 @@ func run(args []string) error {
 	}
 	slog.SetDefault(logger)
 
+	var members []*kvpb.NodeDescriptor
+	if *initialCluster != "" {
+		if members, err = node.ParseInitialCluster(*initialCluster); err != nil {
+			return fmt.Errorf("--initial-cluster: %w", err)
+		}
+	}
+	var joinAddrs []string
+	for _, a := range strings.Split(*join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			joinAddrs = append(joinAddrs, a)
+		}
+	}
+	adv := *advertise
+	if adv == "" {
+		// Other nodes must reach us at a definite address: a wildcard
+		// listen address is not one.
+		adv = *listen
+	}
+	advHTTP := *advertiseHTTP
+	if advHTTP == "" {
+		advHTTP = *httpAddr
+	}
 	n, err := node.New(node.Config{
-		NodeID:        *nodeID,
-		DataDir:       *dataDir,
-		AdvertiseAddr: *advertise,
-		Engine:        eng,
-		Logger:        logger,
+		NodeID:            *nodeID,
+		DataDir:           *dataDir,
+		AdvertiseAddr:     adv,
+		AdvertiseHTTPAddr: advHTTP,
+		InitialCluster:    members,
+		Join:              joinAddrs,
+		ClusterID:         *clusterID,
+		Raft:              ro,
+		Engine:            eng,
+		Logger:            logger,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@
 //	shalectl get greeting
 //	shalectl scan --limit 10
 //	shalectl status
+//	shalectl node add 127.0.0.1:7385
+//	shalectl transfer-leader 2 3
 package main
 
 import (
@@ -48,13 +50,15 @@ func newRootCmd() *cobra.Command {
 	}
 	defaultEndpoints := os.Getenv("SHALE_ENDPOINTS")
 	if defaultEndpoints == "" {
-		defaultEndpoints = "127.0.0.1:7379"
+		// The three nodes of `make run`.
+		defaultEndpoints = "127.0.0.1:7379,127.0.0.1:7381,127.0.0.1:7383"
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes (env SHALE_ENDPOINTS)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
-	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newStatusCmd(g))
+	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newStatusCmd(g),
+		newNodeCmd(g), newTransferLeaderCmd(g))
 	return root
 }
 

@@ -1,22 +1,31 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/client"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, nodeOnly bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Report on the node the client reaches: identity, ranges, engine",
-		Args:  cobra.NoArgs,
+		Short: "Report on the cluster: nodes, ranges, leaders, applied indexes",
+		Long: `status reports on the cluster as its nodes see it: every node with its
+liveness, then every range with its leader and, for each replica, its Raft
+state and applied index (asked of each node in turn). --node reports on the
+node the client reaches instead: identity, its replicas, engine statistics.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, c, done, err := g.connect(cmd)
 			if err != nil {
@@ -36,14 +45,153 @@ func newStatusCmd(g *globals) *cobra.Command {
 				_, err = fmt.Fprintf(out, "%s\n", b)
 				return err
 			}
-			printStatus(out, st)
-			return nil
+			if nodeOnly {
+				printStatus(out, st)
+				return nil
+			}
+			return printCluster(ctx, out, c, st)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reached node's status as JSON")
+	cmd.Flags().BoolVar(&nodeOnly, "node", false, "report on the reached node only")
 	return cmd
 }
 
+// printCluster prints the nodes table and the ranges table.
+func printCluster(ctx context.Context, out io.Writer, c *client.Client, self *kvpb.StatusResponse) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	ranges, err := c.Ranges(ctx)
+	if err != nil {
+		return err
+	}
+	// Ask every node for its replicas' Raft state, in parallel.
+	statuses := make(map[uint64]*kvpb.StatusResponse)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, ns := range nodes.GetNodes() {
+		addr := ns.GetNode().GetAddress()
+		if ns.GetNode().GetNodeId() == self.GetNode().GetNodeId() {
+			statuses[ns.GetNode().GetNodeId()] = self
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := nodeStatus(ctx, addr)
+			if st != nil {
+				mu.Lock()
+				statuses[ns.GetNode().GetNodeId()] = st
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "cluster\t%s\n", self.GetClusterId())
+	fmt.Fprintf(w, "version\t%s\n", self.GetVersion())
+	fmt.Fprintf(w, "reached\tnode %d at %s\n", self.GetNode().GetNodeId(), self.GetNode().GetAddress())
+	w.Flush()
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tADDRESS\tHTTP\tSTATE\tREPLICAS\tLEADERS\tLAST SEEN")
+	for _, ns := range nodes.GetNodes() {
+		n := ns.GetNode()
+		seen := "-"
+		if t := ns.GetLastHeartbeatUnixNanos(); t != 0 {
+			seen = time.Since(time.Unix(0, t)).Round(time.Millisecond).String() + " ago"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", n.GetNodeId(), n.GetAddress(), n.GetHttpAddress(),
+			nodeState(ns.GetState()), ns.GetReplicas(), ns.GetLeaders(), seen)
+	}
+	w.Flush()
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS (node:state:applied index)")
+	for _, rs := range ranges.GetRanges() {
+		d := rs.GetDescriptor_()
+		var reps []string
+		for _, rd := range d.GetReplicas() {
+			state, applied := "?", "?"
+			if st := statuses[rd.GetNodeId()]; st != nil {
+				for _, r := range st.GetRanges() {
+					if r.GetDescriptor_().GetRangeId() == d.GetRangeId() {
+						state = r.GetRaft().GetState()
+						applied = fmt.Sprint(r.GetRaft().GetAppliedIndex())
+					}
+				}
+			} else {
+				state = "unreachable"
+			}
+			kind := ""
+			if t := rd.GetType(); t != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+				kind = "(" + strings.ToLower(strings.TrimPrefix(t.String(), "REPLICA_TYPE_")) + ")"
+			}
+			reps = append(reps, fmt.Sprintf("n%d%s:%s:%s", rd.GetNodeId(), kind, state, applied))
+		}
+		sort.Strings(reps)
+		leader := "none"
+		if id := leaderNode(rs, statuses); id != 0 {
+			leader = fmt.Sprintf("n%d", id)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", d.GetRangeId(), span(d), d.GetGeneration(), leader, strings.Join(reps, " "))
+	}
+	return w.Flush()
+}
+
+// nodeStatus asks the node at addr for its status; nil if it cannot.
+func nodeStatus(ctx context.Context, addr string) *kvpb.StatusResponse {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{addr}, nil)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// leaderNode is the range's leader as its replicas report it.
+func leaderNode(rs *kvpb.RangeStatus, statuses map[uint64]*kvpb.StatusResponse) uint64 {
+	if id := rs.GetLeaderNodeId(); id != 0 {
+		return id
+	}
+	for _, st := range statuses {
+		for _, r := range st.GetRanges() {
+			if r.GetDescriptor_().GetRangeId() == rs.GetDescriptor_().GetRangeId() && r.GetLeaderNodeId() != 0 {
+				return r.GetLeaderNodeId()
+			}
+		}
+	}
+	return 0
+}
+
+func span(d *kvpb.RangeDescriptor) string {
+	if d.GetRangeId() == 1 {
+		return "meta"
+	}
+	s, e := fmt.Sprintf("%q", d.GetStartKey()), fmt.Sprintf("%q", d.GetEndKey())
+	if len(d.GetStartKey()) == 0 {
+		s = "-inf"
+	}
+	if len(d.GetEndKey()) == 0 {
+		e = "+inf"
+	}
+	return "[" + s + ", " + e + ")"
+}
+
+func nodeState(s kvpb.NodeState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
+}
+
+// printStatus prints what one node reports about itself.
 func printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusResponse) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer w.Flush()
@@ -62,8 +210,10 @@ func printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusRes
 	fmt.Fprintf(w, "members\t%s\n", strings.Join(members, " "))
 	for _, r := range st.GetRanges() {
 		d := r.GetDescriptor_()
-		fmt.Fprintf(w, "range %d\t[%q, %q) gen %d, leader node %d, ~%d keys, ~%d bytes\n",
-			d.GetRangeId(), d.GetStartKey(), d.GetEndKey(), d.GetGeneration(), r.GetLeaderNodeId(),
+		rf := r.GetRaft()
+		fmt.Fprintf(w, "range %d\t%s gen %d: %s, term %d, leader node %d, commit %d, applied %d, log (%d, %d], ~%d keys, ~%d bytes\n",
+			d.GetRangeId(), span(d), d.GetGeneration(), rf.GetState(), rf.GetTerm(), r.GetLeaderNodeId(),
+			rf.GetCommitIndex(), rf.GetAppliedIndex(), rf.GetTruncatedIndex(), rf.GetLastIndex(),
 			r.GetApproximateKeys(), r.GetApproximateBytes())
 	}
 	if e := st.GetEngine(); e != nil {

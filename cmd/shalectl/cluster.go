@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/spf13/cobra"
+)
+
+func newNodeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Add nodes to the cluster's ranges or remove them",
+	}
+	cmd.AddCommand(newNodeAddCmd(g), newNodeRemoveCmd(g))
+	return cmd
+}
+
+func newNodeAddCmd(g *globals) *cobra.Command {
+	var registerOnly bool
+	cmd := &cobra.Command{
+		Use:   "add ADDRESS",
+		Short: "Register a node and give it a voter of every range",
+		Long: `node add registers the node serving at ADDRESS (host:port of its gRPC
+server), or finds its ID if it is registered already (a node started with
+--join registers itself), then adds a replica of every range on it: each
+joins as a learner, catches up by snapshot and is promoted to voter. The
+node must be running for the replicas to catch up.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := c.AddNode(ctx, &kvpb.NodeDescriptor{Address: args[0]})
+			if err != nil {
+				return err
+			}
+			id := resp.GetNodeId()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "node %d registered at %s\n", id, args[0])
+			if registerOnly {
+				return nil
+			}
+			ranges, err := c.Ranges(ctx)
+			if err != nil {
+				return err
+			}
+			for _, rs := range ranges.GetRanges() {
+				d := rs.GetDescriptor_()
+				if hasVoter(d, id) {
+					fmt.Fprintf(out, "range %d: already a voter on node %d\n", d.GetRangeId(), id)
+					continue
+				}
+				nd, err := c.ChangeReplicas(ctx, d.GetRangeId(), &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id})
+				if err != nil {
+					return fmt.Errorf("range %d: %w", d.GetRangeId(), err)
+				}
+				fmt.Fprintf(out, "range %d: voter added on node %d (generation %d)\n", d.GetRangeId(), id, nd.GetGeneration())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&registerOnly, "register-only", false, "register the node but add no replicas")
+	return cmd
+}
+
+func hasVoter(d *kvpb.RangeDescriptor, nodeID uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == nodeID && rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			return true
+		}
+	}
+	return false
+}
+
+func newNodeRemoveCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "remove NODE_ID",
+		Short: "Remove a node's replicas from every range, then the node",
+		Long: `node remove removes the node's replica from every range (a range must keep
+a voter; removing a leader moves leadership first) and then takes the node
+out of the cluster's registry. The node's process can then be stopped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil || id == 0 {
+				return fmt.Errorf("node ID %q: want a number > 0", args[0])
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.RemoveNode(ctx, id, true); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
+			return nil
+		},
+	}
+	return cmd
+}
+
+func newTransferLeaderCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "transfer-leader RANGE_ID NODE_ID",
+		Short: "Move a range's leadership to its replica on a node",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rangeID, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil || rangeID == 0 {
+				return fmt.Errorf("range ID %q: want a number > 0", args[0])
+			}
+			nodeID, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || nodeID == 0 {
+				return fmt.Errorf("node ID %q: want a number > 0", args[1])
+			}
+			ctx, c, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := c.TransferLeader(ctx, rangeID, nodeID); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "range %d: leader is now node %d\n", rangeID, nodeID)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/transport"
+)
+
+// peerClients are Admin clients to the other nodes, for forwarding
+// operator requests to whoever must carry them out (a range's leader, a
+// node holding meta), so that an operator can send them to any node.
+type peerClients struct {
+	n  *Node
+	mu struct {
+		sync.Mutex
+		conns map[string]*grpc.ClientConn
+	}
+}
+
+func newPeerClients(n *Node) *peerClients {
+	p := &peerClients{n: n}
+	p.mu.conns = map[string]*grpc.ClientConn{}
+	return p
+}
+
+// admin returns an Admin client for node id.
+func (p *peerClients) admin(id uint64) (kvpb.AdminClient, error) {
+	cc, err := p.conn(id)
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewAdminClient(cc), nil
+}
+
+// conn returns a connection to node id's gRPC server.
+func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
+	d := p.n.nodeDescriptor(id)
+	if d.GetAddress() == "" || d.GetAddress() == unknownAddress {
+		return nil, fmt.Errorf("no address known for node %d", id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.conns == nil {
+		return nil, fmt.Errorf("node is stopping")
+	}
+	cc := p.mu.conns[d.GetAddress()]
+	if cc == nil {
+		var err error
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if ip := p.n.localIP(); ip != nil {
+			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
+		}
+		cc, err = grpc.NewClient("passthrough:///"+d.GetAddress(), opts...)
+		if err != nil {
+			return nil, err
+		}
+		p.mu.conns[d.GetAddress()] = cc
+	}
+	return cc, nil
+}
+
+func (p *peerClients) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range p.mu.conns {
+		cc.Close()
+	}
+	p.mu.conns = nil
+}
+
+// forwardedMD marks a request already forwarded once (in gRPC metadata),
+// so that two nodes with different views of a leader cannot bounce it
+// between them forever.
+const forwardedMD = "shale-forwarded"
+
+func forwardCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedMD, "1")
+}
+
+func isForwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(forwardedMD)) > 0
+}

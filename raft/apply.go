@@ -1,0 +1,304 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
+)
+
+// Applying committed entries (the Raft README's step 3).
+//
+// Every replica applies the same entries in the same order against the
+// same state, and every decision below depends only on the entry and that
+// state, never on the clock, the node or the network: that is what keeps
+// replicas identical. A command that cannot apply (keys outside the
+// range, an expired dedup window, a malformed command) is applied as a
+// deterministic rejection that changes nothing but the applied index. A
+// failure that is not deterministic (the engine cannot write) is fatal to
+// the node: the replica's state would otherwise silently diverge.
+//
+// All entries of one Ready are applied into one engine batch together with
+// the new applied state, written without fsync: the log is durable, so a
+// crash re-applies from the last applied state that reached the disk.
+
+// applied is what an applied entry means for a waiting proposer.
+type applied struct {
+	p     *proposal
+	res   command.Result
+	index uint64
+}
+
+// applyCommittedLocked applies ents and returns the proposals to notify
+// once the batch is written.
+// REQUIRES: raftMu.
+func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error) {
+	a := &r.apply
+	var acks []applied
+	confChanged := false
+	var cs *pb.ConfState
+	term := r.rn.BasicStatus().GetTerm()
+	leader := r.rn.BasicStatus().RaftState == etcdraft.StateLeader
+	for _, e := range ents {
+		if leader && e.GetTerm() == term {
+			r.mu.Lock()
+			r.mu.appliedInTerm = true
+			r.mu.Unlock()
+		}
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				// The empty entry a new leader appends.
+				continue
+			}
+			var cmd command.Command
+			res, err := r.applyNormalLocked(e, &cmd)
+			if err != nil {
+				return nil, false, err
+			}
+			if cmd.ProposerNode == r.store.cfg.NodeID {
+				if p := r.proposals[cmd.ProposalID]; p != nil {
+					delete(r.proposals, cmd.ProposalID)
+					acks = append(acks, applied{p: p, res: res, index: e.GetIndex()})
+				}
+			}
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			res, newCS, propID, err := r.applyConfChangeLocked(e)
+			if err != nil {
+				return nil, false, err
+			}
+			cs = newCS
+			confChanged = true
+			if p := r.proposals[propID]; propID != 0 && p != nil {
+				delete(r.proposals, propID)
+				acks = append(acks, applied{p: p, res: res, index: e.GetIndex()})
+			}
+		default:
+			return nil, false, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
+		}
+	}
+	last := ents[len(ents)-1]
+	pos := logstore.LogPosition{Index: last.GetIndex(), Term: last.GetTerm()}
+	if err := logstore.StageAppliedState(a.batch, r.rangeID, pos, cs); err != nil {
+		return nil, false, err
+	}
+	if err := a.flush(); err != nil {
+		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
+	}
+	r.ls.SetApplied(pos, cs)
+	return acks, confChanged, nil
+}
+
+// applyNormalLocked applies one command entry into the apply batch.
+// REQUIRES: raftMu.
+func (r *Replica) applyNormalLocked(e *pb.Entry, cmd *command.Command) (command.Result, error) {
+	if err := command.Decode(e.GetData(), cmd); err != nil {
+		if errors.Is(err, command.ErrUnknownVersion) {
+			// Every replica must apply this entry; this build cannot.
+			return command.Result{}, fmt.Errorf("entry %d: %w: upgrade this node", e.GetIndex(), err)
+		}
+		return command.Result{Code: command.CodeMalformed, Message: err.Error()}, nil
+	}
+	if cmd.Kind.IsWrite() && cmd.ClientID != 0 {
+		return r.applyDeduplicatedLocked(cmd)
+	}
+	return r.evaluateLocked(cmd)
+}
+
+// evaluateLocked evaluates cmd against the applied state (through the
+// overlay) and stages its writes.
+// REQUIRES: raftMu.
+func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
+	a := &r.apply
+	desc := r.desc
+	switch cmd.Kind {
+	case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch:
+		for i := range cmd.Mutations {
+			if res, ok := checkMutationInRange(desc, &cmd.Mutations[i]); !ok {
+				return res, nil
+			}
+		}
+		for i := range cmd.Mutations {
+			m := &cmd.Mutations[i]
+			switch m.Kind {
+			case command.KindPut:
+				a.put(keys.UserKey(m.Key), m.Value)
+			case command.KindDelete:
+				a.del(keys.UserKey(m.Key))
+			case command.KindDeleteRange:
+				span := keys.UserSpan(m.Key, m.Value)
+				a.delRange(span.Start, span.End)
+			}
+		}
+		return command.Result{}, nil
+
+	case command.KindCAS:
+		c := &cmd.CAS
+		if !keys.ContainsUserKey(desc, c.Key) {
+			return outOfRange(desc, c.Key), nil
+		}
+		k := keys.UserKey(c.Key)
+		cur, found, err := a.get(k)
+		if err != nil {
+			return command.Result{}, fmt.Errorf("CAS read of %q: %w", c.Key, err)
+		}
+		res := command.Result{Found: found}
+		if found {
+			res.Value = append([]byte(nil), cur...)
+		}
+		if (c.ExpectAbsent && !found) || (!c.ExpectAbsent && found && string(cur) == string(c.Expected)) {
+			res.Succeeded = true
+			if c.Delete {
+				a.del(k)
+			} else {
+				a.put(k, c.NewValue)
+			}
+		}
+		return res, nil
+
+	case command.KindDedupGC:
+		return r.applyDedupGCLocked(cmd)
+
+	case command.KindPutNode:
+		return r.applyPutNodeLocked(cmd)
+
+	case command.KindPutDescriptor:
+		return r.applyPutDescriptorLocked(cmd)
+
+	case command.KindRemoveNode:
+		if r.rangeID != keys.MetaRangeID {
+			return command.Result{Code: command.CodeNotMeta}, nil
+		}
+		a.del(keys.NodeKey(cmd.NodeID))
+		return command.Result{NodeID: cmd.NodeID}, nil
+
+	case command.KindChangeReplicas:
+		return command.Result{Code: command.CodeMalformed, Message: "ChangeReplicas outside a configuration change"}, nil
+	}
+	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
+}
+
+// checkMutationInRange rejects a mutation whose keys are outside d.
+func checkMutationInRange(d *kvpb.RangeDescriptor, m *command.Mutation) (command.Result, bool) {
+	switch m.Kind {
+	case command.KindDeleteRange:
+		if !keys.ContainsUserSpan(d, m.Key, m.Value) {
+			return command.Result{Code: command.CodeKeyOutOfRange,
+				Message: fmt.Sprintf("span [%q, %q) is not inside range %d [%q, %q)", m.Key, m.Value, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}, false
+		}
+	default:
+		if !keys.ContainsUserKey(d, m.Key) {
+			return outOfRange(d, m.Key), false
+		}
+	}
+	return command.Result{}, true
+}
+
+func outOfRange(d *kvpb.RangeDescriptor, k []byte) command.Result {
+	return command.Result{Code: command.CodeKeyOutOfRange,
+		Message: fmt.Sprintf("key %q is not in range %d [%q, %q)", k, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}
+}
+
+// applyPutNodeLocked registers a node in the meta range's registry,
+// allocating its ID if it has none. Registering an address that is
+// already registered returns the existing ID, so a node that crashed
+// before saving its ID can join again.
+// REQUIRES: raftMu.
+func (r *Replica) applyPutNodeLocked(cmd *command.Command) (command.Result, error) {
+	if r.rangeID != keys.MetaRangeID {
+		return command.Result{Code: command.CodeNotMeta}, nil
+	}
+	a := &r.apply
+	n := proto.Clone(cmd.Node).(*kvpb.NodeDescriptor)
+	if n.GetAddress() == "" {
+		return command.Result{Code: command.CodeMalformed, Message: "node without an address"}, nil
+	}
+	if n.GetNodeId() == 0 {
+		// Same address registered already? Scan the registry (small).
+		if err := a.flush(); err != nil {
+			return command.Result{}, err
+		}
+		nodes, err := readNodes(a.db)
+		if err != nil {
+			return command.Result{}, err
+		}
+		for _, old := range nodes {
+			if old.GetAddress() == n.GetAddress() {
+				return command.Result{NodeID: old.GetNodeId()}, nil
+			}
+		}
+		next, err := r.readCounterLocked("node-id")
+		if err != nil {
+			return command.Result{}, err
+		}
+		if next == 0 {
+			next = 1
+		}
+		n.NodeId = next
+		a.put(keys.CounterKey("node-id"), encodeCounter(next+1))
+	} else {
+		// An explicit ID must not go backwards past the allocator.
+		next, err := r.readCounterLocked("node-id")
+		if err != nil {
+			return command.Result{}, err
+		}
+		if n.GetNodeId() >= next {
+			a.put(keys.CounterKey("node-id"), encodeCounter(n.GetNodeId()+1))
+		}
+	}
+	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)
+	if err != nil {
+		return command.Result{}, err
+	}
+	a.put(keys.NodeKey(n.GetNodeId()), v)
+	return command.Result{NodeID: n.GetNodeId()}, nil
+}
+
+func (r *Replica) readCounterLocked(name string) (uint64, error) {
+	v, found, err := r.apply.get(keys.CounterKey(name))
+	if err != nil || !found {
+		return 0, err
+	}
+	return decodeCounter(v)
+}
+
+// applyPutDescriptorLocked stores the meta copy of a range descriptor if
+// it is newer than the one stored.
+// REQUIRES: raftMu.
+func (r *Replica) applyPutDescriptorLocked(cmd *command.Command) (command.Result, error) {
+	if r.rangeID != keys.MetaRangeID {
+		return command.Result{Code: command.CodeNotMeta}, nil
+	}
+	a := &r.apply
+	d := cmd.Descriptor
+	if d.GetRangeId() == 0 {
+		return command.Result{Code: command.CodeMalformed, Message: "descriptor without a range ID"}, nil
+	}
+	if err := a.flush(); err != nil {
+		return command.Result{}, err
+	}
+	old, oldKey, err := findMetaDescriptor(a.db, d.GetRangeId())
+	if err != nil {
+		return command.Result{}, err
+	}
+	if old != nil && old.GetGeneration() >= d.GetGeneration() {
+		return command.Result{}, nil // stale or already there
+	}
+	v, err := logstore.EncodeDescriptor(d)
+	if err != nil {
+		return command.Result{}, err
+	}
+	key := metaKeyFor(d)
+	if oldKey != nil && string(oldKey) != string(key) {
+		a.del(oldKey)
+	}
+	a.put(key, v)
+	return command.Result{}, nil
+}

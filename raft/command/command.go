@@ -1,0 +1,426 @@
+// Package command defines the commands Shale writes into Raft logs and the
+// results their application produces.
+//
+// A command is evaluated at apply time: every replica decodes it and
+// evaluates it deterministically against its own applied state (a CAS reads
+// the key it compares while applying), so proposing needs no latches. The
+// encoding is therefore part of the on-disk format: an entry written today
+// sits in a Raft log, and may be re-applied after a restart or sent to a new
+// replica, for as long as the log keeps it. It is versioned, and every tag
+// and code below is frozen.
+//
+//	command   := version:u8 header kind:u8 body
+//	version   := 0x01
+//	header    := proposer_node:uvarint proposal_id:uvarint
+//	             client_id:uvarint request_seq:uvarint proposer_time:fixed64
+//	body      := put | delete | delete_range | batch | cas | dedup_gc
+//	           | put_node | put_descriptor | change_replicas | remove_node
+//	put            := key:bytes value:bytes                          (kind 1)
+//	delete         := key:bytes                                      (kind 2)
+//	delete_range   := start:bytes end:bytes                          (kind 3)
+//	batch          := count:uvarint mutation{count}                  (kind 4)
+//	mutation       := kind:u8 (put | delete | delete_range)
+//	cas            := flags:u8 key:bytes expected:bytes new_value:bytes (kind 5)
+//	                  flags: bit 0 expect_absent, bit 1 delete
+//	dedup_gc       := (empty; proposer_time is the GC clock)         (kind 6)
+//	put_node       := node:bytes (kvpb.NodeDescriptor, protobuf)     (kind 7)
+//	put_descriptor := desc:bytes (kvpb.RangeDescriptor, protobuf)    (kind 8)
+//	change_replicas:= expected_generation:uvarint desc:bytes         (kind 9)
+//	remove_node    := node_id:uvarint                                (kind 10)
+//	bytes     := len:uvarint byte{len}
+//
+// uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
+// (proposer_time is an int64, Unix nanoseconds). Keys are user keys, without
+// the engine's 0x03 prefix. A command must be consumed exactly: trailing
+// bytes are malformed.
+//
+// change_replicas never appears in an EntryNormal: it is the Context of the
+// ConfChangeV2 it describes, so the descriptor change and the Raft
+// configuration change are one log entry.
+package command
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// Version is the encoding version this package writes. DO NOT CHANGE the
+// meaning of a version once released; a new layout gets a new version and
+// the decoder keeps reading the old ones.
+const Version byte = 0x01
+
+// Kind is the operation a command performs. DO NOT CHANGE the values: they
+// are stored in Raft logs.
+type Kind uint8
+
+const (
+	KindPut            Kind = 1
+	KindDelete         Kind = 2
+	KindDeleteRange    Kind = 3
+	KindBatch          Kind = 4
+	KindCAS            Kind = 5
+	KindDedupGC        Kind = 6
+	KindPutNode        Kind = 7
+	KindPutDescriptor  Kind = 8
+	KindChangeReplicas Kind = 9
+	KindRemoveNode     Kind = 10
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindPut:
+		return "Put"
+	case KindDelete:
+		return "Delete"
+	case KindDeleteRange:
+		return "DeleteRange"
+	case KindBatch:
+		return "Batch"
+	case KindCAS:
+		return "CAS"
+	case KindDedupGC:
+		return "DedupGC"
+	case KindPutNode:
+		return "PutNode"
+	case KindPutDescriptor:
+		return "PutDescriptor"
+	case KindChangeReplicas:
+		return "ChangeReplicas"
+	case KindRemoveNode:
+		return "RemoveNode"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// IsWrite reports whether the kind writes user keys (and so is subject to
+// deduplication by client ID).
+func (k Kind) IsWrite() bool {
+	switch k {
+	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS:
+		return true
+	}
+	return false
+}
+
+// Header identifies a command: who proposed it (so the proposer can match
+// the applied entry to its waiting caller) and which client request it is
+// (for deduplication).
+type Header struct {
+	// ProposerNode and ProposalID identify the proposal: ProposalID is
+	// unique among ProposerNode's proposals, across restarts.
+	ProposerNode uint64
+	ProposalID   uint64
+	// ClientID and RequestSeq identify the client request; ClientID 0
+	// disables deduplication.
+	ClientID   uint64
+	RequestSeq uint64
+	// ProposerTime is the proposer's wall clock (Unix nanoseconds) when it
+	// proposed. It only drives the deduplication window, never correctness.
+	ProposerTime int64
+}
+
+// Mutation is one write of a Put, Delete, DeleteRange or Batch command.
+type Mutation struct {
+	Kind Kind // KindPut, KindDelete or KindDeleteRange
+	// Key is the key written, or the start of a DeleteRange.
+	Key []byte
+	// Value is the value of a Put, or the (exclusive) end of a DeleteRange.
+	Value []byte
+}
+
+// CAS is a compare-and-swap of one key.
+type CAS struct {
+	Key []byte
+	// ExpectAbsent: succeed only if the key does not exist. Otherwise
+	// succeed only if it exists with value Expected.
+	ExpectAbsent bool
+	Expected     []byte
+	// Delete: on success delete the key instead of writing NewValue.
+	Delete   bool
+	NewValue []byte
+}
+
+// Command is one decoded command. Byte slices decoded from an entry alias
+// the entry's data, which is immutable.
+type Command struct {
+	Header
+	Kind Kind
+	// Mutations: exactly one for KindPut, KindDelete and KindDeleteRange;
+	// any number (at least one) for KindBatch.
+	Mutations []Mutation
+	// CAS is set for KindCAS.
+	CAS CAS
+	// Node is set for KindPutNode: the node to register. NodeId 0 asks the
+	// meta range to allocate the next node ID.
+	Node *kvpb.NodeDescriptor
+	// Descriptor is set for KindPutDescriptor (the meta copy to store if it
+	// is newer) and KindChangeReplicas (the range's next descriptor).
+	Descriptor *kvpb.RangeDescriptor
+	// NodeID is set for KindRemoveNode: the node to take out of the
+	// registry.
+	NodeID uint64
+	// ExpectedGeneration, for KindChangeReplicas, is the generation of the
+	// descriptor the change was computed from; the change is rejected at
+	// apply time if the range has moved on.
+	ExpectedGeneration uint64
+}
+
+// ErrMalformed is returned for a command that does not decode.
+var ErrMalformed = errors.New("command: malformed")
+
+// ErrUnknownVersion is returned for a command written by a newer version
+// of Shale. The node cannot apply it and must be upgraded.
+var ErrUnknownVersion = errors.New("command: unknown encoding version")
+
+// Encode appends the encoding of c to dst.
+func (c *Command) Encode(dst []byte) ([]byte, error) {
+	dst = append(dst, Version)
+	dst = binary.AppendUvarint(dst, c.ProposerNode)
+	dst = binary.AppendUvarint(dst, c.ProposalID)
+	dst = binary.AppendUvarint(dst, c.ClientID)
+	dst = binary.AppendUvarint(dst, c.RequestSeq)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(c.ProposerTime))
+	dst = append(dst, byte(c.Kind))
+	switch c.Kind {
+	case KindPut, KindDelete, KindDeleteRange:
+		if len(c.Mutations) != 1 || c.Mutations[0].Kind != c.Kind {
+			return nil, fmt.Errorf("command: %v needs exactly one %v mutation, have %d", c.Kind, c.Kind, len(c.Mutations))
+		}
+		dst = appendMutationBody(dst, &c.Mutations[0])
+	case KindBatch:
+		if len(c.Mutations) == 0 {
+			return nil, errors.New("command: empty batch")
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(c.Mutations)))
+		for i := range c.Mutations {
+			m := &c.Mutations[i]
+			switch m.Kind {
+			case KindPut, KindDelete, KindDeleteRange:
+			default:
+				return nil, fmt.Errorf("command: batch mutation %d has kind %v", i, m.Kind)
+			}
+			dst = append(dst, byte(m.Kind))
+			dst = appendMutationBody(dst, m)
+		}
+	case KindCAS:
+		var flags byte
+		if c.CAS.ExpectAbsent {
+			flags |= casExpectAbsent
+		}
+		if c.CAS.Delete {
+			flags |= casDelete
+		}
+		dst = append(dst, flags)
+		dst = appendBytes(dst, c.CAS.Key)
+		dst = appendBytes(dst, c.CAS.Expected)
+		dst = appendBytes(dst, c.CAS.NewValue)
+	case KindDedupGC:
+	case KindPutNode:
+		b, err := proto.Marshal(c.Node)
+		if err != nil {
+			return nil, fmt.Errorf("command: encoding node: %w", err)
+		}
+		dst = appendBytes(dst, b)
+	case KindRemoveNode:
+		if c.NodeID == 0 {
+			return nil, errors.New("command: RemoveNode without a node ID")
+		}
+		dst = binary.AppendUvarint(dst, c.NodeID)
+	case KindPutDescriptor, KindChangeReplicas:
+		if c.Kind == KindChangeReplicas {
+			dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
+		}
+		b, err := proto.Marshal(c.Descriptor)
+		if err != nil {
+			return nil, fmt.Errorf("command: encoding descriptor: %w", err)
+		}
+		dst = appendBytes(dst, b)
+	default:
+		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
+	}
+	return dst, nil
+}
+
+const (
+	casExpectAbsent byte = 1 << 0
+	casDelete       byte = 1 << 1
+)
+
+func appendMutationBody(dst []byte, m *Mutation) []byte {
+	dst = appendBytes(dst, m.Key)
+	if m.Kind != KindDelete {
+		dst = appendBytes(dst, m.Value)
+	}
+	return dst
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// Decode decodes data into c. Byte slices in c alias data. It returns an
+// error matching ErrUnknownVersion for a newer encoding and ErrMalformed
+// for anything else it cannot decode.
+func Decode(data []byte, c *Command) error {
+	*c = Command{}
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty", ErrMalformed)
+	}
+	if data[0] != Version {
+		return fmt.Errorf("%w %d (this build reads version %d)", ErrUnknownVersion, data[0], Version)
+	}
+	d := decoder{buf: data[1:]}
+	c.ProposerNode = d.uvarint()
+	c.ProposalID = d.uvarint()
+	c.ClientID = d.uvarint()
+	c.RequestSeq = d.uvarint()
+	c.ProposerTime = int64(d.fixed64())
+	c.Kind = Kind(d.byte())
+	switch c.Kind {
+	case KindPut, KindDelete, KindDeleteRange:
+		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
+	case KindBatch:
+		n := d.uvarint()
+		// Every mutation takes at least two bytes; refuse counts the data
+		// cannot hold before allocating for them.
+		if n == 0 || n > uint64(len(d.buf))/2 {
+			d.fail("batch count %d for %d bytes", n, len(d.buf))
+			break
+		}
+		c.Mutations = make([]Mutation, n)
+		for i := range c.Mutations {
+			k := Kind(d.byte())
+			switch k {
+			case KindPut, KindDelete, KindDeleteRange:
+			default:
+				d.fail("batch mutation %d has kind %v", i, k)
+			}
+			if d.err != nil {
+				break
+			}
+			c.Mutations[i] = d.mutationBody(k)
+		}
+	case KindCAS:
+		flags := d.byte()
+		if flags&^(casExpectAbsent|casDelete) != 0 {
+			d.fail("unknown CAS flags %#x", flags)
+		}
+		c.CAS.ExpectAbsent = flags&casExpectAbsent != 0
+		c.CAS.Delete = flags&casDelete != 0
+		c.CAS.Key = d.bytes()
+		c.CAS.Expected = d.bytes()
+		c.CAS.NewValue = d.bytes()
+	case KindDedupGC:
+	case KindPutNode:
+		b := d.bytes()
+		if d.err == nil {
+			c.Node = &kvpb.NodeDescriptor{}
+			if err := proto.Unmarshal(b, c.Node); err != nil {
+				d.fail("node: %v", err)
+			}
+		}
+	case KindRemoveNode:
+		c.NodeID = d.uvarint()
+	case KindPutDescriptor, KindChangeReplicas:
+		if c.Kind == KindChangeReplicas {
+			c.ExpectedGeneration = d.uvarint()
+		}
+		b := d.bytes()
+		if d.err == nil {
+			c.Descriptor = &kvpb.RangeDescriptor{}
+			if err := proto.Unmarshal(b, c.Descriptor); err != nil {
+				d.fail("descriptor: %v", err)
+			}
+		}
+	default:
+		d.fail("unknown kind %d", uint8(c.Kind))
+	}
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail("%d trailing bytes", len(d.buf))
+	}
+	if d.err != nil {
+		return d.err
+	}
+	return nil
+}
+
+// decoder reads the primitives of the grammar; the first failure sticks
+// and later reads return zero values.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	b := d.buf[0]
+	d.buf = d.buf[1:]
+	return b
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) fixed64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.buf)
+	d.buf = d.buf[8:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.buf)) || n > math.MaxInt32 {
+		d.fail("length %d past the end (%d bytes left)", n, len(d.buf))
+		return nil
+	}
+	b := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) mutationBody(k Kind) Mutation {
+	m := Mutation{Kind: k, Key: d.bytes()}
+	if k != KindDelete {
+		m.Value = d.bytes()
+	}
+	return m
+}

@@ -1,0 +1,169 @@
+package command
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+func sampleCommands() []Command {
+	h := Header{ProposerNode: 3, ProposalID: 1<<62 + 5, ClientID: 99, RequestSeq: 7, ProposerTime: -1}
+	desc := &kvpb.RangeDescriptor{RangeId: 2, Generation: 4, NextReplicaId: 5,
+		Replicas: []*kvpb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}, {NodeId: 4, ReplicaId: 4, Type: kvpb.ReplicaType_REPLICA_TYPE_LEARNER}}}
+	return []Command{
+		{Header: h, Kind: KindPut, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k"), Value: []byte("v")}}},
+		{Header: h, Kind: KindPut, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k"), Value: []byte{}}}},
+		{Header: h, Kind: KindDelete, Mutations: []Mutation{{Kind: KindDelete, Key: []byte("k")}}},
+		{Header: h, Kind: KindDeleteRange, Mutations: []Mutation{{Kind: KindDeleteRange, Key: []byte("a"), Value: []byte("z")}}},
+		{Header: h, Kind: KindBatch, Mutations: []Mutation{
+			{Kind: KindPut, Key: []byte("a"), Value: bytes.Repeat([]byte("x"), 300)},
+			{Kind: KindDelete, Key: []byte("b")},
+			{Kind: KindDeleteRange, Key: []byte("c"), Value: []byte("d")},
+		}},
+		{Header: h, Kind: KindCAS, CAS: CAS{Key: []byte("k"), ExpectAbsent: true, NewValue: []byte("n")}},
+		{Header: h, Kind: KindCAS, CAS: CAS{Key: []byte("k"), Expected: []byte("o"), Delete: true}},
+		{Header: Header{ProposerTime: 1 << 60}, Kind: KindDedupGC},
+		{Header: h, Kind: KindPutNode, Node: &kvpb.NodeDescriptor{Address: "127.0.0.1:7004"}},
+		{Header: h, Kind: KindPutDescriptor, Descriptor: desc},
+		{Header: h, Kind: KindChangeReplicas, ExpectedGeneration: 3, Descriptor: desc},
+		{Header: h, Kind: KindRemoveNode, NodeID: 4},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, c := range sampleCommands() {
+		data, err := c.Encode(nil)
+		if err != nil {
+			t.Fatalf("%v: encode: %v", c.Kind, err)
+		}
+		var got Command
+		if err := Decode(data, &got); err != nil {
+			t.Fatalf("%v: decode: %v", c.Kind, err)
+		}
+		if !equal(&c, &got) {
+			t.Fatalf("%v: round trip\n got %+v\nwant %+v", c.Kind, got, c)
+		}
+	}
+}
+
+// TestFrozenEncoding pins the bytes of one command: a change here means old
+// Raft logs no longer decode.
+func TestFrozenEncoding(t *testing.T) {
+	c := Command{Header: Header{ProposerNode: 1, ProposalID: 2, ClientID: 3, RequestSeq: 4, ProposerTime: 5},
+		Kind: KindPut, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k"), Value: []byte("v")}}}
+	got, err := c.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0x01, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0x01, 1, 'k', 1, 'v'}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encoding changed:\n got %x\nwant %x", got, want)
+	}
+	r := Result{Code: CodeOK, Succeeded: true, Found: true, Value: []byte("v"), NodeID: 9}
+	if got, want := r.Encode(nil), []byte{0x01, 0, 3, 9, 1, 'v', 0}; !bytes.Equal(got, want) {
+		t.Fatalf("result encoding changed:\n got %x\nwant %x", got, want)
+	}
+}
+
+func TestEncodeRefusesInvalid(t *testing.T) {
+	for _, c := range []Command{
+		{Kind: KindPut},
+		{Kind: KindPut, Mutations: []Mutation{{Kind: KindDelete, Key: []byte("k")}}},
+		{Kind: KindBatch},
+		{Kind: KindBatch, Mutations: []Mutation{{Kind: KindCAS}}},
+		{Kind: 200},
+		{Kind: KindRemoveNode},
+	} {
+		if _, err := c.Encode(nil); err == nil {
+			t.Errorf("Encode(%+v) succeeded", c)
+		}
+	}
+}
+
+// TestDecodeNeverPanics feeds truncations and random corruptions of valid
+// commands to Decode: each must decode or fail with ErrMalformed (or
+// ErrUnknownVersion), never panic.
+func TestDecodeNeverPanics(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range sampleCommands() {
+		data, err := c.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < len(data); n++ {
+			var got Command
+			if err := Decode(data[:n], &got); err == nil {
+				t.Fatalf("%v: prefix of %d/%d bytes decoded", c.Kind, n, len(data))
+			} else if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownVersion) {
+				t.Fatalf("%v: prefix %d: unexpected error %v", c.Kind, n, err)
+			}
+		}
+		for i := 0; i < 2000; i++ {
+			mut := append([]byte(nil), data...)
+			for j := 0; j < 1+rng.IntN(3); j++ {
+				mut[rng.IntN(len(mut))] = byte(rng.Uint32())
+			}
+			var got Command
+			if err := Decode(mut, &got); err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownVersion) {
+				t.Fatalf("unexpected error class: %v", err)
+			}
+		}
+	}
+	if err := Decode(append([]byte{0x02}, 0), new(Command)); !errors.Is(err, ErrUnknownVersion) {
+		t.Fatalf("version 2: %v", err)
+	}
+	if err := Decode([]byte{0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(KindBatch), 0xff, 0xff, 0xff, 0xff, 0x0f}, new(Command)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("huge batch count: %v", err)
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	for _, r := range []Result{
+		{},
+		{Code: CodeOK, Succeeded: true, Found: true, Value: []byte("old"), NodeID: 4},
+		{Code: CodeKeyOutOfRange, Message: "key \"z\" outside [a, m)"},
+	} {
+		got, err := DecodeResult(r.Encode(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Code != r.Code || got.Message != r.Message || got.Succeeded != r.Succeeded ||
+			got.Found != r.Found || !bytes.Equal(got.Value, r.Value) || got.NodeID != r.NodeID {
+			t.Fatalf("round trip: got %+v want %+v", got, r)
+		}
+		if (got.Err() == nil) != (r.Code == CodeOK) {
+			t.Fatalf("Err() = %v for code %v", got.Err(), r.Code)
+		}
+	}
+	if _, err := DecodeResult([]byte{1, 0}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short result: %v", err)
+	}
+	err := (&Result{Code: CodeDedupWindowExpired}).Err()
+	if RejectionCode(err) != CodeDedupWindowExpired {
+		t.Fatalf("RejectionCode(%v)", err)
+	}
+}
+
+func equal(a, b *Command) bool {
+	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
+		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID {
+		return false
+	}
+	for i := range a.Mutations {
+		x, y := a.Mutations[i], b.Mutations[i]
+		if x.Kind != y.Kind || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) {
+			return false
+		}
+	}
+	if a.CAS.ExpectAbsent != b.CAS.ExpectAbsent || a.CAS.Delete != b.CAS.Delete ||
+		!bytes.Equal(a.CAS.Key, b.CAS.Key) || !bytes.Equal(a.CAS.Expected, b.CAS.Expected) ||
+		!bytes.Equal(a.CAS.NewValue, b.CAS.NewValue) {
+		return false
+	}
+	return proto.Equal(a.Node, b.Node) && proto.Equal(a.Descriptor, b.Descriptor)
+}

@@ -1,0 +1,150 @@
+package command
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Result is the outcome of applying one command. It is produced
+// identically on every replica and, for deduplicated writes, stored so a
+// retry returns it again: its encoding is frozen too.
+//
+//	result := version:u8 code:u8 flags:u8 id:uvarint value:bytes message:bytes
+//	version := 0x01
+//	flags   := bit 0 succeeded (CAS), bit 1 found (CAS)
+//	id      := the node ID a PutNode registered (0 otherwise)
+//	value   := the CAS key's value before the command (empty otherwise)
+//	message := why the command was rejected (code != 0)
+type Result struct {
+	// Code is CodeOK or why the command was rejected. A rejected command
+	// changed nothing.
+	Code Code
+	// Message explains a rejection.
+	Message string
+	// Succeeded, Found and Value report a CAS: whether it swapped, and the
+	// key's value before the command.
+	Succeeded bool
+	Found     bool
+	Value     []byte
+	// NodeID is the ID a PutNode registered.
+	NodeID uint64
+}
+
+// Code classifies a deterministic rejection. DO NOT CHANGE the values:
+// they are stored in dedup records.
+type Code uint8
+
+const (
+	// CodeOK: the command applied.
+	CodeOK Code = 0
+	// CodeKeyOutOfRange: a key is outside the range's current span (the
+	// range split or merged since the proposal). Nothing was written.
+	CodeKeyOutOfRange Code = 1
+	// CodeDedupWindowExpired: a retry arrived after its client's dedup
+	// records were collected, so whether the first attempt applied is no
+	// longer known. Nothing was written.
+	CodeDedupWindowExpired Code = 2
+	// CodeDescriptorChanged: a ChangeReplicas computed from an older
+	// descriptor. Nothing was changed.
+	CodeDescriptorChanged Code = 3
+	// CodeMalformed: the command did not decode or was invalid.
+	CodeMalformed Code = 4
+	// CodeNotMeta: a meta command reached a range other than meta.
+	CodeNotMeta Code = 5
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeOK:
+		return "ok"
+	case CodeKeyOutOfRange:
+		return "key out of range"
+	case CodeDedupWindowExpired:
+		return "dedup window expired"
+	case CodeDescriptorChanged:
+		return "descriptor changed"
+	case CodeMalformed:
+		return "malformed command"
+	case CodeNotMeta:
+		return "not the meta range"
+	}
+	return fmt.Sprintf("Code(%d)", uint8(c))
+}
+
+const resultVersion byte = 0x01
+
+const (
+	resultSucceeded byte = 1 << 0
+	resultFound     byte = 1 << 1
+)
+
+// Encode appends the encoding of r to dst.
+func (r *Result) Encode(dst []byte) []byte {
+	var flags byte
+	if r.Succeeded {
+		flags |= resultSucceeded
+	}
+	if r.Found {
+		flags |= resultFound
+	}
+	dst = append(dst, resultVersion, byte(r.Code), flags)
+	dst = binary.AppendUvarint(dst, r.NodeID)
+	dst = appendBytes(dst, r.Value)
+	return appendBytes(dst, []byte(r.Message))
+}
+
+// DecodeResult decodes a result. Value aliases data.
+func DecodeResult(data []byte) (Result, error) {
+	var r Result
+	if len(data) < 3 {
+		return r, fmt.Errorf("%w: result of %d bytes", ErrMalformed, len(data))
+	}
+	if data[0] != resultVersion {
+		return r, fmt.Errorf("%w %d in a result", ErrUnknownVersion, data[0])
+	}
+	r.Code = Code(data[1])
+	flags := data[2]
+	r.Succeeded = flags&resultSucceeded != 0
+	r.Found = flags&resultFound != 0
+	d := decoder{buf: data[3:]}
+	r.NodeID = d.uvarint()
+	r.Value = d.bytes()
+	r.Message = string(d.bytes())
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail("%d trailing bytes in a result", len(d.buf))
+	}
+	return r, d.err
+}
+
+// Err returns nil for CodeOK and a *RejectedError otherwise.
+func (r *Result) Err() error {
+	if r.Code == CodeOK {
+		return nil
+	}
+	return &RejectedError{Code: r.Code, Message: r.Message}
+}
+
+// RejectedError is a command that was applied as a deterministic
+// rejection: every replica refused it the same way and nothing changed.
+type RejectedError struct {
+	Code    Code
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	if e.Message == "" {
+		return "command rejected: " + e.Code.String()
+	}
+	return "command rejected: " + e.Code.String() + ": " + e.Message
+}
+
+// RejectionCode returns the code of a *RejectedError in err's chain, or
+// CodeOK if there is none.
+func RejectionCode(err error) Code {
+	var re *RejectedError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return CodeOK
+}

@@ -1,0 +1,603 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
+)
+
+// Membership (docs/replication.md, "Membership").
+//
+// A range's replica set lives in its descriptor; Raft's configuration
+// (ConfState) must always be the one the descriptor describes. So every
+// configuration change is ONE log entry, a ConfChangeV2 whose Context is a
+// ChangeReplicas command holding the next descriptor: applying it changes
+// both, atomically, on every replica. A change computed from an older
+// descriptor than the one in force when it applies (its
+// expected_generation no longer matches) is rejected, deterministically,
+// by applying an empty change.
+//
+// Adding a voter goes through a learner: the replica joins as a learner
+// (it receives the log but does not vote, so an empty newcomer never
+// weakens the quorum), catches up (by snapshot, since new replicas start
+// empty), and only then is promoted. Changing more than one voter at once
+// uses joint consensus (ConfChangeV2 with an automatic transition): the
+// descriptor marks incoming and outgoing voters while the joint
+// configuration is in force, and Raft proposes the empty change that
+// leaves it once it has applied; applying that finalizes the descriptor.
+
+// descriptorIsJoint reports whether d describes a joint configuration.
+func descriptorIsJoint(d *kvpb.RangeDescriptor) bool {
+	for _, rd := range d.GetReplicas() {
+		switch rd.GetType() {
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING, kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING,
+			kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
+			return true
+		}
+	}
+	return false
+}
+
+// confStateFor returns the Raft configuration descriptor d describes.
+func confStateFor(d *kvpb.RangeDescriptor) *pb.ConfState {
+	cs := &pb.ConfState{}
+	joint := descriptorIsJoint(d)
+	for _, rd := range d.GetReplicas() {
+		id := rd.GetReplicaId()
+		switch rd.GetType() {
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER:
+			cs.Voters = append(cs.Voters, id)
+			if joint {
+				cs.VotersOutgoing = append(cs.VotersOutgoing, id)
+			}
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING:
+			cs.Voters = append(cs.Voters, id)
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING:
+			cs.VotersOutgoing = append(cs.VotersOutgoing, id)
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
+			cs.VotersOutgoing = append(cs.VotersOutgoing, id)
+			cs.LearnersNext = append(cs.LearnersNext, id)
+		case kvpb.ReplicaType_REPLICA_TYPE_LEARNER:
+			cs.Learners = append(cs.Learners, id)
+		}
+	}
+	if joint {
+		cs.AutoLeave = new(true)
+	}
+	return cs
+}
+
+// leaveJointDescriptor is the descriptor after the joint configuration of
+// d is left: incoming voters become voters, outgoing ones leave, demoting
+// ones become learners.
+func leaveJointDescriptor(d *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
+	next := cloneDesc(d)
+	next.Replicas = next.Replicas[:0]
+	for _, rd := range d.GetReplicas() {
+		rd = proto.Clone(rd).(*kvpb.ReplicaDescriptor)
+		switch rd.GetType() {
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING:
+			rd.Type = kvpb.ReplicaType_REPLICA_TYPE_VOTER
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING:
+			continue
+		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
+			rd.Type = kvpb.ReplicaType_REPLICA_TYPE_LEARNER
+		}
+		next.Replicas = append(next.Replicas, rd)
+	}
+	next.Generation++
+	return next
+}
+
+// rejectConfChange is the change applied in place of a rejected one: a
+// single change of replica 0, which Raft ignores (confchange.Changer
+// skips NodeId 0 for exactly this purpose).
+var rejectConfChange = &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(uint64(0))}}}
+
+// applyConfChangeLocked applies a configuration change entry. It returns
+// the result, the new ConfState and, for a change this node proposed, the
+// proposal ID.
+// REQUIRES: raftMu.
+func (r *Replica) applyConfChangeLocked(e *pb.Entry) (command.Result, *pb.ConfState, uint64, error) {
+	var cc *pb.ConfChangeV2
+	if e.GetType() == pb.EntryConfChange {
+		var v1 pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
+			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w", e.GetIndex(), err)
+		}
+		cc = v1.AsV2()
+	} else {
+		cc = &pb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w", e.GetIndex(), err)
+		}
+	}
+	cur := r.desc
+	var next *kvpb.RangeDescriptor
+	var propID uint64
+	var reject command.Result
+	if cc.LeaveJoint() {
+		if !descriptorIsJoint(cur) {
+			return command.Result{}, nil, 0, fmt.Errorf("entry %d leaves a joint configuration, but descriptor generation %d is not joint", e.GetIndex(), cur.GetGeneration())
+		}
+		next = leaveJointDescriptor(cur)
+	} else {
+		var cmd command.Command
+		err := command.Decode(cc.GetContext(), &cmd)
+		switch {
+		case errors.Is(err, command.ErrUnknownVersion):
+			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w: upgrade this node", e.GetIndex(), err)
+		case err != nil:
+			reject = command.Result{Code: command.CodeMalformed, Message: err.Error()}
+		case cmd.Kind != command.KindChangeReplicas:
+			reject = command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("conf change carries a %v command", cmd.Kind)}
+		case cmd.ExpectedGeneration != cur.GetGeneration() || cmd.Descriptor.GetRangeId() != r.rangeID ||
+			cmd.Descriptor.GetGeneration() <= cur.GetGeneration():
+			reject = command.Result{Code: command.CodeDescriptorChanged,
+				Message: fmt.Sprintf("change computed from generation %d; range %d is at generation %d", cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())}
+		default:
+			next = cmd.Descriptor
+		}
+		if cmd.ProposerNode == r.store.cfg.NodeID {
+			propID = cmd.ProposalID
+		}
+		if reject.Code != command.CodeOK {
+			if descriptorIsJoint(cur) {
+				// Raft offers no no-op change inside a joint configuration;
+				// the leader never proposes one (Raft refuses anything but
+				// leaving while joint), so this entry is a bug.
+				return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d must be rejected inside a joint configuration: %s", e.GetIndex(), reject.Message)
+			}
+			cs := r.rn.ApplyConfChange(rejectConfChange)
+			return reject, cs, propID, nil
+		}
+	}
+	cs := r.rn.ApplyConfChange(cc)
+	if err := confStateFor(next).Equivalent(cs); err != nil {
+		return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: the descriptor (generation %d) does not describe Raft's configuration: %w",
+			e.GetIndex(), next.GetGeneration(), err)
+	}
+	a := &r.apply
+	v, err := logstore.EncodeDescriptor(next)
+	if err != nil {
+		return command.Result{}, nil, 0, err
+	}
+	a.put(keys.DescriptorKey(r.rangeID), v)
+	if r.rangeID == keys.MetaRangeID {
+		// Meta holds its own descriptor's meta copy: keep it exact.
+		a.put(keys.MetaRangeDescriptorKey(), v)
+	}
+	r.desc = next
+	if replicaOnNode(next, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
+		r.removed = true
+	}
+	// A lease confirmed by the old configuration's quorum proves nothing
+	// about the new one.
+	r.mu.Lock()
+	r.mu.leaseExpiry = time.Time{}
+	r.mu.desc = next
+	r.mu.Unlock()
+	return command.Result{}, cs, propID, nil
+}
+
+// ChangeReplicas changes range rangeID's replica set: ADD_VOTER and
+// ADD_LEARNER add a replica on a node (as a learner; a voter is promoted
+// once it has caught up), REMOVE removes the node's replica. It must run
+// on the leader, and returns the final descriptor.
+func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*kvpb.ReplicaChange) (*kvpb.RangeDescriptor, error) {
+	r, err := s.Replica(rangeID)
+	if err != nil {
+		return nil, err
+	}
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	if !r.IsLeader() {
+		return nil, r.notLeaderError()
+	}
+	desc, err := r.waitNotJoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateChanges(desc, changes); err != nil {
+		return nil, err
+	}
+
+	// 1. New replicas join as learners, one change each (a ConfChangeV2
+	// with several changes always enters joint consensus).
+	for _, c := range changes {
+		if c.GetKind() == kvpb.ReplicaChange_REMOVE || replicaOnNode(desc, c.GetNodeId()) != nil {
+			continue
+		}
+		next := cloneDesc(desc)
+		id := next.GetNextReplicaId()
+		next.NextReplicaId = id + 1
+		next.Replicas = append(next.Replicas, &kvpb.ReplicaDescriptor{NodeId: c.GetNodeId(), ReplicaId: id, Type: kvpb.ReplicaType_REPLICA_TYPE_LEARNER})
+		cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(id)}}}
+		if desc, err = r.changeConf(ctx, desc, next, cc); err != nil {
+			return nil, err
+		}
+	}
+
+	// 2. Learners that are to become voters catch up first.
+	var promote, removeVoters, removeLearners []uint64
+	for _, c := range changes {
+		rd := replicaOnNode(desc, c.GetNodeId())
+		switch c.GetKind() {
+		case kvpb.ReplicaChange_ADD_VOTER:
+			if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				promote = append(promote, rd.GetReplicaId())
+			}
+		case kvpb.ReplicaChange_REMOVE:
+			if rd == nil {
+				continue
+			}
+			if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				removeLearners = append(removeLearners, rd.GetReplicaId())
+			} else {
+				removeVoters = append(removeVoters, rd.GetReplicaId())
+			}
+		}
+	}
+	for _, id := range promote {
+		if err := r.waitCaughtUp(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+
+	// 3. Learners leave one at a time (voters are unaffected).
+	for _, id := range removeLearners {
+		next := cloneDesc(desc)
+		next.Replicas = slices.DeleteFunc(next.Replicas, func(rd *kvpb.ReplicaDescriptor) bool { return rd.GetReplicaId() == id })
+		cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(id)}}}
+		if desc, err = r.changeConf(ctx, desc, next, cc); err != nil {
+			return nil, err
+		}
+	}
+
+	// 4. Voter changes: one is a simple change; more use joint consensus,
+	// left automatically once applied.
+	if n := len(promote) + len(removeVoters); n > 0 {
+		joint := n > 1
+		next := cloneDesc(desc)
+		cc := &pb.ConfChangeV2{}
+		if joint {
+			cc.Transition = pb.ConfChangeTransition_ConfChangeTransitionJointImplicit.Enum()
+		}
+		kept := next.Replicas[:0]
+		for _, rd := range next.Replicas {
+			id := rd.GetReplicaId()
+			switch {
+			case slices.Contains(promote, id):
+				rd.Type = kvpb.ReplicaType_REPLICA_TYPE_VOTER
+				if joint {
+					rd.Type = kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING
+				}
+				cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(id)})
+			case slices.Contains(removeVoters, id):
+				cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(id)})
+				if !joint {
+					continue
+				}
+				rd.Type = kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING
+			}
+			kept = append(kept, rd)
+		}
+		next.Replicas = kept
+		if desc, err = r.changeConf(ctx, desc, next, cc); err != nil {
+			return nil, err
+		}
+		if joint {
+			if desc, err = r.waitNotJoint(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.updateMeta(ctx, desc)
+	return desc, nil
+}
+
+// validateChanges refuses changes that make no sense for desc.
+func validateChanges(desc *kvpb.RangeDescriptor, changes []*kvpb.ReplicaChange) error {
+	if len(changes) == 0 {
+		return fmt.Errorf("%w: no replica changes given", ErrInvalidChange)
+	}
+	seen := map[uint64]bool{}
+	voters := 0
+	for _, rd := range desc.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			voters++
+		}
+	}
+	for _, c := range changes {
+		n := c.GetNodeId()
+		if n == 0 {
+			return fmt.Errorf("%w: change without a node ID", ErrInvalidChange)
+		}
+		if seen[n] {
+			return fmt.Errorf("%w: node %d named twice", ErrInvalidChange, n)
+		}
+		seen[n] = true
+		rd := replicaOnNode(desc, n)
+		switch c.GetKind() {
+		case kvpb.ReplicaChange_ADD_VOTER:
+			if rd != nil && rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				return fmt.Errorf("%w: node %d already holds a voter of range %d", ErrInvalidChange, n, desc.GetRangeId())
+			}
+			voters++
+		case kvpb.ReplicaChange_ADD_LEARNER:
+			if rd != nil {
+				return fmt.Errorf("%w: node %d already holds a replica of range %d", ErrInvalidChange, n, desc.GetRangeId())
+			}
+		case kvpb.ReplicaChange_REMOVE:
+			if rd == nil {
+				continue // removed already: a retried removal is done
+			}
+			if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				voters--
+			}
+		default:
+			return fmt.Errorf("%w: unknown change kind %v", ErrInvalidChange, c.GetKind())
+		}
+	}
+	if voters < 1 {
+		return fmt.Errorf("%w: range %d would have no voters left", ErrInvalidChange, desc.GetRangeId())
+	}
+	return nil
+}
+
+// ErrInvalidChange: a requested replica change is invalid (nothing done).
+var ErrInvalidChange = errors.New("raft: invalid replica change")
+
+// errConfChangeInProgress marks a configuration change Raft did not take
+// because another one is pending.
+var errConfChangeInProgress = errors.New("raft: configuration change in progress")
+
+// changeConf proposes cc carrying next (computed from cur) and waits for
+// it to apply; it returns the descriptor in force afterwards.
+func (r *Replica) changeConf(ctx context.Context, cur, next *kvpb.RangeDescriptor, cc *pb.ConfChangeV2) (*kvpb.RangeDescriptor, error) {
+	next.Generation = cur.GetGeneration() + 1
+	if err := confStateFor(next).Equivalent(confStateAfter(cur, cc)); err != nil {
+		return nil, fmt.Errorf("raft: range %d: computed an inconsistent change: %w", r.rangeID, err)
+	}
+	var res command.Result
+	for {
+		cmd := &command.Command{Kind: command.KindChangeReplicas, ExpectedGeneration: cur.GetGeneration(), Descriptor: next}
+		var err error
+		res, _, err = r.proposeConfChange(ctx, proto.Clone(cc).(*pb.ConfChangeV2), cmd)
+		if err == nil {
+			break
+		}
+		// Raft refuses a change while an earlier one is not applied (a new
+		// leader counts everything in its log as pending until it has
+		// applied it): nothing was proposed, so wait and try again.
+		if !errors.Is(err, errConfChangeInProgress) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+		if d := r.Descriptor(); d.GetGeneration() != cur.GetGeneration() {
+			return nil, fmt.Errorf("%w: range %d changed (generation %d) while waiting", ErrRejected, r.rangeID, d.GetGeneration())
+		}
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("%w: range %d: %v", ErrRejected, r.rangeID, err)
+	}
+	r.store.cfg.Logger.Info("range configuration changed", "range", r.rangeID, "generation", next.GetGeneration(),
+		"replicas", describeReplicas(next))
+	return r.Descriptor(), nil
+}
+
+// confStateAfter predicts the ConfState cc leads to from cur's
+// configuration, for checking a computed descriptor before proposing it.
+func confStateAfter(cur *kvpb.RangeDescriptor, cc *pb.ConfChangeV2) *pb.ConfState {
+	cs := confStateFor(cur)
+	voters := slices.Clone(cs.Voters)
+	learners := slices.Clone(cs.Learners)
+	_, joint := cc.EnterJoint()
+	var outgoing []uint64
+	if joint {
+		outgoing = slices.Clone(voters)
+	}
+	for _, c := range cc.GetChanges() {
+		id := c.GetNodeId()
+		voters = slices.DeleteFunc(voters, func(v uint64) bool { return v == id })
+		learners = slices.DeleteFunc(learners, func(v uint64) bool { return v == id })
+		switch c.GetType() {
+		case pb.ConfChangeAddNode:
+			voters = append(voters, id)
+		case pb.ConfChangeAddLearnerNode:
+			learners = append(learners, id)
+		}
+	}
+	out := &pb.ConfState{Voters: voters, Learners: learners, VotersOutgoing: outgoing}
+	if joint {
+		out.AutoLeave = new(true)
+	}
+	return out
+}
+
+func describeReplicas(d *kvpb.RangeDescriptor) string {
+	s := ""
+	for i, rd := range d.GetReplicas() {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf("n%d/r%d:%s", rd.GetNodeId(), rd.GetReplicaId(), shortType(rd.GetType()))
+	}
+	return s
+}
+
+func shortType(t kvpb.ReplicaType) string {
+	switch t {
+	case kvpb.ReplicaType_REPLICA_TYPE_VOTER:
+		return "voter"
+	case kvpb.ReplicaType_REPLICA_TYPE_LEARNER:
+		return "learner"
+	case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING:
+		return "incoming"
+	case kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING:
+		return "outgoing"
+	case kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
+		return "demoting"
+	}
+	return t.String()
+}
+
+// waitNotJoint waits until the applied descriptor is not joint (Raft
+// leaves a joint configuration by itself) and returns it.
+func (r *Replica) waitNotJoint(ctx context.Context) (*kvpb.RangeDescriptor, error) {
+	for {
+		r.mu.RLock()
+		d, destroyed := r.mu.desc, r.mu.destroyed
+		r.mu.RUnlock()
+		if !descriptorIsJoint(d) || destroyed {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, unavailablef(r.rangeID, "still in a joint configuration: %v", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitCaughtUp waits until the leader knows replicaID holds every entry
+// committed when the wait began.
+func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
+	var target uint64
+	for first := true; ; first = false {
+		var match uint64
+		var leader, known bool
+		err := r.withRaft(ctx, func(r *Replica) {
+			st := r.rn.Status()
+			leader = st.RaftState == etcdraft.StateLeader
+			if first {
+				target = st.GetCommit()
+			}
+			if pr, ok := st.Progress[replicaID]; ok {
+				match, known = pr.Match, true
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if !leader {
+			return r.notLeaderError()
+		}
+		if !known {
+			return unavailablef(r.rangeID, "replica %d is not in the configuration", replicaID)
+		}
+		if match >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return unavailablef(r.rangeID, "replica %d did not catch up (at %d of %d): %v", replicaID, match, target, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// withRaft runs f under raftMu at the start of the next round and waits
+// for it.
+func (r *Replica) withRaft(ctx context.Context, f func(*Replica)) error {
+	done := make(chan struct{})
+	r.in.Lock()
+	r.in.inspect = append(r.in.inspect, func(r *Replica) {
+		f(r)
+		close(done)
+	})
+	r.in.Unlock()
+	r.store.sched.enqueue(r)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return unavailablef(r.rangeID, "%v", ctx.Err())
+	case <-r.store.stopped:
+		return unavailablef(r.rangeID, "%v", ErrStopped)
+	}
+}
+
+// TransferLeader moves range rangeID's leadership to its replica on node
+// targetNode and waits until it has moved. The lease is dropped at once.
+func (s *Store) TransferLeader(ctx context.Context, rangeID, targetNode uint64) error {
+	r, err := s.Replica(rangeID)
+	if err != nil {
+		return err
+	}
+	desc := r.Descriptor()
+	target := replicaOnNode(desc, targetNode)
+	if target == nil || target.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+		return fmt.Errorf("%w: node %d holds no voter of range %d", ErrInvalidChange, targetNode, rangeID)
+	}
+	if !r.IsLeader() {
+		if r.Status().Leader == target.GetReplicaId() {
+			return nil
+		}
+		return r.notLeaderError()
+	}
+	r.mu.Lock()
+	r.mu.transferring = true
+	r.mu.leaseExpiry = time.Time{}
+	r.mu.Unlock()
+	r.in.Lock()
+	r.in.transferTo = target.GetReplicaId()
+	r.in.Unlock()
+	s.sched.enqueue(r)
+	// Raft abandons a transfer after an election timeout; retry until the
+	// caller's deadline.
+	retry := time.NewTicker(2 * s.cfg.electionTimeout())
+	defer retry.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		st := r.Status()
+		if st.Leader == target.GetReplicaId() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return unavailablef(rangeID, "leadership did not move to node %d: %v", targetNode, ctx.Err())
+		case <-poll.C:
+		case <-retry.C:
+			if r.IsLeader() {
+				r.in.Lock()
+				r.in.transferTo = target.GetReplicaId()
+				r.in.Unlock()
+				s.sched.enqueue(r)
+			}
+		}
+	}
+}
+
+// updateMeta records desc in meta (best effort: a later change or the
+// periodic reconciliation repairs a failure). It is proposed through this
+// node's replica of meta, forwarded to meta's leader if need be.
+func (s *Store) updateMeta(ctx context.Context, desc *kvpb.RangeDescriptor) {
+	if desc.GetRangeId() == keys.MetaRangeID || s.cfg.TestingSkipMetaUpdates {
+		return // meta's own descriptor is kept by its conf change
+	}
+	meta, err := s.Replica(keys.MetaRangeID)
+	if err != nil {
+		return
+	}
+	cmd := &command.Command{Kind: command.KindPutDescriptor, Descriptor: desc}
+	if _, _, err := meta.propose(ctx, cmd, true); err != nil {
+		s.cfg.Logger.Warn("updating meta after a replica change", "range", desc.GetRangeId(), "err", err)
+	}
+}

@@ -1,0 +1,190 @@
+package raft
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/storage"
+)
+
+// Config configures a Store. Engine, NodeID and ClusterID are required;
+// every other field has a documented default (applied by NewStore).
+type Config struct {
+	// Engine is the node's engine; the Store keeps all Raft and range
+	// state in it. The caller opens and closes it.
+	Engine *storage.DB
+	// NodeID and ClusterID identify this node (see Bootstrap and Join).
+	NodeID    uint64
+	ClusterID string
+	// Resolver maps node IDs to gRPC addresses for the transport. If nil,
+	// the Store resolves from the node registry in its copy of meta and
+	// from Peers.
+	Resolver transport.Resolver
+	// Peers are addresses known before meta is readable (the
+	// --initial-cluster or --join addresses), by node ID.
+	Peers map[uint64]string
+
+	// TickInterval is the Raft tick (100 ms). ElectionTicks (10) and
+	// HeartbeatTicks (1) are in ticks; Raft randomizes the election
+	// timeout in [ElectionTicks, 2*ElectionTicks).
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+
+	// MaxSizePerMsg bounds the entry bytes of one append message (1 MiB).
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds the append messages in flight to one
+	// follower (256).
+	MaxInflightMsgs int
+	// MaxUncommittedEntriesSize bounds the bytes a leader holds in
+	// uncommitted entries; proposals beyond it fail as Unavailable, so a
+	// slow quorum cannot make memory grow without bound (64 MiB).
+	MaxUncommittedEntriesSize uint64
+	// MaxCommittedSizePerReady bounds the committed entries applied in one
+	// round per range (64 MiB).
+	MaxCommittedSizePerReady uint64
+
+	// EntryCacheBytes is each replica's in-memory cache of recent log
+	// entries (16 MiB).
+	EntryCacheBytes int
+	// LogTruncateMinEntries: a log is truncated only when at least this
+	// many entries can go, so truncations are rare (1000).
+	LogTruncateMinEntries uint64
+	// LogMaxEntries and LogMaxBytes cap a range's log: past either, the
+	// leader truncates up to its applied index even if a follower still
+	// needs the entries (it will get a snapshot instead). 10000 entries,
+	// 64 MiB.
+	LogMaxEntries uint64
+	LogMaxBytes   int64
+
+	// LeaseSafetyMargin is subtracted from the election timeout to get the
+	// leader lease duration (see docs/replication.md, "Leases"). Default:
+	// two ticks.
+	LeaseSafetyMargin time.Duration
+	// DisableLeaseReads makes every linearizable read take a ReadIndex
+	// round.
+	DisableLeaseReads bool
+
+	// DedupWindow is how long a client request's outcome is kept for
+	// deduplication, measured with proposer timestamps (10 min).
+	// DedupSeqWindow is how many request_seqs per client are kept (8192).
+	DedupWindow    time.Duration
+	DedupSeqWindow uint64
+	// DedupGCInterval is how often each range's leader proposes a GC of
+	// expired dedup records (1 min).
+	DedupGCInterval time.Duration
+
+	// MetaCheckInterval is how often each range's leader checks that meta
+	// holds its current descriptor, and repairs it if not (10 s).
+	MetaCheckInterval time.Duration
+
+	// Workers is the size of the worker pool processing ranges
+	// (GOMAXPROCS, at least 2).
+	Workers int
+	// MaxPendingProposals bounds the proposals queued on one replica before
+	// they enter the log; more fail as Unavailable (10000).
+	MaxPendingProposals int
+
+	// Transport tuning (see transport.Config).
+	LocalIP            net.IP
+	SnapshotRate       int64
+	SnapshotChunkBytes int
+	// MaxSnapshotBytes refuses incoming snapshots larger than this: they
+	// are staged in memory before being applied (1 GiB).
+	MaxSnapshotBytes int64
+
+	// Logger; defaults to slog.Default().
+	Logger *slog.Logger
+	// TestingSkipMetaUpdates makes replica changes skip their meta update,
+	// so that tests can watch the periodic repair do it.
+	TestingSkipMetaUpdates bool
+
+	// Fatal is called when the node cannot continue safely (a failed Raft
+	// log write, corrupt state): it must not return. Default: log and
+	// os.Exit(1).
+	Fatal func(msg string, err error)
+}
+
+func (c *Config) setDefaults() error {
+	if c.Engine == nil || c.NodeID == 0 || c.ClusterID == "" {
+		return errors.New("raft: Config needs Engine, NodeID and ClusterID")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def64 := func(v *uint64, d uint64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	def(&c.ElectionTicks, 10)
+	def(&c.HeartbeatTicks, 1)
+	if c.ElectionTicks <= c.HeartbeatTicks {
+		return errors.New("raft: ElectionTicks must be greater than HeartbeatTicks")
+	}
+	def64(&c.MaxSizePerMsg, 1<<20)
+	def(&c.MaxInflightMsgs, 256)
+	def64(&c.MaxUncommittedEntriesSize, 64<<20)
+	def64(&c.MaxCommittedSizePerReady, 64<<20)
+	def(&c.EntryCacheBytes, 16<<20)
+	def64(&c.LogTruncateMinEntries, 1000)
+	def64(&c.LogMaxEntries, 10000)
+	if c.LogMaxBytes <= 0 {
+		c.LogMaxBytes = 64 << 20
+	}
+	if c.LeaseSafetyMargin <= 0 {
+		c.LeaseSafetyMargin = 2 * c.TickInterval
+	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = 10 * time.Minute
+	}
+	def64(&c.DedupSeqWindow, 8192)
+	if c.DedupGCInterval <= 0 {
+		c.DedupGCInterval = time.Minute
+	}
+	if c.MetaCheckInterval <= 0 {
+		c.MetaCheckInterval = 10 * time.Second
+	}
+	def(&c.Workers, max(runtime.GOMAXPROCS(0), 2))
+	def(&c.MaxPendingProposals, 10000)
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = 1 << 30
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Fatal == nil {
+		log := c.Logger
+		c.Fatal = func(msg string, err error) {
+			log.Error("FATAL: "+msg, "err", err)
+			os.Exit(1)
+		}
+	}
+	return nil
+}
+
+// electionTimeout is the minimum election timeout in wall time.
+func (c *Config) electionTimeout() time.Duration {
+	return time.Duration(c.ElectionTicks) * c.TickInterval
+}
+
+// leaseDuration is how long a quorum's confirmation keeps the leader's
+// lease valid (docs/replication.md, "Leases"): a follower that heard from
+// the leader at time T refuses to vote for another candidate until it has
+// counted ElectionTicks ticks, which takes at least
+// (ElectionTicks-1)*TickInterval of wall time after T (its first tick may
+// come right away). The margin covers clock-rate differences and
+// scheduling delays between taking T and sending the heartbeat.
+func (c *Config) leaseDuration() time.Duration {
+	return time.Duration(c.ElectionTicks-1)*c.TickInterval - c.LeaseSafetyMargin
+}

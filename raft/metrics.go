@@ -1,0 +1,62 @@
+package raft
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Store's Prometheus collectors. Register them with
+// Metrics.Register.
+type Metrics struct {
+	rounds            prometheus.Counter
+	logSyncs          prometheus.Counter
+	logBatchBytes     prometheus.Histogram
+	logWriteSeconds   prometheus.Histogram
+	entriesApplied    prometheus.Counter
+	messagesSent      prometheus.Counter
+	messagesReceived  prometheus.Counter
+	messagesDropped   prometheus.Counter
+	leaderChanges     prometheus.Counter
+	snapshotsSent     prometheus.Counter
+	snapshotsReceived prometheus.Counter
+	logTruncations    prometheus.Counter
+	dedupHits         prometheus.Counter
+}
+
+const namespace, subsystem = "shale", "raft"
+
+func newMetrics() *Metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
+	}
+	return &Metrics{
+		rounds:   counter("rounds_total", "Processing rounds run (each collects the Ready of every range with work)."),
+		logSyncs: counter("log_syncs_total", "Synced Raft log writes: one per round that had entries or a vote to persist, for all its ranges."),
+		logBatchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem,
+			Name: "log_batch_bytes", Help: "Size of the one log batch written per round.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 10)}),
+		logWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem,
+			Name: "log_write_seconds", Help: "Time to write (and fsync) one log batch.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
+		entriesApplied:    counter("entries_applied_total", "Committed entries applied."),
+		messagesSent:      counter("messages_sent_total", "Raft messages handed to the transport."),
+		messagesReceived:  counter("messages_received_total", "Raft messages received from peers."),
+		messagesDropped:   counter("messages_dropped_total", "Raft messages that could not be delivered."),
+		leaderChanges:     counter("leader_changes_seen_total", "Times a replica on this node became leader."),
+		snapshotsSent:     counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
+		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
+		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
+		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+	}
+}
+
+// Register registers every collector with reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
+		m.snapshotsReceived, m.logTruncations, m.dedupHits} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/keys"
+)
+
+// handleInboxLocked feeds everything queued for the replica into Raft
+// (phase 1 of a round).
+// REQUIRES: raftMu.
+func (r *Replica) handleInboxLocked() {
+	r.in.Lock()
+	msgs, from := r.in.msgs, r.in.from
+	props, reads := r.in.props, r.in.reads
+	ticks := r.in.ticks
+	snaps, statuses, unreachable := r.in.snaps, r.in.snapStatus, r.in.unreachable
+	transferTo, inspect, removedBy := r.in.transferTo, r.in.inspect, r.in.removedBy
+	r.in.msgs, r.in.from, r.in.props, r.in.reads = nil, nil, nil, nil
+	r.in.ticks, r.in.snaps, r.in.snapStatus, r.in.unreachable = 0, nil, nil, nil
+	r.in.transferTo, r.in.inspect, r.in.removedBy = 0, nil, nil
+	r.in.Unlock()
+
+	if removedBy != nil && r.desc != nil && removedBy.GetGeneration() > r.desc.GetGeneration() &&
+		replicaOnNode(removedBy, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
+		r.store.cfg.Logger.Info("a peer reports this replica was removed", "range", r.rangeID,
+			"replica", r.replicaID, "generation", removedBy.GetGeneration())
+		r.removed = true
+	}
+
+	for _, f := range inspect {
+		f(r)
+	}
+	for i := 0; i < ticks; i++ {
+		r.rn.Tick()
+	}
+	for i, m := range msgs {
+		if from[i] != 0 {
+			r.peerNodes[m.GetFrom()] = from[i]
+		}
+		if err := r.rn.Step(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
+			r.store.cfg.Logger.Debug("raft refused a message", "range", r.rangeID, "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
+		}
+	}
+	for _, in := range snaps {
+		if err := r.rn.Step(in.msg); err != nil {
+			in.done <- fmt.Errorf("raft refused the snapshot: %w", err)
+			continue
+		}
+		r.snaps = append(r.snaps, in)
+	}
+	for _, st := range statuses {
+		status := etcdraft.SnapshotFinish
+		if st.failed {
+			status = etcdraft.SnapshotFailure
+		}
+		r.rn.ReportSnapshot(st.to, status)
+	}
+	for _, id := range unreachable {
+		r.rn.ReportUnreachable(id)
+	}
+	if transferTo != 0 {
+		r.rn.TransferLeader(transferTo)
+	}
+	st := r.rn.BasicStatus()
+	for _, p := range props {
+		r.proposeLocked(p, st)
+	}
+	if len(reads) > 0 {
+		if st.RaftState == etcdraft.StateLeader {
+			r.startReadRoundLocked(reads)
+		} else {
+			err := r.notLeaderErrorFrom(st)
+			for _, w := range reads {
+				w.done <- readResult{err: err}
+			}
+		}
+	}
+	if ticks > 0 {
+		now := time.Now()
+		r.maintenanceLocked(now, st)
+		r.refreshForwardedLocked(now, st)
+	}
+}
+
+// failInboxLocked answers everything queued on a destroyed replica.
+// REQUIRES: raftMu.
+func (r *Replica) failInboxLocked() {
+	r.in.Lock()
+	props, reads, snaps, inspect := r.in.props, r.in.reads, r.in.snaps, r.in.inspect
+	r.in.msgs, r.in.from, r.in.props, r.in.reads, r.in.snaps, r.in.inspect = nil, nil, nil, nil, nil, nil
+	r.in.Unlock()
+	err := fmt.Errorf("%w: replica %d of range %d was removed from this node", ErrRangeNotFound, r.replicaID, r.rangeID)
+	for _, p := range props {
+		p.finish(proposalResult{err: err})
+	}
+	for _, w := range reads {
+		w.done <- readResult{err: err}
+	}
+	for _, in := range snaps {
+		in.done <- err
+	}
+	for _, f := range inspect {
+		_ = f // the waiter gives up on its own deadline
+	}
+}
+
+// maintenanceLocked does the replica's periodic background work, paced by
+// ticks: lease renewal and dedup GC on the leader.
+// REQUIRES: raftMu.
+func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
+	if st.RaftState != etcdraft.StateLeader {
+		return
+	}
+	r.maybeRenewLeaseLocked(now)
+	cfg := &r.store.cfg
+	if r.lastDedupGC.IsZero() {
+		// Start counting when leadership starts: no GC storm after a
+		// restart or an election.
+		r.lastDedupGC = now
+	}
+	if now.Sub(r.lastDedupGC) >= cfg.DedupGCInterval {
+		r.lastDedupGC = now
+		cmd := &command.Command{Kind: command.KindDedupGC}
+		cmd.ProposerTime = now.Add(-cfg.DedupWindow).UnixNano()
+		r.proposeInternalLocked(cmd, st)
+	}
+	if now.Sub(r.lastMetaCheck) >= cfg.MetaCheckInterval {
+		r.lastMetaCheck = now
+		r.reconcileMetaLocked()
+	}
+}
+
+// reconcileMetaLocked repairs meta's copy of this range's descriptor when
+// it is older than the applied one (the update that follows a replica
+// change is best effort). It reads this node's copy of meta, so it does
+// nothing on a node without one.
+// REQUIRES: raftMu.
+func (r *Replica) reconcileMetaLocked() {
+	if r.desc == nil || r.rangeID == keys.MetaRangeID {
+		return
+	}
+	meta, err := r.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		return
+	}
+	old, _, err := findMetaDescriptor(r.store.cfg.Engine, r.rangeID)
+	if err != nil || (old != nil && old.GetGeneration() >= r.desc.GetGeneration()) {
+		return
+	}
+	r.store.cfg.Logger.Info("meta holds an old descriptor; updating it", "range", r.rangeID,
+		"meta_generation", old.GetGeneration(), "generation", r.desc.GetGeneration())
+	meta.proposeAsync(&command.Command{Kind: command.KindPutDescriptor, Descriptor: cloneDesc(r.desc)})
+}
+
+// proposeInternalLocked proposes a command nobody waits for (its result
+// is discarded). cmd.ProposerTime is kept if set.
+// REQUIRES: raftMu.
+func (r *Replica) proposeInternalLocked(cmd *command.Command, st etcdraft.BasicStatus) {
+	cmd.ProposerNode = r.store.cfg.NodeID
+	cmd.ProposalID = r.store.nextProposalID()
+	if cmd.ProposerTime == 0 {
+		cmd.ProposerTime = time.Now().UnixNano()
+	}
+	data, err := cmd.Encode(nil)
+	if err != nil {
+		r.store.cfg.Logger.Error("encoding an internal command", "range", r.rangeID, "kind", cmd.Kind.String(), "err", err)
+		return
+	}
+	p := &proposal{id: cmd.ProposalID, data: data, ctx: r.store.ctx, done: make(chan proposalResult, 1)}
+	r.proposeLocked(p, st)
+}
+
+// applyEntriesLocked applies ents and counts them.
+// REQUIRES: raftMu.
+func (r *Replica) applyEntriesLocked(ents []*pb.Entry) ([]applied, error) {
+	acks, _, err := r.applyCommittedLocked(ents)
+	if err != nil {
+		return nil, fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
+	}
+	r.store.metrics.entriesApplied.Add(float64(len(ents)))
+	return acks, nil
+}
+
+// publishAppliedLocked publishes the applied index and wakes the reads
+// waiting for it.
+// REQUIRES: raftMu.
+func (r *Replica) publishAppliedLocked() {
+	ap := r.ls.Applied()
+	r.mu.Lock()
+	r.mu.applied, r.mu.appliedTerm = ap.Index, ap.Term
+	r.releaseWaitersLocked()
+	r.mu.Unlock()
+}
+
+// checkConfChangesAppendedLocked fails configuration change proposals that
+// Raft replaced with an empty entry (it does so when a change is already
+// pending, without an error). Such a proposal never reaches the log.
+// REQUIRES: raftMu.
+func (r *Replica) checkConfChangesAppendedLocked(ents []*pb.Entry) {
+	if len(r.ccPending) == 0 {
+		return
+	}
+	for _, e := range ents {
+		if e.GetType() != pb.EntryConfChangeV2 {
+			continue
+		}
+		var cc pb.ConfChangeV2
+		if proto.Unmarshal(e.GetData(), &cc) != nil {
+			continue
+		}
+		var cmd command.Command
+		if command.Decode(cc.GetContext(), &cmd) == nil && cmd.ProposerNode == r.store.cfg.NodeID {
+			if p := r.proposals[cmd.ProposalID]; p != nil {
+				p.ccSeen = true
+			}
+		}
+	}
+	for _, p := range r.ccPending {
+		if !p.ccSeen {
+			delete(r.proposals, p.id)
+			p.finish(proposalResult{err: fmt.Errorf("%w: %w", errConfChangeInProgress, unavailablef(r.rangeID, "another configuration change is in progress"))})
+		}
+	}
+	r.ccPending = r.ccPending[:0]
+}

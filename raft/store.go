@@ -1,0 +1,443 @@
+package raft
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/storage"
+)
+
+// Store hosts every replica of one node: it loads them from the engine,
+// runs the processing rounds that drive their Raft groups, and connects
+// them to the transport. It is safe for concurrent use.
+type Store struct {
+	cfg       Config
+	transport *transport.Transport
+	sched     *scheduler
+	pool      *workerPool
+	appendQ   *appendQueue
+	metrics   *Metrics
+
+	// proposalSeq numbers proposals; it starts at the wall clock in
+	// nanoseconds so that IDs stay unique across restarts (an entry
+	// proposed before a restart may apply after it).
+	proposalSeq atomic.Uint64
+
+	ctx     context.Context // canceled by Stop
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed by Stop
+	wg      sync.WaitGroup
+	snapSem chan struct{} // bounds concurrent outgoing snapshots
+
+	// changeMu serializes membership changes and leadership transfers
+	// started on this node.
+	changeMu sync.Mutex
+
+	mu struct {
+		sync.RWMutex
+		replicas map[uint64]*Replica
+		started  bool
+		stopping bool
+	}
+	peers struct {
+		sync.RWMutex
+		addrs map[uint64]string
+	}
+	// lastContact is when each node last sent this node Raft messages
+	// (Unix nanoseconds), for liveness reports.
+	lastContact sync.Map // uint64 -> *atomic.Int64
+}
+
+// LastContact returns when node nodeID last sent this node a Raft message
+// (zero if never since this node started).
+func (s *Store) LastContact(nodeID uint64) time.Time {
+	v, ok := s.lastContact.Load(nodeID)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(0, v.(*atomic.Int64).Load())
+}
+
+func (s *Store) noteContact(nodeID uint64) {
+	v, ok := s.lastContact.Load(nodeID)
+	if !ok {
+		v, _ = s.lastContact.LoadOrStore(nodeID, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Store(time.Now().UnixNano())
+}
+
+// NewStore opens the store of a bootstrapped (or joined) engine: it checks
+// the store identity and loads every replica. Start must be called before
+// it serves.
+func NewStore(cfg Config) (*Store, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	ident, err := ReadStoreIdent(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	if ident == nil {
+		return nil, ErrNotBootstrapped
+	}
+	if ident.NodeID != cfg.NodeID || ident.ClusterID != cfg.ClusterID {
+		return nil, fmt.Errorf("raft: this engine belongs to node %d of cluster %q, not node %d of cluster %q",
+			ident.NodeID, ident.ClusterID, cfg.NodeID, cfg.ClusterID)
+	}
+	s := &Store{
+		cfg:     cfg,
+		sched:   newScheduler(),
+		appendQ: newAppendQueue(),
+		metrics: newMetrics(),
+		stopped: make(chan struct{}),
+		snapSem: make(chan struct{}, 2),
+	}
+	s.proposalSeq.Store(uint64(time.Now().UnixNano()))
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.replicas = make(map[uint64]*Replica)
+	s.peers.addrs = make(map[uint64]string)
+	for id, a := range cfg.Peers {
+		s.peers.addrs[id] = a
+	}
+	resolver := cfg.Resolver
+	if resolver == nil {
+		resolver = s.resolve
+	}
+	s.transport, err = transport.New(transport.Config{
+		NodeID:             cfg.NodeID,
+		ClusterID:          cfg.ClusterID,
+		Resolver:           resolver,
+		Handler:            s,
+		OnUnreachable:      s.onUnreachable,
+		OnAck:              s.onAck,
+		LocalIP:            cfg.LocalIP,
+		SnapshotRate:       cfg.SnapshotRate,
+		SnapshotChunkBytes: cfg.SnapshotChunkBytes,
+		Logger:             cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids, err := storedRangeIDs(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		tomb, err := logstore.LoadTombstone(cfg.Engine, id)
+		if err != nil {
+			return nil, err
+		}
+		rid, err := logstore.LoadReplicaID(cfg.Engine, id)
+		if err != nil {
+			return nil, err
+		}
+		if rid == 0 || rid < tomb {
+			continue // removed; only the tombstone is left
+		}
+		r, err := s.newReplica(id, rid)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.replicas[id] = r
+	}
+	return s, nil
+}
+
+// storedRangeIDs finds every range with node-local state, seeking from one
+// range to the next rather than reading their logs.
+func storedRangeIDs(db *storage.DB) ([]uint64, error) {
+	lo := []byte{keys.NodeLocalPrefix, 'r'}
+	hi := []byte{keys.NodeLocalPrefix, 'r' + 1}
+	it, err := db.NewIter(&storage.IterOptions{LowerBound: lo, UpperBound: hi, KeysOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ids []uint64
+	for ok := it.First(); ok; {
+		k := it.UnsafeKey()
+		if len(k) < 10 {
+			return nil, fmt.Errorf("raft: malformed node-local key %x", k)
+		}
+		id := binary.BigEndian.Uint64(k[2:10])
+		ids = append(ids, id)
+		if id == ^uint64(0) {
+			break
+		}
+		ok = it.SeekGE(keys.NodeLocalRangeSpan(id + 1).Start)
+	}
+	return ids, it.Error()
+}
+
+// Transport returns the store's transport (for registering its gRPC
+// service).
+func (s *Store) Transport() *transport.Transport { return s.transport }
+
+// RegisterServer registers the node-to-node Raft service on srv. The
+// server should be built with transport.ServerOptions().
+func (s *Store) RegisterServer(srv *grpc.Server) { s.transport.Register(srv) }
+
+// Metrics returns the store's Prometheus collectors.
+func (s *Store) Metrics() *Metrics { return s.metrics }
+
+// Config returns the store's configuration (with defaults applied).
+func (s *Store) Config() Config { return s.cfg }
+
+// NodeID returns this node's ID.
+func (s *Store) NodeID() uint64 { return s.cfg.NodeID }
+
+// Start starts processing: the worker pool, the processing loop, the
+// ticker and background maintenance.
+func (s *Store) Start() {
+	s.mu.Lock()
+	if s.mu.started {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.started = true
+	reps := make([]*Replica, 0, len(s.mu.replicas))
+	for _, r := range s.mu.replicas {
+		reps = append(reps, r)
+	}
+	s.mu.Unlock()
+	s.pool = newWorkerPool(s.cfg.Workers)
+	s.wg.Add(3)
+	go s.processLoop()
+	go s.logWriterLoop()
+	go s.tickLoop()
+	for _, r := range reps {
+		if r.shouldCampaignOnStart() {
+			r.in.Lock()
+			r.in.inspect = append(r.in.inspect, func(r *Replica) {
+				if err := r.rn.Campaign(); err != nil {
+					s.cfg.Logger.Debug("campaign on start", "range", r.rangeID, "err", err)
+				}
+			})
+			r.in.Unlock()
+		}
+		s.sched.enqueue(r)
+	}
+}
+
+// Stop stops processing and the transport. Writes in flight finish as
+// ambiguous; the engine is left open for the caller to close.
+func (s *Store) Stop() {
+	s.mu.Lock()
+	if s.mu.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.stopping = true
+	started := s.mu.started
+	s.mu.Unlock()
+	close(s.stopped)
+	s.cancel()
+	s.sched.stop()
+	s.appendQ.stop()
+	s.transport.Close()
+	s.wg.Wait()
+	if started {
+		s.pool.stop()
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.mu.replicas {
+		r.raftMu.Lock()
+		r.failProposalsLocked("node stopping", ErrStopped)
+		r.failReadsLocked(unavailablef(r.rangeID, "%v", ErrStopped))
+		r.raftMu.Unlock()
+	}
+}
+
+func (s *Store) checkRunning() error {
+	select {
+	case <-s.stopped:
+		return ErrStopped
+	default:
+		return nil
+	}
+}
+
+func (s *Store) nextProposalID() uint64 { return s.proposalSeq.Add(1) }
+
+// Replica returns this node's replica of rangeID.
+func (s *Store) Replica(rangeID uint64) (*Replica, error) {
+	s.mu.RLock()
+	r := s.mu.replicas[rangeID]
+	s.mu.RUnlock()
+	if r == nil {
+		return nil, fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, rangeID, s.cfg.NodeID)
+	}
+	return r, nil
+}
+
+// Replicas returns every replica of the node, by range ID.
+func (s *Store) Replicas() []*Replica {
+	s.mu.RLock()
+	out := make([]*Replica, 0, len(s.mu.replicas))
+	for _, r := range s.mu.replicas {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rangeID < out[j].rangeID })
+	return out
+}
+
+// ReplicaForKey returns the local, initialized replica whose user span
+// holds userKey.
+func (s *Store) ReplicaForKey(userKey []byte) (*Replica, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.mu.replicas {
+		if d := r.Descriptor(); d != nil && keys.ContainsUserKey(d, userKey) {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no range on node %d holds key %q", ErrRangeNotFound, s.cfg.NodeID, userKey)
+}
+
+// getOrCreateReplica returns the replica of rangeID, creating an
+// uninitialized one with replicaID if the node has none (a new replica
+// being added by its leader). A replica ID at or below a tombstone is
+// refused: that replica was removed here.
+func (s *Store) getOrCreateReplica(rangeID, replicaID uint64) (*Replica, error) {
+	if r, err := s.Replica(rangeID); err == nil {
+		if r.replicaID != replicaID {
+			return nil, fmt.Errorf("raft: range %d: message for replica %d, this node holds replica %d", rangeID, replicaID, r.replicaID)
+		}
+		return r, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.mu.replicas[rangeID]; r != nil {
+		return r, nil
+	}
+	if s.mu.stopping {
+		return nil, ErrStopped
+	}
+	tomb, err := logstore.LoadTombstone(s.cfg.Engine, rangeID)
+	if err != nil {
+		return nil, err
+	}
+	if replicaID < tomb {
+		return nil, fmt.Errorf("%w: replica %d of range %d was removed from node %d", ErrRangeNotFound, replicaID, rangeID, s.cfg.NodeID)
+	}
+	// The replica ID must be durable before Raft state is: it is the
+	// identity under which this node votes and acknowledges.
+	b := storage.NewBatch(64)
+	b.Put(keys.ReplicaIDKey(rangeID), logstore.EncodeReplicaID(replicaID))
+	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+		return nil, fmt.Errorf("raft: creating replica %d of range %d: %w", replicaID, rangeID, err)
+	}
+	r, err := s.newReplica(rangeID, replicaID)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.replicas[rangeID] = r
+	s.cfg.Logger.Info("created uninitialized replica", "range", rangeID, "replica", replicaID)
+	if s.mu.started {
+		s.sched.enqueue(r)
+	}
+	return r, nil
+}
+
+// destroyReplica removes a replica that a configuration change removed
+// from this node: its data and Raft state are deleted and a tombstone
+// keeps stale messages from recreating it.
+// REQUIRES: r.raftMu.
+func (s *Store) destroyReplicaLocked(r *Replica) error {
+	b := storage.NewBatch(256)
+	del := func(sp keys.Span) { b.DeleteRange(sp.Start, sp.End) }
+	if r.desc != nil {
+		del(keys.DataSpan(r.desc))
+	}
+	del(keys.RangeLocalSpan(r.rangeID))
+	del(keys.NodeLocalRangeSpan(r.rangeID))
+	b.Put(keys.TombstoneKey(r.rangeID), logstore.EncodeReplicaID(r.replicaID+1))
+	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.mu.replicas[r.rangeID] == r {
+		delete(s.mu.replicas, r.rangeID)
+	}
+	s.mu.Unlock()
+	r.failProposalsLocked("replica removed", nil)
+	r.failReadsLocked(unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
+	r.mu.Lock()
+	r.mu.destroyed = true
+	r.mu.state = 0
+	r.mu.leaseExpiry = time.Time{}
+	r.releaseWaitersLocked()
+	r.mu.Unlock()
+	s.cfg.Logger.Info("removed replica", "range", r.rangeID, "replica", r.replicaID)
+	return nil
+}
+
+// resolve maps a node ID to its address: the addresses given at start,
+// then meta's node registry.
+func (s *Store) resolve(nodeID uint64) (string, error) {
+	s.peers.RLock()
+	a, ok := s.peers.addrs[nodeID]
+	s.peers.RUnlock()
+	if ok {
+		return a, nil
+	}
+	if _, err := s.Replica(keys.MetaRangeID); err == nil {
+		nodes, err := readNodes(s.cfg.Engine)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range nodes {
+			if n.GetNodeId() == nodeID {
+				return n.GetAddress(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("raft: no address known for node %d", nodeID)
+}
+
+// SetPeerAddress records (or updates) the address of a node.
+func (s *Store) SetPeerAddress(nodeID uint64, addr string) {
+	s.peers.Lock()
+	s.peers.addrs[nodeID] = addr
+	s.peers.Unlock()
+}
+
+// tickLoop ticks every replica every TickInterval.
+func (s *Store) tickLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case <-t.C:
+		}
+		for _, r := range s.Replicas() {
+			r.in.Lock()
+			r.in.ticks++
+			r.in.Unlock()
+			s.sched.enqueue(r)
+		}
+	}
+}
+
+// errFatal marks errors after which the node must not continue.
+var errFatal = errors.New("raft: fatal")
+
+// NodeAddress returns the gRPC address of node nodeID as this node knows
+// it (the addresses it started with, then meta's registry).
+func (s *Store) NodeAddress(nodeID uint64) (string, error) { return s.resolve(nodeID) }
