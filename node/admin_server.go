@@ -11,7 +11,6 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
-	ikeys "github.com/shaledb/shale/internal/keys"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
@@ -354,7 +353,8 @@ func (s *adminServer) Compact(ctx context.Context, req *kvpb.CompactRequest) (*k
 	if err := s.n.limits.checkSpan("", req.GetStartKey(), req.GetEndKey()); err != nil {
 		return nil, err
 	}
-	lo, hi := ikeys.UserSpan(req.GetStartKey(), req.GetEndKey())
+	span := keys.UserSpan(req.GetStartKey(), req.GetEndKey())
+	lo, hi := span.Start, span.End
 	if err := s.n.db.CompactRange(lo, hi); err != nil {
 		return nil, readError("Compact", err)
 	}

@@ -15,7 +15,7 @@
 //     or written.
 //  3. Evaluation (eval.go): a write becomes a writeCmd, the engine batch
 //     that carries it out plus the latches it needs. User keys are stored
-//     under the 0x03 prefix of the engine keyspace (internal/keys).
+//     under the 0x03 prefix of the engine keyspace (raft/keys).
 //  4. Commit (commit.go): a Committer makes the batch durable and visible.
 //     Here it is a synced engine write; with replication it becomes a Raft
 //     proposal, and nothing above this stage changes.

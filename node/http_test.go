@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/keys"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
 

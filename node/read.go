@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/keys"
 	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -85,7 +85,8 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := keys.UserSpan(start, end)
+	span := keys.UserSpan(start, end)
+	lo, hi := span.Start, span.End
 	it, err := s.n.db.NewIter(&storage.IterOptions{LowerBound: lo, UpperBound: hi, KeysOnly: req.KeysOnly})
 	if err != nil {
 		return nil, readError("Scan", err)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
-	ikeys "github.com/shaledb/shale/internal/keys"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/storage"
@@ -42,20 +41,20 @@ var ErrNotBootstrapped = errors.New("raft: store not bootstrapped")
 var ErrAlreadyBootstrapped = errors.New("raft: store already bootstrapped")
 
 // StoreIdent is the identity of a node's store, written once: the
-// internal/keys record shared with the rest of the node.
-type StoreIdent = ikeys.StoreIdent
+// record at keys.StoreIdentKey.
+type StoreIdent = keys.StoreIdent
 
 // ReadStoreIdent returns the engine's store identity, or nil if it has
 // none (a fresh engine).
 func ReadStoreIdent(db *storage.DB) (*StoreIdent, error) {
-	v, err := db.Get(ikeys.StoreIdentKey)
+	v, err := db.Get(keys.StoreIdentKey)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("raft: reading the store identity: %w", err)
 	}
-	id, err := ikeys.DecodeStoreIdent(v)
+	id, err := keys.DecodeStoreIdent(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", logstore.ErrCorruptState, err)
 	}
@@ -79,7 +78,7 @@ func WriteStoreIdent(db *storage.DB, id StoreIdent) error {
 		return fmt.Errorf("%w: as node %d of cluster %q", ErrAlreadyBootstrapped, old.NodeID, old.ClusterID)
 	}
 	b := storage.NewBatch(64)
-	b.Put(ikeys.StoreIdentKey, id.Encode())
+	b.Put(keys.StoreIdentKey, id.Encode())
 	return db.Write(b, storage.Sync)
 }
 
@@ -154,7 +153,7 @@ func Bootstrap(db *storage.DB, clusterID string, nodeID uint64, nodes []*kvpb.No
 		b.Put(keys.HardStateKey(d.GetRangeId()), logstore.EncodeHardState(&pb.HardState{Term: new(uint64(initialTerm)), Commit: new(uint64(initialIndex))}))
 		b.Put(keys.ReplicaIDKey(d.GetRangeId()), logstore.EncodeReplicaID(nodeID))
 	}
-	b.Put(ikeys.StoreIdentKey, StoreIdent{ClusterID: clusterID, NodeID: nodeID}.Encode())
+	b.Put(keys.StoreIdentKey, StoreIdent{ClusterID: clusterID, NodeID: nodeID}.Encode())
 	if err := db.Write(b, storage.Sync); err != nil {
 		return fmt.Errorf("raft: bootstrap: %w", err)
 	}

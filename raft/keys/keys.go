@@ -4,7 +4,7 @@
 // key says what kind of key it is, so that each kind is one contiguous span
 // and one range's keys can be copied, dropped or snapshotted with span
 // operations (docs/formats.md, "Raft and range keys"). The store identity
-// (internal/keys.StoreIdentKey, 0x00 0x00*8 "ident") sorts before every
+// (StoreIdentKey, 0x00 0x00*8 "ident", store_ident.go) sorts before every
 // per-range node-local key.
 //
 //	engine key  := 0x00 node-local     -- never replicated
