@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -53,7 +52,7 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	cc := p.mu.conns[d.GetAddress()]
 	if cc == nil {
 		var err error
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.sec.peerCredentials())}
 		if ip := p.n.localIP(); ip != nil {
 			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
 		}

@@ -75,6 +75,8 @@ func run(args []string) error {
 	fs.Int64Var(&ro.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
 	fs.Int64Var(&ro.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&ro.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+	var sec securityFlags
+	sec.register(fs)
 	compression := fs.String("engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node.\n\nFlags:\n")
@@ -126,7 +128,7 @@ func run(args []string) error {
 	if advHTTP == "" {
 		advHTTP = *httpAddr
 	}
-	n, err := node.New(node.Config{
+	cfg := node.Config{
 		NodeID:            *nodeID,
 		DataDir:           *dataDir,
 		AdvertiseAddr:     adv,
@@ -137,10 +139,13 @@ func run(args []string) error {
 		Raft:              ro,
 		Engine:            eng,
 		Logger:            logger,
-	})
+	}
+	sec.apply(&cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
+	reloadOnSIGHUP(n, logger)
 	grpcLis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))

@@ -31,6 +31,7 @@ type globals struct {
 	endpoints string
 	timeout   time.Duration
 	hex       bool
+	security  securityFlags
 }
 
 func main() {
@@ -57,8 +58,9 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes (env SHALE_ENDPOINTS)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
+	g.security.register(pf)
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newStatusCmd(g),
-		newNodeCmd(g), newTransferLeaderCmd(g))
+		newNodeCmd(g), newTransferLeaderCmd(g), newCertsCmd())
 	return root
 }
 
@@ -80,7 +82,12 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *client.Client, 
 	// of a long --timeout.
 	dialCtx, dialCancel := context.WithTimeout(ctx, min(g.timeout, dialTimeout))
 	defer dialCancel()
-	c, err := client.Dial(dialCtx, eps, &client.Options{RequestTimeout: g.timeout})
+	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout})
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	c, err := client.Dial(dialCtx, eps, &opts)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
