@@ -215,8 +215,43 @@ func TestSecureCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("NodeJoinsAndGetsSnapshotsOverTLS", func(t *testing.T) {
+		n4 := c.newNode(4)
+		c.start(4, "--join", c.node(1).grpcAddr)
+		cl := c.client() // the admin's
+		resp, err := cl.AddNode(ctx, &kvpb.NodeDescriptor{Address: n4.grpcAddr})
+		if err != nil || resp.GetNodeId() != 4 {
+			t.Fatalf("AddNode = %v, %v", resp, err)
+		}
+		for _, rangeID := range []uint64{1, 2} {
+			if _, err := cl.ChangeReplicas(ctx, rangeID, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: 4}); err != nil {
+				t.Fatalf("adding node 4 to range %d: %v", rangeID, err)
+			}
+		}
+		if got := c.metric(4, "shale_raft_snapshots_received_total"); got < 2 {
+			t.Fatalf("node 4 received %v snapshots; want one per range", got)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, ok, err := c.staleGet(4, "k")
+			if err == nil && ok && v == "v" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node 4 after its snapshot: %q %v %v", v, ok, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
 	t.Run("RogueNodeCannotJoinOrDisturbRaft", func(t *testing.T) {
 		before := raftState(t, c, 2)
+		_, admin, done := c.raw(1)
+		defer done()
+		members, err := admin.Nodes(ctx, &kvpb.NodesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
 
 		// A rogue node with its own CA tries to join through node 1. It
 		// trusts the cluster's CA besides its own, so that it is the
@@ -266,10 +301,8 @@ func TestSecureCluster(t *testing.T) {
 		}
 
 		time.Sleep(5 * time.Second) // the rogue keeps trying to join meanwhile
-		_, admin, done := c.raw(1)
-		defer done()
 		nodes, err := admin.Nodes(ctx, &kvpb.NodesRequest{})
-		if err != nil || len(nodes.GetNodes()) != 3 {
+		if err != nil || len(nodes.GetNodes()) != len(members.GetNodes()) {
 			t.Fatalf("members after the rogue's attempts: %v %v", nodes, err)
 		}
 		b, _ := os.ReadFile(rogueLog)
