@@ -29,7 +29,7 @@ type testPKI struct {
 	dir, rogue string
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	p := &testPKI{dir: t.TempDir(), rogue: t.TempDir()}
 	for _, d := range []string{p.dir, p.rogue} {
@@ -42,7 +42,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	return p
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func (p *testPKI) files() TLSFiles {
 
 // tlsConfig trusts caDir's CA and presents certName/keyName from caDir
 // (none when certName is empty).
-func tlsConfig(t *testing.T, caDir, certName, keyName string) *tls.Config {
+func tlsConfig(t testing.TB, caDir, certName, keyName string) *tls.Config {
 	t.Helper()
 	pem, err := os.ReadFile(filepath.Join(caDir, certs.CACertFile))
 	must(t, err)
@@ -74,7 +74,7 @@ func tlsConfig(t *testing.T, caDir, certName, keyName string) *tls.Config {
 	return cfg
 }
 
-func (p *testPKI) client(t *testing.T, user string) *tls.Config {
+func (p *testPKI) client(t testing.TB, user string) *tls.Config {
 	return tlsConfig(t, p.dir, certs.ClientCertFile(user), certs.ClientKeyFile(user))
 }
 
