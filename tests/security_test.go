@@ -135,7 +135,22 @@ func raftState(t *testing.T, c *testCluster, rangeID uint64) map[uint64][2]uint6
 
 func TestSecureCluster(t *testing.T) {
 	p := newSecurePKI(t)
-	c := newClusterWith(t, 3, &clusterCreds{tls: p.tls(t, p.dir, "root")}, p.nodeFlags(p.dir)...)
+	// Tokens made by shalectl, as an operator would.
+	var tokens []string
+	for _, role := range []string{"read-only", "read-write"} {
+		line, errOut, code := ctl(t, nil, "certs", "create-token", role, "tok-"+role)
+		if code != 0 {
+			t.Fatalf("create-token: %s", errOut)
+		}
+		tokens = append(tokens, line)
+	}
+	tokenFile := filepath.Join(p.dir, "tokens")
+	if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roToken, rwToken := strings.Fields(tokens[0])[1], strings.Fields(tokens[1])[1]
+	c := newClusterWith(t, 3, &clusterCreds{tls: p.tls(t, p.dir, "root")},
+		append(p.nodeFlags(p.dir), "--token-file", tokenFile)...)
 	for _, cn := range c.all() {
 		if !strings.Contains(cn.log(), "TLS on") || strings.Contains(cn.log(), "INSECURE MODE") {
 			t.Fatalf("node %d does not report TLS on:\n%s", cn.id, tail(cn.log(), 20))
@@ -193,6 +208,25 @@ func TestSecureCluster(t *testing.T) {
 		if cl, err := client.Dial(dctx, c.endpoints(), nil); err == nil {
 			cl.Close()
 			t.Fatal("a plaintext client connected to a TLS cluster")
+		}
+	})
+
+	t.Run("BearerTokens", func(t *testing.T) {
+		env := func(tok string) []string {
+			return []string{"SHALE_TLS_CA=" + filepath.Join(p.dir, certs.CACertFile), "SHALE_TOKEN=" + tok,
+				"SHALE_ENDPOINTS=" + strings.Join(c.endpoints(), ",")}
+		}
+		if out, errOut, code := ctl(t, env(roToken), "put", "tok", "v"); code == 0 || !strings.Contains(errOut, "permission denied") {
+			t.Errorf("put with a read-only token: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := ctl(t, env(rwToken), "put", "tok", "v"); code != 0 {
+			t.Errorf("put with a read-write token: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := ctl(t, env(roToken), "get", "tok"); code != 0 || strings.TrimSpace(out) != "v" {
+			t.Errorf("get with a read-only token: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := ctl(t, env("not-a-token-0123456789abcdef"), "get", "tok"); code == 0 || !strings.Contains(errOut, "unknown bearer token") {
+			t.Errorf("get with an unknown token: exit %d\n%s%s", code, out, errOut)
 		}
 	})
 
