@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/shaledb/shale/node"
 )
@@ -35,9 +36,9 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.conn.MaxConnections, "max-connections", 4096, "gRPC connections open at once")
 	var streams uint
 	fs.UintVar(&streams, "max-streams-per-conn", 256, "concurrent RPCs on one connection")
-	fs.DurationVar(&s.conn.HandshakeTimeout, "handshake-timeout", 0, "close connections that have not finished the TLS/HTTP2 handshake after this long (0: 10s)")
-	fs.DurationVar(&s.conn.MaxConnectionIdle, "idle-timeout", 0, "close connections with no RPC for this long (0: 15m)")
-	fs.DurationVar(&s.conn.DefaultRequestTimeout, "default-request-timeout", 0, "deadline of requests that come without one (0: 30s)")
+	fs.DurationVar(&s.conn.HandshakeTimeout, "handshake-timeout", 10*time.Second, "close connections that have not finished the TLS/HTTP2 handshake after this long")
+	fs.DurationVar(&s.conn.MaxConnectionIdle, "idle-timeout", 15*time.Minute, "close connections with no RPC for this long")
+	fs.DurationVar(&s.conn.DefaultRequestTimeout, "default-request-timeout", 30*time.Second, "deadline of requests that come without one")
 	s.streams = &streams
 }
 
