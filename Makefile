@@ -6,6 +6,7 @@
 #   make test      build, then every test: engine (ctest) and Go
 #   make proto     regenerate api/ from the .proto files
 #   make lint      gofmt, go vet, clang-format check
+#   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
 
 SHELL := /bin/bash
@@ -27,7 +28,7 @@ ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
-        proto-check lint clean
+        proto-check lint clean bench-engine
 
 all: build
 
@@ -66,6 +67,11 @@ test-engine: engine
 test-go: go-build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
+
+# Our db_bench against RocksDB's with the same flags (scripts/compare-rocksdb;
+# BENCH_NUM keys, default 1000000).
+bench-engine: engine
+	scripts/compare-rocksdb $(BENCH_NUM)
 
 # ---------------------------------------------------------------- api, lint
 
