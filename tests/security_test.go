@@ -102,9 +102,9 @@ func (p *securePKI) tls(t *testing.T, dir, user string) *tls.Config {
 }
 
 func (p *securePKI) env(user string) []string {
-	return []string{"SHALE_TLS_CA=" + filepath.Join(p.dir, certs.CACertFile),
-		"SHALE_TLS_CERT=" + filepath.Join(p.dir, certs.ClientCertFile(user)),
-		"SHALE_TLS_KEY=" + filepath.Join(p.dir, certs.ClientKeyFile(user))}
+	return []string{"SHALE_CLIENT_TLS_CA=" + filepath.Join(p.dir, certs.CACertFile),
+		"SHALE_CLIENT_TLS_CERT=" + filepath.Join(p.dir, certs.ClientCertFile(user)),
+		"SHALE_CLIENT_TLS_KEY=" + filepath.Join(p.dir, certs.ClientKeyFile(user))}
 }
 
 func dialAs(t *testing.T, c *testCluster, cfg *tls.Config) *client.Client {
@@ -213,7 +213,7 @@ func TestSecureCluster(t *testing.T) {
 
 	t.Run("BearerTokens", func(t *testing.T) {
 		env := func(tok string) []string {
-			return []string{"SHALE_TLS_CA=" + filepath.Join(p.dir, certs.CACertFile), "SHALE_TOKEN=" + tok,
+			return []string{"SHALE_CLIENT_TLS_CA=" + filepath.Join(p.dir, certs.CACertFile), "SHALE_TOKEN=" + tok,
 				"SHALE_ENDPOINTS=" + strings.Join(c.endpoints(), ",")}
 		}
 		if out, errOut, code := ctl(t, env(roToken), "put", "tok", "v"); code == 0 || !strings.Contains(errOut, "permission denied") {

@@ -13,6 +13,8 @@ import (
 	"github.com/shaledb/shale/internal/certs"
 )
 
+func init() { register(func(*globals) *cobra.Command { return newCertsCmd() }) }
+
 // newCertsCmd makes the certificates of a secure cluster (docs/security.md):
 //
 //	shalectl certs create-ca     --certs-dir certs
@@ -22,7 +24,7 @@ import (
 func newCertsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "create the cluster CA, node and client certificates, and tokens",
+		Short: "Create the cluster CA, node and client certificates, and tokens",
 	}
 	var certsDir string
 	var validity time.Duration
@@ -33,7 +35,7 @@ func newCertsCmd() *cobra.Command {
 
 	createCA := &cobra.Command{
 		Use:   "create-ca",
-		Short: "create the cluster CA in --certs-dir (refuses to replace one)",
+		Short: "Create the cluster CA in --certs-dir (refuses to replace one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, _ := cmd.Flags().GetString("name")
@@ -50,7 +52,7 @@ func newCertsCmd() *cobra.Command {
 	var nodeOut string
 	createNode := &cobra.Command{
 		Use:   "create-node HOST...",
-		Short: "create a node certificate for the host names and IP addresses it is reached at",
+		Short: "Create a node certificate for the host names and IP addresses it is reached at",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, hosts []string) error {
 			out := nodeOut
@@ -70,7 +72,7 @@ func newCertsCmd() *cobra.Command {
 	var clientOut, role string
 	createClient := &cobra.Command{
 		Use:   "create-client NAME",
-		Short: "create a client certificate with a role: read-only, read-write or admin",
+		Short: "Create a client certificate with a role: read-only, read-write or admin",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := certs.ParseRole(role)
@@ -94,7 +96,7 @@ func newCertsCmd() *cobra.Command {
 
 	createToken := &cobra.Command{
 		Use:   "create-token [ROLE [NAME]]",
-		Short: "print a new random bearer token, as a token-file line when a role is given",
+		Short: "Print a new random bearer token, as a token-file line when a role is given",
 		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var b [32]byte
