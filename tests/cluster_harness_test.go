@@ -71,7 +71,10 @@ func newCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	binaries(t) // build before starting any clock
 	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
-		extra: append([]string{"--raft-tick", clusterTick.String()}, extra...)}
+		// Automatic splits and placement stay off unless a test turns
+		// them on (a later flag wins): the replication tests place
+		// replicas themselves.
+		extra: append([]string{"--raft-tick", clusterTick.String(), "--disable-auto-split", "--disable-placement"}, extra...)}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		cn := c.newNode(id)

@@ -75,6 +75,7 @@ func run(args []string) error {
 	fs.Int64Var(&ro.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
 	fs.Int64Var(&ro.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&ro.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+	sharding := shardingFlags(fs)
 	compression := fs.String("engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node.\n\nFlags:\n")
@@ -135,6 +136,7 @@ func run(args []string) error {
 		Join:              joinAddrs,
 		ClusterID:         *clusterID,
 		Raft:              ro,
+		Sharding:          *sharding,
 		Engine:            eng,
 		Logger:            logger,
 	})

@@ -59,6 +59,7 @@ func newRootCmd() *cobra.Command {
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newStatusCmd(g),
 		newNodeCmd(g), newTransferLeaderCmd(g))
+	root.AddCommand(shardingCommands(g)...)
 	return root
 }
 
