@@ -53,7 +53,7 @@ type clusterNode struct {
 }
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	extra   []string // flags for every node
 	mu      sync.Mutex
@@ -67,7 +67,7 @@ const ipBase = 100
 
 // newCluster starts n nodes bootstrapped together (IDs 1..n), with extra
 // flags for every node, and waits until every range has a leader.
-func newCluster(t *testing.T, n int, extra ...string) *testCluster {
+func newCluster(t testing.TB, n int, extra ...string) *testCluster {
 	t.Helper()
 	binaries(t) // build before starting any clock
 	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
@@ -114,7 +114,7 @@ func (c *testCluster) newNode(id uint64) *clusterNode {
 	return cn
 }
 
-func freePortOn(t *testing.T, ip string) int {
+func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
