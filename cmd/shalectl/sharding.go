@@ -17,10 +17,8 @@ import (
 // Sharding commands (docs/sharding.md): ranges, nodes, split, merge,
 // move-replica, decommission. transfer-leader is in cluster.go.
 
-// shardingCommands returns the sharding commands, for the root command.
-func shardingCommands(g *globals) []*cobra.Command {
-	return []*cobra.Command{newRangesCmd(g), newNodesCmd(g), newSplitCmd(g), newMergeCmd(g),
-		newMoveReplicaCmd(g), newDecommissionCmd(g)}
+func init() {
+	register(newRangesCmd, newNodesCmd, newSplitCmd, newMergeCmd, newMoveReplicaCmd, newDecommissionCmd)
 }
 
 // printJSON prints m as one JSON document.
@@ -42,7 +40,6 @@ func parseID(what, s string) (uint64, error) {
 }
 
 func newRangesCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ranges",
 		Short: "List every range with its span, leader, replicas, size and QPS",
@@ -58,7 +55,7 @@ func newRangesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if g.json {
 				return printJSON(out, rs)
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -75,7 +72,6 @@ func newRangesCmd(g *globals) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
@@ -93,7 +89,6 @@ func replicaList(d *kvpb.RangeDescriptor) string {
 }
 
 func newNodesCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List every node with its state, replicas, leaders, bytes and QPS",
@@ -109,7 +104,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if g.json {
 				return printJSON(out, ns)
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -121,12 +116,10 @@ func newNodesCmd(g *globals) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newSplitCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "split KEY",
 		Short: "Split the range holding KEY at KEY (no data moves)",
@@ -145,19 +138,17 @@ func newSplitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if g.json {
 				return printJSON(cmd.OutOrStdout(), &kvpb.SplitResponse{Left: l, Right: r})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s | range %d %s\n", l.GetRangeId(), span(l), r.GetRangeId(), span(r))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newMergeCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "merge KEY",
 		Short: "Merge the range holding KEY with its right-hand neighbour",
@@ -176,19 +167,17 @@ func newMergeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if g.json {
 				return printJSON(cmd.OutOrStdout(), &kvpb.MergeResponse{Merged: d})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s\n", d.GetRangeId(), span(d))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newMoveReplicaCmd(g *globals) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "move-replica RANGE_ID FROM_NODE TO_NODE",
 		Short: "Move a range's replica from one node to another (learner, snapshot, promote, remove)",
@@ -215,19 +204,18 @@ func newMoveReplicaCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if g.json {
 				return printJSON(cmd.OutOrStdout(), d)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d: replicas %s (generation %d)\n", d.GetRangeId(), replicaList(d), d.GetGeneration())
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newDecommissionCmd(g *globals) *cobra.Command {
-	var asJSON, wait bool
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   "decommission NODE_ID",
 		Short: "Drain a node: its replicas and leaders move to other nodes",
@@ -249,7 +237,7 @@ until it holds none. Decommissioning cannot be undone.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if g.json {
 				return printJSON(cmd.OutOrStdout(), &kvpb.DecommissionResponse{RemainingReplicas: left})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d: decommissioning, %d replicas left\n", id, left)
@@ -259,7 +247,6 @@ until it holds none. Decommissioning cannot be undone.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the node holds no replica")
 	return cmd
 }
