@@ -42,6 +42,8 @@ type Node struct {
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	load    loadTracker
+	hb      heartbeats
 	metrics *metrics
 	started time.Time
 
@@ -163,7 +165,9 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.grpcAddr.Store(&ga)
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
+	n.store.SetRemoteMeta(remoteMeta{s: &adminServer{n: n}})
 	n.store.Start()
+	n.startSharding()
 	n.bgWG.Add(2)
 	go func() {
 		defer n.bgWG.Done()
