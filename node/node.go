@@ -127,12 +127,14 @@ func New(cfg Config) (*Node, error) {
 	opts := append(transport.ServerOptions(),
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.admitInterceptor, n.recoverInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor),
 	)
 	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
+	n.metrics.grpc.InitializeMetrics(n.grpc) // every method's series, at zero
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return n, nil
 }

@@ -20,6 +20,8 @@ type Metrics struct {
 	snapshotsReceived prometheus.Counter
 	logTruncations    prometheus.Counter
 	dedupHits         prometheus.Counter
+
+	latencyMetrics // metrics_latency.go
 }
 
 const namespace, subsystem = "shale", "raft"
@@ -46,6 +48,8 @@ func newMetrics() *Metrics {
 		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
 		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
 		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+
+		latencyMetrics: newLatencyMetrics(),
 	}
 }
 
@@ -54,6 +58,11 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.logTruncations, m.dedupHits} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.latencyMetrics.collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
