@@ -95,6 +95,7 @@ test-engine: engine
 
 # The end-to-end tests in tests/ run the binaries just built.
 test-go: go-build
+	@docker info >/dev/null 2>&1 || echo "test-go: TestComposeSmoke will skip: no Docker engine (docker info fails)"
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
 
