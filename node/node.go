@@ -198,6 +198,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.stopping.Store(true)
 		n.health.Shutdown()
 		n.bgCancel()
+		// New requests are refused from here on; the ranges this node
+		// leads move now, while it can still replicate (shutdown.go).
+		n.handOffLeadership(ctx)
 		// Requests in flight finish while replication still runs (a write
 		// needs its followers); new ones are refused with Unavailable.
 		for n.inflight.Load() > 0 && ctx.Err() == nil {
