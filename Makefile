@@ -4,6 +4,7 @@
 #   make build     engine-c (CMake) + bin/shale + bin/shalectl
 #   make run       build, then start a local cluster on 127.0.0.1 (./data)
 #   make test      build, then every test: engine (ctest) and Go
+#   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
 #   make lint      gofmt, go vet, clang-format check
 #   make clean     remove build outputs (not ./data)
@@ -27,7 +28,7 @@ ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
-        proto-check lint clean
+        proto-check lint clean chaos
 
 all: build
 
@@ -66,6 +67,19 @@ test-engine: engine
 test-go: go-build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
+
+# Every nemesis of tests/jepsen for CHAOS_TIME each, then a per-nemesis
+# table (docs/testing.md). CHAOS_SEED replays a schedule; CHAOS_NEMESES
+# picks nemeses (comma-separated); CHAOS_NODES sizes the cluster (5).
+CHAOS_TIME    ?= 1m
+CHAOS_SEED    ?=
+CHAOS_NEMESES ?=
+CHAOS_NODES   ?= 5
+
+chaos: go-build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALE_CHAOS_TIME=$(CHAOS_TIME) SHALE_CHAOS_SEED=$(CHAOS_SEED) \
+	  SHALE_CHAOS_NEMESES=$(CHAOS_NEMESES) SHALE_CHAOS_NODES=$(CHAOS_NODES) \
+	  nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -v -run '^TestChaos$$' ./tests/jepsen
 
 # ---------------------------------------------------------------- api, lint
 
