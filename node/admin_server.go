@@ -317,11 +317,17 @@ func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*k
 func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
 	n := s.n
 	id := req.GetNodeId()
+	forward := func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+		return c.RemoveNode(forwardCtx(ctx), req)
+	}
+	// The node being removed loses its replicas (meta's among them) as it
+	// goes, and could not finish: another member does the work.
+	if id == n.ident.NodeID && !isForwarded(ctx) {
+		return forwardTo(s, ctx, forward)
+	}
 	ds, err := n.store.MetaDescriptors()
 	if err != nil {
-		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
-			return c.RemoveNode(forwardCtx(ctx), req)
-		})
+		return forwardTo(s, ctx, forward)
 	}
 	var held []uint64
 	for _, d := range ds {
