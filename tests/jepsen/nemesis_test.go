@@ -161,12 +161,55 @@ func partitionHalves(r *run, rng *rand.Rand) (fault, string, error) {
 }
 
 // partitionBridge splits the nodes into two halves that cannot talk to
-// each other but both talk to one node in the middle.
+// each other but both talk to one node in the middle. Each half plus the
+// bridge is a majority, so the leader keeps its quorum wherever it is; to
+// make leadership move under the non-transitive partition, a range's
+// leader is then asked to hand over to a node of the other half (from
+// the bridge, to either half).
 func partitionBridge(r *run, rng *rand.Rand) (fault, string, error) {
 	all := shuffled(r, rng)
 	h := (len(all) - 1) / 2
 	a, bridge, b := all[:h], all[h], all[h+1:]
-	return netFault{}, fmt.Sprintf("%s | bridge n%d | %s", names(a), bridge.id, names(b)), r.net.cutBoth(a, b)
+	desc := fmt.Sprintf("%s | bridge n%d | %s", names(a), bridge.id, names(b))
+	if err := r.net.cutBoth(a, b); err != nil {
+		return netFault{}, "", err
+	}
+	ls := r.c.leaders(500 * time.Millisecond)
+	moved := 0
+	for rangeID, li := range ls {
+		var to []*node
+		switch {
+		case containsNode(a, li.node):
+			to = b
+		case containsNode(b, li.node):
+			to = a
+		default:
+			to = append(a, b...)
+		}
+		if len(to) == 0 {
+			continue
+		}
+		target := to[rng.IntN(len(to))]
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := r.admin().TransferLeader(ctx, rangeID, target.id)
+		cancel()
+		if err == nil {
+			moved++
+			desc += fmt.Sprintf("; r%d n%d->n%d", rangeID, li.node, target.id)
+		} else {
+			desc += fmt.Sprintf("; r%d transfer to n%d: %v", rangeID, target.id, status.Code(err))
+		}
+	}
+	return netFault{}, desc, nil
+}
+
+func containsNode(ns []*node, id uint64) bool {
+	for _, nd := range ns {
+		if nd.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // lossOneWay drops every packet one node (often a leader) sends to the
@@ -341,7 +384,14 @@ func (f memberFault) heal(r *run) error {
 	if f.added == nil || len(old) == 0 {
 		return nil
 	}
+	// Removing a leader makes the range elect a new one, the harder case:
+	// the schedule does that two times in three.
 	victim := old[r.rng.IntN(len(old))]
+	if r.rng.IntN(3) > 0 {
+		if l := randomLeader(r, r.rng); f.added.id != l.id {
+			victim = l
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := r.admin().RemoveNode(ctx, victim.id, true); err != nil {
