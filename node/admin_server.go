@@ -58,7 +58,20 @@ func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.
 func (n *Node) members() []*kvpb.NodeDescriptor {
 	nodes, err := n.store.MetaNodes()
 	if err != nil {
+		// No copy of meta here (or no longer): the addresses the store
+		// was given still name the others, so requests can be forwarded.
 		nodes = []*kvpb.NodeDescriptor{n.descriptor()}
+		peers := n.store.PeerAddresses()
+		ids := make([]uint64, 0, len(peers))
+		for id := range peers {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			if id != n.ident.NodeID && peers[id] != "" {
+				nodes = append(nodes, &kvpb.NodeDescriptor{NodeId: id, Address: peers[id]})
+			}
+		}
 	}
 	for i, m := range nodes {
 		if m.GetNodeId() == n.ident.NodeID {
@@ -321,9 +334,15 @@ func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeReques
 		return c.RemoveNode(forwardCtx(ctx), req)
 	}
 	// The node being removed loses its replicas (meta's among them) as it
-	// goes, and could not finish: another member does the work.
+	// goes, and could not finish: another member does the work. The request
+	// is sent unmarked, so that member may in turn send each replica change
+	// to the range's leader (which may be this node); it sends the request
+	// back marked only if it holds no copy of meta, and then this node does
+	// the work after all.
 	if id == n.ident.NodeID && !isForwarded(ctx) {
-		return forwardTo(s, ctx, forward)
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+			return c.RemoveNode(ctx, req)
+		})
 	}
 	ds, err := n.store.MetaDescriptors()
 	if err != nil {
