@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/client"
 )
 
 // A fault is one nemesis action in progress: heal ends it (heals the
@@ -394,8 +395,34 @@ func (f memberFault) heal(r *run) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := r.admin().RemoveNode(ctx, victim.id, true); err != nil {
-		return fmt.Errorf("removing node %d: %w", victim.id, err)
+	// Removing a leader's replica can end ambiguous (the leader steps down
+	// as it applies its own removal); RemoveNode is idempotent, so the
+	// nemesis does what the client's documentation says and retries.
+	// It is asked of the other nodes, as an operator would after losing
+	// the node: the victim, once out of meta, may no longer know where
+	// the others are.
+	var eps []string
+	for _, nd := range old {
+		if nd.id != victim.id {
+			eps = append(eps, nd.grpcAddr)
+		}
+	}
+	eps = append(eps, f.added.grpcAddr)
+	cl, err := client.Dial(ctx, eps, &client.Options{RequestTimeout: 10 * time.Second})
+	if err != nil {
+		return fmt.Errorf("dialling the nodes but n%d: %w", victim.id, err)
+	}
+	defer cl.Close()
+	for attempt := 1; ; attempt++ {
+		err := cl.RemoveNode(ctx, victim.id, true)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrAmbiguous) && !errors.Is(err, client.ErrUnavailable) || ctx.Err() != nil {
+			return fmt.Errorf("removing node %d (attempt %d): %w", victim.id, attempt, err)
+		}
+		r.logf("  removing n%d, attempt %d: %v; retrying", victim.id, attempt, err)
+		pause(ctx, 200*time.Millisecond)
 	}
 	victim.mu.Lock()
 	victim.removed = true
