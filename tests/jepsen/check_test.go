@@ -34,6 +34,11 @@ func toPorcupine(ops []op) []porcupine.Operation {
 	for _, o := range ops {
 		end = max(end, o.Return)
 	}
+	// Porcupine draws one row per ClientId, numbered densely from zero: one
+	// per (worker, process), so that a pending operation never shares its
+	// row with the worker's later ones.
+	type proc struct{ worker, process int }
+	clients := map[proc]int{}
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, o := range ops {
 		switch {
@@ -48,7 +53,13 @@ func toPorcupine(ops []op) []porcupine.Operation {
 			ret = end + 1
 			outp = regOutput{Unknown: true}
 		}
-		out = append(out, porcupine.Operation{ClientId: o.Worker, Input: o.Input, Call: o.Call, Output: outp, Return: ret})
+		p := proc{o.Worker, o.Process}
+		id, ok := clients[p]
+		if !ok {
+			id = len(clients)
+			clients[p] = id
+		}
+		out = append(out, porcupine.Operation{ClientId: id, Input: o.Input, Call: o.Call, Output: outp, Return: ret})
 	}
 	return out
 }

@@ -53,7 +53,11 @@ type regOutput struct {
 // op is one recorded operation. Times are nanoseconds since the run's
 // start (monotonic).
 type op struct {
-	Worker  int       `json:"worker"`
+	Worker int `json:"worker"`
+	// Process numbers a worker's life between indeterminate operations:
+	// after one, the worker carries on as a new process (Jepsen's
+	// convention), since the pending operation may still be in flight.
+	Process int       `json:"process"`
 	Input   regInput  `json:"input"`
 	Output  regOutput `json:"output"`
 	Outcome string    `json:"outcome"`

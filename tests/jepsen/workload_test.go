@@ -111,6 +111,7 @@ func (w *registerWorkload) note(slot int, key string, o op) {
 
 // worker runs operations until ctx ends.
 func (w *registerWorkload) worker(ctx context.Context, id int, sess *session, rng *rand.Rand) {
+	process := 0
 	for ctx.Err() == nil {
 		cl := sess.get()
 		slot, key, last, lastFound := w.pick(rng)
@@ -126,7 +127,7 @@ func (w *registerWorkload) worker(ctx context.Context, id int, sess *session, rn
 			in.Value = fmt.Sprint(w.values.Add(1))
 			in.Expect, in.ExpectAbsent = last, !lastFound
 		}
-		o := op{Worker: id, Input: in, Call: w.h.now()}
+		o := op{Worker: id, Process: process, Input: in, Call: w.h.now()}
 		octx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		var err error
 		switch in.Kind {
@@ -154,6 +155,9 @@ func (w *registerWorkload) worker(ctx context.Context, id int, sess *session, rn
 		}
 		w.h.add(o)
 		w.note(slot, key, o)
+		if o.outcome == unknownOutcome {
+			process++
+		}
 		if err != nil {
 			pause(ctx, 50*time.Millisecond) // a failing cluster is not hammered
 		}
