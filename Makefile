@@ -5,6 +5,7 @@
 #   make run       build, then start a local cluster on 127.0.0.1 (./data)
 #   make test      build, then every test: engine (ctest) and Go
 #   make proto     regenerate api/ from the .proto files
+#   make bench-cluster  Shale against a local 3-member etcd, side by side
 #   make lint      gofmt, go vet, clang-format check
 #   make clean     remove build outputs (not ./data)
 
@@ -27,7 +28,7 @@ ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
-        proto-check lint clean
+        proto-check lint clean bench-cluster
 
 all: build
 
@@ -50,6 +51,11 @@ build: go-build
 
 run: build
 	scripts/run-local
+
+# Writes and linearizable reads at 64 clients against a local 3-node Shale
+# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+bench-cluster: build
+	scripts/bench-vs-etcd
 
 # ----------------------------------------------------------------- testing
 

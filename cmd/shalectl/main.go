@@ -58,7 +58,7 @@ func newRootCmd() *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newStatusCmd(g),
-		newNodeCmd(g), newTransferLeaderCmd(g))
+		newNodeCmd(g), newTransferLeaderCmd(g), newBenchCmd(g), newBenchCompareCmd())
 	return root
 }
 
