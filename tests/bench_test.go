@@ -191,16 +191,19 @@ func TestBenchAgainstEtcd(t *testing.T) {
 		t.Errorf("etcd multiget on a loaded key space: found %d of %d keys in %d requests", r.Found, r.Items, r.Ops)
 	}
 
-	// bench-compare reads the two reports back.
+	// bench-compare reads reports back and compares the two targets (here
+	// the same etcd run, once relabelled as shale).
 	pa, pb := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
-	for p, r := range map[string]benchReport{pa: put, pb: put} {
+	relabelled := put
+	relabelled.Target = "shale"
+	for p, r := range map[string]benchReport{pa: relabelled, pb: put} {
 		b, _ := json.Marshal(r)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	stdout, stderr, code := runCtl(t, "127.0.0.1:1", "bench-compare", pa, pb)
-	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("| put | write | %d |", put.Clients)) || !strings.Contains(stdout, "1.00×") {
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("| put | write | %d | 1 |", put.Clients)) || !strings.Contains(stdout, "1.00×") {
 		t.Errorf("bench-compare: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -1,39 +1,31 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/shaledb/shale/cmd/shalectl/internal/bench"
 	"github.com/spf13/cobra"
 )
 
-// newBenchCompareCmd is `shalectl bench-compare A.json B.json [...]`: a
-// markdown table of ratios between pairs of `shalectl bench --json`
+// newBenchCompareCmd is `shalectl bench-compare REPORT.json...`: a
+// markdown table of ratios between two systems' `shalectl bench --json`
 // reports (scripts/bench-vs-etcd uses it).
 func newBenchCompareCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "bench-compare A.json B.json [A2.json B2.json ...]",
-		Short: "Compare pairs of `bench --json` reports (A against B) as a markdown table",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 || len(args)%2 != 0 {
-				return fmt.Errorf("want pairs of report files, got %d files", len(args))
-			}
-			return nil
-		},
+		Use:   "bench-compare REPORT.json...",
+		Short: "Compare `bench --json` reports of two systems as a markdown table (medians of repeated runs)",
+		Long: "Group the reports by workload; each workload must have runs of exactly two targets.\n" +
+			"The target of the first report is A, the other B; the table gives the median ops/s\n" +
+			"and p99 of each target's runs and the ratios A/B.",
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var pairs [][2]*bench.Report
-			for i := 0; i < len(args); i += 2 {
-				a, err := bench.ReadReport(args[i])
+			var reports []*bench.Report
+			for _, p := range args {
+				r, err := bench.ReadReport(p)
 				if err != nil {
 					return err
 				}
-				b, err := bench.ReadReport(args[i+1])
-				if err != nil {
-					return err
-				}
-				pairs = append(pairs, [2]*bench.Report{a, b})
+				reports = append(reports, r)
 			}
-			return bench.WriteComparison(cmd.OutOrStdout(), pairs)
+			return bench.WriteComparison(cmd.OutOrStdout(), reports)
 		},
 	}
 }

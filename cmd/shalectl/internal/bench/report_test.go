@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,11 +59,13 @@ func TestReportMergesWorkers(t *testing.T) {
 
 func TestJSONRoundTripAndComparison(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, system string, n int, lat time.Duration) string {
-		cfg := Config{Workload: "put", Clients: 64}.withDefaults()
+	n := 0
+	write := func(system, workload string, ops int, lat time.Duration) *Report {
+		cfg := Config{Workload: workload, Clients: 64}.withDefaults()
 		rep := newReport(Target{System: system}, cfg)
-		rep.fill([]*recorder{fakeRecorder(n, lat, 0)}, time.Second)
-		p := filepath.Join(dir, name)
+		rep.fill([]*recorder{fakeRecorder(ops, lat, 0)}, time.Second)
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("r%d.json", n))
 		f, err := os.Create(p)
 		if err != nil {
 			t.Fatal(err)
@@ -71,29 +74,32 @@ func TestJSONRoundTripAndComparison(t *testing.T) {
 		if err := rep.WriteJSON(f); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		back, err := ReadReport(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return back
 	}
-	a, err := ReadReport(write("a.json", "shale", 3000, 2*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ReadReport(write("b.json", "etcd", 1000, 4*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	// Three alternating rounds: the medians are 3000 vs 1000 ops/s and
+	// 2ms vs 4ms p99, whatever the outliers.
+	reports := []*Report{
+		write("shale", "put", 3000, 2*time.Millisecond), write("etcd", "put", 1000, 4*time.Millisecond),
+		write("shale", "put", 100, 50*time.Millisecond), write("etcd", "put", 5000, time.Millisecond),
+		write("shale", "put", 3500, time.Millisecond), write("etcd", "put", 900, 5*time.Millisecond),
 	}
 	var out bytes.Buffer
-	if err := WriteComparison(&out, [][2]*Report{{a, b}}); err != nil {
+	if err := WriteComparison(&out, reports); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"| shale ops/s | etcd ops/s |", "| put | write | 64 | 3000 | 1000 | 3.00× |", "0.50× |"} {
+	for _, want := range []string{"| shale ops/s | etcd ops/s |", "| put | write | 64 | 3 | 3000 | 1000 | 3.00× | 2.00ms | 4.00ms | 0.50× |"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, s)
 		}
 	}
-	b.Workload = "get"
-	if err := WriteComparison(&out, [][2]*Report{{a, b}}); err == nil {
-		t.Error("comparing put with get: no error")
+	// A workload run on one system only cannot be compared.
+	if err := WriteComparison(&out, append(reports, write("shale", "get", 10, time.Millisecond))); err == nil {
+		t.Error("comparing a get run on one system: no error")
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"x":1}`), 0o644)
