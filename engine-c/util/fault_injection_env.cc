@@ -22,6 +22,10 @@ class FaultyWritableFile final : public WritableFile {
     Status s = env_->CheckFault(base_->Name());
     return s.ok() ? base_->Sync() : s;
   }
+  Status SyncData() override {
+    Status s = env_->CheckFault(base_->Name());
+    return s.ok() ? base_->SyncData() : s;
+  }
   Status Close() override { return base_->Close(); }
   uint64_t Size() const override { return base_->Size(); }
   const std::string& Name() const override { return base_->Name(); }
