@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newBenchCmd, newBenchCompareCmd) }
+
 // newBenchCmd is `shalectl bench WORKLOAD`: a timed load test against the
 // cluster (or, with --target etcd://..., against etcd, for comparison).
 // --timeout does not apply: the run lasts --duration plus the load phase.
@@ -19,7 +21,6 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var (
 		cfg    bench.Config
 		target string
-		asJSON bool
 		quiet  bool
 	)
 	var lines []string
@@ -30,8 +31,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Use:   "bench WORKLOAD",
 		Short: "Run a timed workload from many clients and report ops/s and latency percentiles",
 		Long: "Run WORKLOAD from --clients concurrent clients for --duration, with a progress line\n" +
-			"each second on stderr, then print a table (or --json) of ops/s and p50/p95/p99/max\n" +
-			"latency per kind of request. Reads are linearizable unless --stale.\n\n" +
+			"each second on stderr, then print a table (with --json, a JSON report) of ops/s and\n" +
+			"p50/p95/p99/max latency per kind of request. Reads are linearizable unless --stale.\n\n" +
 			"Workloads:\n" + strings.Join(lines, "\n") + "\n\n" +
 			"--target etcd://host:port[,host:port] runs the same workload against etcd.",
 		Example: "  shalectl bench put --clients 64 --duration 10s\n" +
@@ -40,7 +41,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Workload = args[0]
-			t, err := bench.ParseTarget(target, splitEndpoints(g.endpoints))
+			t, err := bench.ParseTarget(target, g.endpointList())
 			if err != nil {
 				return err
 			}
@@ -54,7 +55,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if g.json {
 				err = rep.WriteJSON(out)
 			} else {
 				err = rep.WriteTable(out)
@@ -83,17 +84,6 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVar(&cfg.DirDepth, "dir-depth", 4, "dirwalk: levels of the tree (lookups per walk)")
 	f.DurationVar(&cfg.OpTimeout, "op-timeout", 10*time.Second, "deadline of each request")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "random seed (0: from the clock)")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")
 	return cmd
-}
-
-func splitEndpoints(s string) []string {
-	var eps []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	return eps
 }

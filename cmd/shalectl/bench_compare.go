@@ -8,7 +8,7 @@ import (
 // newBenchCompareCmd is `shalectl bench-compare REPORT.json...`: a
 // markdown table of ratios between two systems' `shalectl bench --json`
 // reports (scripts/bench-vs-etcd uses it).
-func newBenchCompareCmd() *cobra.Command {
+func newBenchCompareCmd(*globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "bench-compare REPORT.json...",
 		Short: "Compare `bench --json` reports of two systems as a markdown table (medians of repeated runs)",
