@@ -9,6 +9,7 @@
 #   make test-asan the engine's tests under ASan + UBSan (build/asan)
 #   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
+#   make bench-cluster  Shale against a local 3-member etcd, side by side
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
@@ -36,7 +37,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
-        static image compose-up compose-down compose-clean
+        static image compose-up compose-down compose-clean bench-cluster
 
 all: build
 
@@ -87,6 +88,10 @@ compose-down:
 
 compose-clean:
 	scripts/compose clean
+# Writes and linearizable reads at 64 clients against a local 3-node Shale
+# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+bench-cluster: build
+	scripts/bench-vs-etcd
 
 # ----------------------------------------------------------------- testing
 

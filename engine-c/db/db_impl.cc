@@ -27,7 +27,8 @@ DBImpl::DBImpl(const Options& options, const std::string& dbname)
       icmp_(BytewiseComparator()),
       picker_(options_, &icmp_),
       bg_work_cv_(&mutex_),
-      bg_done_cv_(&mutex_) {
+      bg_done_cv_(&mutex_),
+      wal_sync_cv_(&mutex_) {
   if (options_.bloom_bits_per_key > 0) {
     filter_policy_ = std::make_unique<InternalFilterPolicy>(
         NewBloomFilterPolicy(options_.bloom_bits_per_key));
@@ -324,6 +325,7 @@ Status DBImpl::ShutDown() {
   for (std::thread& t : threads) t.join();
   mutex_.Lock();
 
+  WaitForWalSyncs();
   log_.reset();
   if (log_file_ != nullptr) {
     Status c = log_file_->Close();

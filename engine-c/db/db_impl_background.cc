@@ -348,6 +348,7 @@ Status DBImpl::Resume() {
     // The failed WAL ends in a partial record. Cut it back to its last
     // complete record, then continue in a fresh WAL, which the memtable's
     // flush will retire together with the old one.
+    WaitForWalSyncs();
     log_.reset();
     log_file_->Close();  // its error is the one already recorded
     Status s =

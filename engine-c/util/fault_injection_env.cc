@@ -30,6 +30,12 @@ class FaultyWritableFile final : public WritableFile {
     if (s.ok()) env_->NoteSynced(base_->Name(), base_->Size());
     return s;
   }
+  Status SyncData() override {
+    Status s = env_->CheckFault(FaultInjectionEnv::kSync, base_->Name());
+    if (s.ok()) s = base_->SyncData();
+    if (s.ok()) env_->NoteSynced(base_->Name(), base_->Size());
+    return s;
+  }
   // Closing hands buffered bytes to the OS even when the power is off:
   // they are not synced, so DropUnsyncedData cuts them off again.
   Status Close() override { return base_->Close(); }
