@@ -61,11 +61,6 @@ build: go-build
 run: build
 	scripts/run-local
 
-# Writes and linearizable reads at 64 clients against a local 3-node Shale
-# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
-bench-cluster: build
-	scripts/bench-vs-etcd
-
 # ------------------------------------------------------------------ deploy
 
 IMAGE      ?= shale:dev
@@ -93,6 +88,10 @@ compose-down:
 
 compose-clean:
 	scripts/compose clean
+# Writes and linearizable reads at 64 clients against a local 3-node Shale
+# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+bench-cluster: build
+	scripts/bench-vs-etcd
 
 # ----------------------------------------------------------------- testing
 
