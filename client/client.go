@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -56,8 +55,11 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 		return nil, &Error{Op: "Dial", Msg: "no endpoints given", kind: ErrInvalidArgument}
 	}
 	c := &Client{opts: o, clientID: rand.Uint64() | 1, cache: newRangeCache()}
-	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	secOpts, err := o.securityDialOptions()
+	if err != nil {
+		return nil, &Error{Op: "Dial", Msg: err.Error(), kind: ErrInvalidArgument, cause: err}
+	}
+	dialOpts := append(secOpts,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Reconnect quickly after a node restarts (gRPC's default backoff
@@ -66,7 +68,8 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, o.DialOptions...)
+	)
+	dialOpts = append(dialOpts, o.DialOptions...)
 	c.dialOpts = dialOpts
 	for _, addr := range endpoints {
 		addr = strings.TrimSpace(addr)

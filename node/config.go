@@ -48,6 +48,10 @@ type Config struct {
 	Engine storage.Options
 	// Limits bound requests (zero: DefaultLimits).
 	Limits Limits
+	// Conn bounds connections and streams (zero fields: defaults).
+	Conn ConnLimits
+	// Security configures TLS and authentication (zero: insecure mode).
+	Security SecurityConfig
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -88,6 +92,10 @@ func (c *Config) setDefaults() error {
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
 	}
+	if err := c.Security.validate(); err != nil {
+		return err
+	}
+	c.Conn.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -57,7 +56,7 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	cc := p.mu.conns[d.GetAddress()]
 	if cc == nil {
 		var err error
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.sec.peerCredentials()),
 			// Reconnect within a second of a node coming back (gRPC's
 			// default backoff grows to two minutes).
 			grpc.WithConnectParams(grpc.ConnectParams{

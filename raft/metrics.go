@@ -21,6 +21,8 @@ type Metrics struct {
 	splits            prometheus.Counter
 	logTruncations    prometheus.Counter
 	dedupHits         prometheus.Counter
+
+	latencyMetrics // metrics_latency.go
 }
 
 const namespace, subsystem = "shale", "raft"
@@ -48,6 +50,8 @@ func newMetrics() *Metrics {
 		splits:            counter("range_splits_total", "Range splits this node proposed and saw applied."),
 		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
 		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+
+		latencyMetrics: newLatencyMetrics(),
 	}
 }
 
@@ -56,6 +60,11 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.logTruncations, m.dedupHits} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.latencyMetrics.collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

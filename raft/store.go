@@ -124,6 +124,7 @@ func NewStore(cfg Config) (*Store, error) {
 		OnUnreachable:      s.onUnreachable,
 		OnAck:              s.onAck,
 		LocalIP:            cfg.LocalIP,
+		Credentials:        cfg.TransportCredentials,
 		SnapshotRate:       cfg.SnapshotRate,
 		SnapshotChunkBytes: cfg.SnapshotChunkBytes,
 		Logger:             cfg.Logger,

@@ -99,7 +99,7 @@ func run(args []string) error {
 	if advHTTP == "" {
 		advHTTP = s.httpAddr
 	}
-	n, err := node.New(node.Config{
+	cfg := node.Config{
 		NodeID:            s.nodeID,
 		DataDir:           s.dataDir,
 		AdvertiseAddr:     adv,
@@ -111,10 +111,13 @@ func run(args []string) error {
 		Sharding:          s.sharding,
 		Engine:            eng,
 		Logger:            logger,
-	})
+	}
+	s.sec.apply(&cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
+	reloadOnSIGHUP(n, logger)
 	grpcLis, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))

@@ -33,6 +33,7 @@ type settings struct {
 	eng             node.EngineOptions
 	raft            node.RaftOptions
 	sharding        node.ShardingOptions
+	sec             securityFlags // security.go
 }
 
 // define registers every setting on fs with its default.
@@ -85,4 +86,6 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisablePlacement, "disable-placement", false, "turn the placement controller off")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+
+	s.sec.register(fs)
 }
