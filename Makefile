@@ -4,8 +4,12 @@
 #   make build     engine-c (CMake) + bin/shale + bin/shalectl
 #   make run       build, then start a local cluster on 127.0.0.1 (./data)
 #   make test      build, then every test: engine (ctest) and Go
+#   make crashtest SIGKILL/reopen cycles of the engine stress tool (docs/durability.md)
+#   make fuzz      libFuzzer targets, FUZZ_TIME seconds each (clang)
+#   make test-asan the engine's tests under ASan + UBSan (build/asan)
 #   make proto     regenerate api/ from the .proto files
 #   make lint      gofmt, go vet, clang-format check
+#   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
 #   make image     static binaries + the FROM-scratch image (deploy/docker)
 #   make compose-up / compose-down / compose-clean   the Compose cluster
@@ -30,7 +34,8 @@ ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
-        proto-check lint clean static image compose-up compose-down compose-clean
+        proto-check lint clean bench-engine crashtest fuzz test-asan \
+        static image compose-up compose-down compose-clean
 
 all: build
 
@@ -92,12 +97,33 @@ test: build
 
 test-engine: engine
 	cd $(ENGINE_DIR) && ctest --output-on-failure -j $(JOBS)
+	scripts/crashtest --short
+	scripts/fuzz --short
+
+# Durability (docs/durability.md). CRASHTEST_CYCLES per mode, FUZZ_TIME
+# seconds per fuzz target.
+crashtest: engine
+	nice -n 10 scripts/crashtest
+
+fuzz:
+	nice -n 10 scripts/fuzz
+
+test-asan:
+	cmake -S engine-c -B $(BUILD_DIR)/asan -DCMAKE_BUILD_TYPE=Debug -DSHALE_ASAN=ON >/dev/null
+	cmake --build $(BUILD_DIR)/asan -j $(JOBS)
+	cd $(BUILD_DIR)/asan && ASAN_OPTIONS=detect_leaks=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 # The end-to-end tests in tests/ run the binaries just built.
 test-go: go-build
 	@docker info >/dev/null 2>&1 || echo "test-go: TestComposeSmoke will skip: no Docker engine (docker info fails)"
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
+
+# Our db_bench against RocksDB's with the same flags (scripts/compare-rocksdb;
+# BENCH_NUM keys, default 1000000).
+bench-engine: engine
+	scripts/compare-rocksdb $(BENCH_NUM)
 
 # ---------------------------------------------------------------- api, lint
 

@@ -149,6 +149,7 @@ func (r *Replica) reconcileMetaLocked() {
 	}
 	meta, err := r.store.Replica(keys.MetaRangeID)
 	if err != nil {
+		r.reconcileRemoteMetaLocked()
 		return
 	}
 	old, _, err := findMetaDescriptor(r.store.cfg.Engine, r.rangeID)

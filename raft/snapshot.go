@@ -67,6 +67,9 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	if me == nil || me.GetReplicaId() != msg.GetTo() {
 		return fmt.Errorf("raft: snapshot of range %d for replica %d, which the descriptor does not place on node %d", h.GetRangeId(), msg.GetTo(), s.cfg.NodeID)
 	}
+	if err := s.checkSnapshotOverlap(desc); err != nil {
+		return err
+	}
 	r, err := s.getOrCreateReplica(h.GetRangeId(), msg.GetTo())
 	if err != nil {
 		return err

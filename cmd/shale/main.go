@@ -41,6 +41,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("shale", flag.ContinueOnError)
 	var s settings
 	s.define(fs)
+	sharding := shardingFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node. Every flag is also an environment variable\n"+
 			"SHALE_<FLAG_NAME> and a key of the --config file; a flag beats the\n"+
@@ -99,7 +100,7 @@ func run(args []string) error {
 	if advHTTP == "" {
 		advHTTP = s.httpAddr
 	}
-	n, err := node.New(node.Config{
+	cfg := node.Config{
 		NodeID:            s.nodeID,
 		DataDir:           s.dataDir,
 		AdvertiseAddr:     adv,
@@ -108,12 +109,16 @@ func run(args []string) error {
 		Join:              joinAddrs,
 		ClusterID:         s.clusterID,
 		Raft:              s.raft,
+		Sharding:          *sharding,
 		Engine:            eng,
 		Logger:            logger,
-	})
+	}
+	s.sec.apply(&cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
+	reloadOnSIGHUP(n, logger)
 	grpcLis, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))

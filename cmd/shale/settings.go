@@ -32,6 +32,7 @@ type settings struct {
 	compression     string
 	eng             node.EngineOptions
 	raft            node.RaftOptions
+	sec             securityFlags // security.go
 }
 
 // define registers every setting on fs with its default.
@@ -72,4 +73,6 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.Int64Var(&s.raft.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+
+	s.sec.register(fs)
 }

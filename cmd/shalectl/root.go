@@ -28,6 +28,7 @@ type globals struct {
 	timeout   time.Duration
 	hex       bool
 	json      bool
+	security  securityFlags // security.go
 }
 
 // commandFactories are the top-level commands, added by register.
@@ -65,6 +66,7 @@ nodes of "make run"), --timeout and --json (machine-readable output).`,
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of text")
+	g.security.register(pf)
 	var cmds []*cobra.Command
 	for _, f := range commandFactories {
 		cmds = append(cmds, f(g))
@@ -99,7 +101,12 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *client.Client, 
 	// of a long --timeout.
 	dialCtx, dialCancel := context.WithTimeout(ctx, min(g.timeout, dialTimeout))
 	defer dialCancel()
-	c, err := client.Dial(dialCtx, eps, &client.Options{RequestTimeout: g.timeout})
+	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout})
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	c, err := client.Dial(dialCtx, eps, &opts)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, g.withEndpoints(err)
