@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,19 +174,33 @@ func TestComposeFiles(t *testing.T) {
 			t.Errorf("%s: %d services, want %d", file, len(services), n)
 		}
 		volumes, _ := dig(docs[0], "volumes").(map[string]any)
-		seenPorts := map[string]bool{}
+		seenListen := map[string]bool{}
 		for name, svc := range services {
-			if dig(svc, "healthcheck", "test") == nil {
-				t.Errorf("%s: %s has no health check", file, name)
-			}
 			env, _ := dig(svc, "environment").(map[string]any)
 			for k := range env {
 				if !settings[k] {
 					t.Errorf("%s: %s sets %s, which is not a shale setting", file, name, k)
 				}
 			}
-			if env["SHALE_INITIAL_CLUSTER"] == nil || env["SHALE_NODE_ID"] == nil {
-				t.Errorf("%s: %s lacks its identity (SHALE_NODE_ID, SHALE_INITIAL_CLUSTER)", file, name)
+			id, _ := env["SHALE_NODE_ID"].(string)
+			listen, _ := env["SHALE_LISTEN"].(string)
+			httpAddr, _ := env["SHALE_HTTP"].(string)
+			initial, _ := env["SHALE_INITIAL_CLUSTER"].(string)
+			if id == "" || listen == "" || httpAddr == "" {
+				t.Errorf("%s: %s lacks SHALE_NODE_ID, SHALE_LISTEN or SHALE_HTTP", file, name)
+			}
+			// Host networking: the listen address is the advertised one,
+			// so it must be this node's entry of the initial cluster.
+			if !slices.Contains(strings.Split(initial, ","), id+"="+listen) {
+				t.Errorf("%s: %s listens on %s, which is not node %s's entry in %s", file, name, listen, id, initial)
+			}
+			if seenListen[listen] || seenListen[httpAddr] {
+				t.Errorf("%s: %s reuses an address of another node (%s, %s)", file, name, listen, httpAddr)
+			}
+			seenListen[listen], seenListen[httpAddr] = true, true
+			test, _ := dig(svc, "healthcheck", "test").([]any)
+			if len(test) == 0 || test[len(test)-1] != httpAddr {
+				t.Errorf("%s: %s's health check %v does not check its own HTTP address %s", file, name, test, httpAddr)
 			}
 			vols, _ := dig(svc, "volumes").([]any)
 			for _, v := range vols {
@@ -193,13 +208,6 @@ func TestComposeFiles(t *testing.T) {
 				if _, ok := volumes[vol]; !ok {
 					t.Errorf("%s: %s mounts undeclared volume %s", file, name, vol)
 				}
-			}
-			ports, _ := dig(svc, "ports").([]any)
-			for _, p := range ports {
-				if seenPorts[p.(string)] {
-					t.Errorf("%s: port %s published twice", file, p)
-				}
-				seenPorts[p.(string)] = true
 			}
 		}
 	}
