@@ -147,8 +147,15 @@ func TestK8sManifest(t *testing.T) {
 			if len(members) != replicas {
 				t.Errorf("SHALE_INITIAL_CLUSTER has %d members for %d replicas", len(members), replicas)
 			}
+			// The pod's advertised address must be its own entry.
+			for _, e2 := range env {
+				if dig(e2, "name") == "SHALE_ADVERTISE" && dig(e2, "value") != "$(POD_NAME).shale.$(POD_NAMESPACE).svc:7379" {
+					t.Errorf("SHALE_ADVERTISE = %v, not the form of the initial cluster's entries", dig(e2, "value"))
+				}
+			}
 			for i, m := range members {
-				want := "=" + dig(sts, "metadata", "name").(string) + "-" + string(rune('0'+i)) + "." + dig(sts, "spec", "serviceName").(string) + ":7379"
+				want := "=" + dig(sts, "metadata", "name").(string) + "-" + string(rune('0'+i)) + "." +
+					dig(sts, "spec", "serviceName").(string) + ".$(POD_NAMESPACE).svc:7379"
 				if !strings.HasSuffix(m, want) {
 					t.Errorf("member %q is not pod %d's headless DNS name (%s)", m, i, want)
 				}
