@@ -353,11 +353,23 @@ func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*k
 func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
 	n := s.n
 	id := req.GetNodeId()
+	forward := func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+		return c.RemoveNode(forwardCtx(ctx), req)
+	}
+	// The node being removed loses its replicas (meta's among them) as it
+	// goes, and could not finish: another member does the work. The request
+	// is sent unmarked, so that member may in turn send each replica change
+	// to the range's leader (which may be this node); it sends the request
+	// back marked only if it holds no copy of meta, and then this node does
+	// the work after all.
+	if id == n.ident.NodeID && !isForwarded(ctx) {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+			return c.RemoveNode(ctx, req)
+		})
+	}
 	ds, err := n.store.MetaDescriptors()
 	if err != nil {
-		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
-			return c.RemoveNode(forwardCtx(ctx), req)
-		})
+		return forwardTo(s, ctx, forward)
 	}
 	var held []uint64
 	for _, d := range ds {
