@@ -27,6 +27,14 @@ type Client struct {
 	clientID  uint64
 	seq       atomic.Uint64 // request_seq of the last write
 	closed    atomic.Bool
+
+	// Routing (route.go): the range cache, connections to nodes learned
+	// from the cluster, and the turn of replicas tried when a range's
+	// leader is unknown.
+	cache       *rangeCache
+	dialOpts    []grpc.DialOption
+	extra       extraConns
+	replicaTurn atomic.Uint64
 }
 
 // endpoint is one node address and its connection.
@@ -46,7 +54,7 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 	if len(endpoints) == 0 {
 		return nil, &Error{Op: "Dial", Msg: "no endpoints given", kind: ErrInvalidArgument}
 	}
-	c := &Client{opts: o, clientID: rand.Uint64() | 1}
+	c := &Client{opts: o, clientID: rand.Uint64() | 1, cache: newRangeCache()}
 	secOpts, err := o.securityDialOptions()
 	if err != nil {
 		return nil, &Error{Op: "Dial", Msg: err.Error(), kind: ErrInvalidArgument, cause: err}
@@ -62,6 +70,7 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 		}),
 	)
 	dialOpts = append(dialOpts, o.DialOptions...)
+	c.dialOpts = dialOpts
 	for _, addr := range endpoints {
 		addr = strings.TrimSpace(addr)
 		cc, err := grpc.NewClient("passthrough:///"+addr, dialOpts...)
@@ -140,6 +149,12 @@ func (c *Client) Close() error {
 	for _, e := range c.conns {
 		errs = append(errs, e.cc.Close())
 	}
+	c.extra.Lock()
+	for _, e := range c.extra.conns {
+		errs = append(errs, e.cc.Close())
+	}
+	c.extra.conns = nil
+	c.extra.Unlock()
 	return errors.Join(errs...)
 }
 

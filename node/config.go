@@ -42,6 +42,8 @@ type Config struct {
 
 	// Raft tunes replication (zero: the documented defaults).
 	Raft RaftOptions
+	// Sharding tunes splits and placement (zero: the documented defaults).
+	Sharding ShardingOptions
 	// Engine configures the storage engine (zero: the engine's defaults).
 	Engine storage.Options
 	// Limits bound requests (zero: DefaultLimits).
@@ -97,5 +99,6 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Sharding.setDefaults()
 	return nil
 }

@@ -42,6 +42,8 @@ type Node struct {
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	load    loadTracker
+	hb      heartbeats
 	metrics *metrics
 	started time.Time
 
@@ -137,7 +139,7 @@ func New(cfg Config) (*Node, error) {
 		n.sec.serverCredentials(),
 		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.sec.auth.unaryInterceptor,
 			n.cfg.Conn.deadlineInterceptor, n.admitInterceptor, n.recoverInterceptor),
-		grpc.ChainStreamInterceptor(n.sec.auth.streamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	n.grpc = grpc.NewServer(opts...)
@@ -145,6 +147,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
+	n.metrics.grpc.InitializeMetrics(n.grpc) // every method's series, at zero
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return n, nil
 }
@@ -163,7 +166,9 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.grpcAddr.Store(&ga)
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
+	n.store.SetRemoteMeta(remoteMeta{s: &adminServer{n: n}})
 	n.store.Start()
+	n.startSharding()
 	n.bgWG.Add(2)
 	go func() {
 		defer n.bgWG.Done()
@@ -209,6 +214,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.stopping.Store(true)
 		n.health.Shutdown()
 		n.bgCancel()
+		// New requests are refused from here on; the ranges this node
+		// leads move now, while it can still replicate (shutdown.go).
+		n.handOffLeadership(ctx)
 		// Requests in flight finish while replication still runs (a write
 		// needs its followers); new ones are refused with Unavailable.
 		for n.inflight.Load() > 0 && ctx.Err() == nil {

@@ -55,7 +55,7 @@ type clusterNode struct {
 }
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	extra   []string // flags for every node
 	mu      sync.Mutex
@@ -84,18 +84,21 @@ const ipBase = 100
 
 // newCluster starts n nodes bootstrapped together (IDs 1..n), with extra
 // flags for every node, and waits until every range has a leader.
-func newCluster(t *testing.T, n int, extra ...string) *testCluster {
+func newCluster(t testing.TB, n int, extra ...string) *testCluster {
 	t.Helper()
 	return newClusterWith(t, n, nil, extra...)
 }
 
 // newClusterWith is newCluster for a cluster the harness reaches with sec
 // (nil: plaintext).
-func newClusterWith(t *testing.T, n int, sec *clusterCreds, extra ...string) *testCluster {
+func newClusterWith(t testing.TB, n int, sec *clusterCreds, extra ...string) *testCluster {
 	t.Helper()
 	binaries(t) // build before starting any clock
 	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
-		extra: append([]string{"--raft-tick", clusterTick.String()}, extra...), sec: sec}
+		// Automatic splits and placement stay off unless a test turns
+		// them on (a later flag wins): the replication tests place
+		// replicas themselves.
+		extra: append([]string{"--raft-tick", clusterTick.String(), "--disable-auto-split", "--disable-placement"}, extra...), sec: sec}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		cn := c.newNode(id)
@@ -135,7 +138,7 @@ func (c *testCluster) newNode(id uint64) *clusterNode {
 	return cn
 }
 
-func freePortOn(t *testing.T, ip string) int {
+func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {

@@ -315,7 +315,8 @@ Status DBImpl::CompactRange(const Slice* begin, const Slice* end) {
         s = RunCompaction(c);
         bg_done_cv_.SignalAll();
         bg_work_cv_.SignalAll();
-        if (!s.ok()) return s;
+        // The background error says which compaction failed and what to do.
+        if (!s.ok()) return bg_error_.ok() ? s : bg_error_;
         break;
       }
       if (!busy) break;    // nothing of this level in the range
