@@ -237,6 +237,77 @@ TEST_F(DBCompactionTest, TrivialMoveKeepsTheFile) {
   }
 }
 
+// A level over its target whose files overlap nothing below drains by
+// trivial moves of up to four files at a time, rewriting nothing.
+TEST_F(DBCompactionTest, TrivialMoveTakesNeighboursAlong) {
+  options_.disable_auto_compactions = true;
+  // One memtable per fill: with compactions off, many small L0 files would
+  // reach the stop trigger and stall the fill for good.
+  options_.write_buffer_size = 8 << 20;
+  Reopen();
+  // Two overlapping L0 files, merged by one real compaction into 8 or more
+  // L1 files of 64 KiB (L1's target is 256 KiB; L2 is empty).
+  Fill(6000, 300, 1, 1);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  Fill(6000, 300, 1, 2);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  ASSERT_EQ(0, NumFiles(0));
+  const int l1_files = NumFiles(1);
+  ASSERT_GE(l1_files, 8);
+  ASSERT_EQ(0, NumFiles(2));
+
+  Close();
+  options_.disable_auto_compactions = false;
+  Reopen();
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  const DBStats after = Stats();
+  // Only moves: no bytes written, and fewer compactions than files moved.
+  EXPECT_EQ(0u, after.compaction_bytes_written);
+  const int moved = l1_files - NumFiles(1);
+  EXPECT_EQ(moved, NumFiles(2));
+  EXPECT_GE(moved, 4);
+  EXPECT_LT(after.compaction_count, static_cast<uint64_t>(moved));
+  std::string v;
+  for (int i = 0; i < 6000; i++) {
+    ASSERT_TRUE(db_->Get(ReadOptions(), Key(i), &v).ok()) << i;
+  }
+}
+
+// Values every reader sees are written at the bottom with sequence 0; a
+// version a snapshot still needs keeps its number.
+TEST_F(DBCompactionTest, BottomLevelValuesGetSequenceZero) {
+  options_.disable_auto_compactions = true;
+  Reopen();
+  ASSERT_TRUE(Put("a", "old").ok());
+  ASSERT_TRUE(Put("b", "only").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  const Snapshot* snap = db_->GetSnapshot();
+  ASSERT_TRUE(Put("a", "new").ok());
+  // Two overlapping L0 files: a real compaction, not a trivial move.
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  ASSERT_EQ(0, NumFiles(0));
+  ASSERT_EQ(1, NumFiles(1));
+  FileMetaData f = db_->TEST_LevelFiles(1)[0];
+  EXPECT_EQ(0u, f.smallest_seqno);                   // "a" old and "b": zeroed
+  EXPECT_EQ(snap->sequence() + 1, f.largest_seqno);  // "a" new: kept
+  EXPECT_EQ("old", Get("a", snap));
+  EXPECT_EQ("new", Get("a"));
+  EXPECT_EQ("only", Get("b", snap));
+  EXPECT_EQ("a=new b=only", Contents());
+  db_->ReleaseSnapshot(snap);
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  f = db_->TEST_LevelFiles(1)[0];
+  EXPECT_EQ(0u, f.largest_seqno);  // nothing needs a number any more
+  EXPECT_EQ("a=new b=only", Contents());
+  Reopen();
+  EXPECT_EQ("a=new b=only", Contents());
+  // A newer write still wins over a zeroed value.
+  ASSERT_TRUE(Put("b", "newer").ok());
+  EXPECT_EQ("newer", Get("b"));
+}
+
 TEST_F(DBCompactionTest, IteratorPinsFilesThroughCompaction) {
   Reopen();
   Fill(2000, 100);
