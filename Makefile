@@ -9,6 +9,7 @@
 #   make test-asan the engine's tests under ASan + UBSan (build/asan)
 #   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
+#   make bench-cluster  Shale against a local 3-member etcd, side by side
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
@@ -36,7 +37,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
-        static image compose-up compose-down compose-clean
+        static image compose-up compose-down compose-clean bench-cluster
 
 all: build
 
@@ -68,12 +69,14 @@ DOCKER_CTX := $(BUILD_DIR)/docker
 # The image is FROM scratch, so shale is linked statically: the engine,
 # libstdc++ and snappy from their .a files, and Go's own DNS and user
 # lookups (netgo, osusergo) instead of glibc's NSS. ldd failing proves it.
+# -s -w drop the DWARF and symbol tables (Go's own tables keep stack
+# traces and pprof working).
 static: engine
 	mkdir -p $(DOCKER_CTX)/data $(DOCKER_CTX)/tmp
 	chmod 1777 $(DOCKER_CTX)/tmp
-	$(GO) build -tags netgo,osusergo -ldflags "$(GO_LDFLAGS) -linkmode external -extldflags -static" \
+	$(GO) build -tags netgo,osusergo -ldflags "$(GO_LDFLAGS) -s -w -linkmode external -extldflags -static" \
 	  -o $(DOCKER_CTX)/shale ./cmd/shale
-	CGO_ENABLED=0 $(GO) build -o $(DOCKER_CTX)/shalectl ./cmd/shalectl
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o $(DOCKER_CTX)/shalectl ./cmd/shalectl
 	@if ldd $(DOCKER_CTX)/shale >/dev/null 2>&1; then echo "$(DOCKER_CTX)/shale is dynamically linked"; exit 1; fi
 
 image: static
@@ -87,6 +90,10 @@ compose-down:
 
 compose-clean:
 	scripts/compose clean
+# Writes and linearizable reads at 64 clients against a local 3-node Shale
+# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+bench-cluster: build
+	scripts/bench-vs-etcd
 
 # ----------------------------------------------------------------- testing
 
