@@ -40,6 +40,12 @@ import (
 // change leaves nothing to clean up but possibly a learner, which the
 // next ChangeReplicas on that range promotes or the repair step replaces.
 
+// moveTimeout bounds one replica move, so that a move whose new replica
+// cannot catch up (its node died meanwhile) does not hold up the pass; the
+// learner it leaves is removed by a later pass. At the default snapshot
+// rate a 64 MiB range moves in about 2 s.
+const moveTimeout = 20 * time.Second
+
 // usable: live (heard from recently, or the controller itself) and not
 // decommissioning: a node that may receive replicas and leaders.
 type nodeView struct {
@@ -133,6 +139,9 @@ func (n *Node) placementPass(ctx context.Context) int {
 				continue
 			}
 			target := pickTarget(views, d)
+			if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				target = 0 // a learner is not replaced, only removed
+			}
 			if target == 0 {
 				// Nowhere to move it: it still goes if it is a learner or
 				// enough voters stay.
@@ -254,7 +263,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 // d is updated to the new descriptor.
 func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDescriptor, from, to uint64,
 	leaderOf map[uint64]uint64, views map[uint64]*nodeView) bool {
-	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	mctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
 	if from != 0 && leaderOf[d.GetRangeId()] == from {
 		var other uint64

@@ -97,7 +97,9 @@ func TestShardingPlacement(t *testing.T) {
 	before := w.count()
 	c.node(victim).kill()
 	start := time.Now()
-	waitUntil(t, 60*time.Second, "node 5's replicas re-created elsewhere", func() string {
+	// (A move to node 5 in flight when it dies holds the controller up to
+	// its 20 s move timeout.)
+	waitUntil(t, 90*time.Second, "node 5's replicas re-created elsewhere", func() string {
 		reps, _, ranges := replicaCounts(t, cl)
 		for _, r := range ranges {
 			if n := len(r.GetDescriptor_().GetReplicas()); n != 3 {
