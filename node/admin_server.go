@@ -192,6 +192,11 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 	if err != nil {
 		return nil, n.raftError("Nodes", err)
 	}
+	// The nodes' own reports (heartbeats) count the leaders of ranges
+	// this node holds no replica of, and their leaders' descriptors are
+	// newer than meta's while meta catches up with a change.
+	hb := n.gatherHeartbeats(ctx, nodes)
+	ds = freshDescriptors(ds, hb)
 	replicas := map[uint64]uint64{}
 	for _, d := range ds {
 		for _, rd := range d.GetReplicas() {
@@ -204,9 +209,7 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 			leaders[st.LeaderNodeID]++
 		}
 	}
-	// The nodes' own reports (heartbeats) count the leaders of ranges
-	// this node holds no replica of too.
-	for id, e := range n.gatherHeartbeats(ctx, nodes) {
+	for id, e := range hb {
 		leaders[id] = uint64(len(e.leaders))
 	}
 	resp := &kvpb.NodesResponse{}

@@ -39,24 +39,35 @@ func (s *adminServer) Split(ctx context.Context, req *kvpb.SplitRequest) (*kvpb.
 	if err := s.n.limits.checkKey("split_key", req.GetSplitKey()); err != nil {
 		return nil, err
 	}
-	rangeID := s.n.rangeIDForKey(req.GetSplitKey())
-	if rangeID == 0 {
-		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.SplitResponse, error) {
-			return c.Split(forwardCtx(ctx), req)
-		})
-	}
-	return onLeader(s, ctx, "Split", rangeID, func() (*kvpb.SplitResponse, error) {
-		l, r, err := s.n.store.Split(ctx, rangeID, req.GetSplitKey())
-		if err != nil {
-			if errors.Is(err, raft.ErrSplitKey) {
-				return nil, status.Errorf(codes.InvalidArgument, "Split: %v", err)
-			}
-			return nil, s.n.raftError("Split", err)
+	// A concurrent split can move the key to another range: find it
+	// again (a few times).
+	for attempt := 0; ; attempt++ {
+		rangeID := s.n.rangeIDForKey(req.GetSplitKey())
+		if rangeID == 0 {
+			return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.SplitResponse, error) {
+				return c.Split(forwardCtx(ctx), req)
+			})
 		}
-		return &kvpb.SplitResponse{Left: l, Right: r}, nil
-	}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.SplitResponse, error) {
-		return c.Split(ctx, req)
-	})
+		moved := false
+		resp, err := onLeader(s, ctx, "Split", rangeID, func() (*kvpb.SplitResponse, error) {
+			l, r, err := s.n.store.Split(ctx, rangeID, req.GetSplitKey())
+			switch {
+			case errors.Is(err, raft.ErrSplitMoved):
+				moved = true
+				return nil, status.Errorf(codes.Aborted, "Split: %v; retry", err)
+			case errors.Is(err, raft.ErrSplitKey):
+				return nil, status.Errorf(codes.InvalidArgument, "Split: %v", err)
+			case err != nil:
+				return nil, s.n.raftError("Split", err)
+			}
+			return &kvpb.SplitResponse{Left: l, Right: r}, nil
+		}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.SplitResponse, error) {
+			return c.Split(ctx, req)
+		})
+		if !moved || attempt == 2 {
+			return resp, err
+		}
+	}
 }
 
 func (s *adminServer) Merge(ctx context.Context, req *kvpb.MergeRequest) (*kvpb.MergeResponse, error) {

@@ -181,3 +181,24 @@ func (n *Node) peerRefreshLoop(ctx context.Context) {
 		}
 	}
 }
+
+// freshDescriptors returns descs (meta's copies) with each replaced by its
+// leader's own descriptor, as the heartbeats report it, where that is
+// newer: meta's update after a change is best effort and may lag.
+func freshDescriptors(descs []*kvpb.RangeDescriptor, hb map[uint64]*nodeStatsEntry) []*kvpb.RangeDescriptor {
+	fresh := map[uint64]*kvpb.RangeDescriptor{}
+	for _, e := range hb {
+		for _, r := range e.status.GetRanges() {
+			d := r.GetDescriptor_()
+			if r.GetRaft().GetState() == "leader" && d.GetGeneration() > fresh[d.GetRangeId()].GetGeneration() {
+				fresh[d.GetRangeId()] = d
+			}
+		}
+	}
+	for i, d := range descs {
+		if f := fresh[d.GetRangeId()]; f != nil && f.GetGeneration() > d.GetGeneration() {
+			descs[i] = f
+		}
+	}
+	return descs
+}

@@ -40,6 +40,12 @@ import (
 // change leaves nothing to clean up but possibly a learner, which the
 // next ChangeReplicas on that range promotes or the repair step replaces.
 
+// moveTimeout bounds one replica move, so that a move whose new replica
+// cannot catch up (its node died meanwhile) does not hold up the pass; the
+// learner it leaves is removed by a later pass. At the default snapshot
+// rate a 64 MiB range moves in about 2 s.
+const moveTimeout = 20 * time.Second
+
 // usable: live (heard from recently, or the controller itself) and not
 // decommissioning: a node that may receive replicas and leaders.
 type nodeView struct {
@@ -105,20 +111,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 	}
 	// Meta's copies may lag (its update after a change is best effort):
 	// the leaders' own descriptors are authoritative.
-	fresh := map[uint64]*kvpb.RangeDescriptor{}
-	for _, e := range hb {
-		for _, r := range e.status.GetRanges() {
-			d := r.GetDescriptor_()
-			if r.GetRaft().GetState() == "leader" && d.GetGeneration() > fresh[d.GetRangeId()].GetGeneration() {
-				fresh[d.GetRangeId()] = d
-			}
-		}
-	}
-	for i, d := range descs {
-		if f := fresh[d.GetRangeId()]; f != nil && f.GetGeneration() > d.GetGeneration() {
-			descs[i] = f
-		}
-	}
+	descs = freshDescriptors(descs, hb)
 	stillLeader := func() bool {
 		meta, err := n.store.Replica(keys.MetaRangeID)
 		return err == nil && meta.IsLeader()
@@ -146,16 +139,19 @@ func (n *Node) placementPass(ctx context.Context) int {
 				continue
 			}
 			target := pickTarget(views, d)
+			if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+				target = 0 // a learner is not replaced, only removed
+			}
 			if target == 0 {
-				// Nowhere to move it: a decommissioning node's extra
-				// replica may still go if enough voters stay.
-				if v != nil && v.live && voters(d) > o.ReplicationFactor {
+				// Nowhere to move it: it still goes if it is a learner or
+				// enough voters stay.
+				if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER || voters(d) > o.ReplicationFactor {
 					if n.moveReplica(ctx, s, d, rd.GetNodeId(), 0, leaderOf, views) {
 						moves++
 						budget--
 					}
 				}
-				continue
+				break
 			}
 			if n.moveReplica(ctx, s, d, rd.GetNodeId(), target, leaderOf, views) {
 				moves++
@@ -169,6 +165,15 @@ func (n *Node) placementPass(ctx context.Context) int {
 	for _, d := range descs {
 		if budget == 0 || !stillLeader() {
 			break
+		}
+		if l := strayLearner(d); l != 0 {
+			// Moves are synchronous within a pass, so a learner seen at
+			// its start was left by an interrupted move.
+			if n.moveReplica(ctx, s, d, l, 0, leaderOf, views) {
+				moves++
+				budget--
+			}
+			continue
 		}
 		if voters(d) > o.ReplicationFactor {
 			var from uint64
@@ -258,7 +263,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 // d is updated to the new descriptor.
 func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDescriptor, from, to uint64,
 	leaderOf map[uint64]uint64, views map[uint64]*nodeView) bool {
-	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	mctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
 	if from != 0 && leaderOf[d.GetRangeId()] == from {
 		var other uint64
@@ -424,4 +429,14 @@ func (n *Node) adminOf(ctx context.Context, s *adminServer, leader uint64) leade
 		return s
 	}
 	return remoteAdmin{c: c}
+}
+
+// strayLearner returns the node of a learner replica of d, or 0.
+func strayLearner(d *kvpb.RangeDescriptor) uint64 {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+			return rd.GetNodeId()
+		}
+	}
+	return 0
 }

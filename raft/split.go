@@ -57,6 +57,11 @@ import (
 // ErrSplitKey: a split key is not strictly inside its range.
 var ErrSplitKey = errors.New("raft: invalid split key")
 
+// ErrSplitMoved: the split key left the range while the split was being
+// proposed (a concurrent split moved it to another range): find its range
+// again and retry there.
+var ErrSplitMoved = errors.New("raft: the split key moved to another range")
+
 // RemoteMeta performs meta operations through another node when this node
 // holds no replica of meta. The node layer provides it.
 type RemoteMeta interface {
@@ -123,10 +128,29 @@ func (s *Store) PutDescriptors(ctx context.Context, descs []*kvpb.RangeDescripto
 }
 
 // Split splits range rangeID at splitKey and returns the two descriptors.
-// It must run on the range's leader. Meta is updated before it returns
-// (a failure there is logged and repaired later: the split itself is
-// done).
+// It must run on the range's leader. A split that loses a race with
+// another change of the range is computed again and retried, a few times,
+// while the key stays in the range (ErrSplitMoved once it does not). Meta
+// is updated before it returns (a failure there is logged and repaired
+// later: the split itself is done).
 func (s *Store) Split(ctx context.Context, rangeID uint64, splitKey []byte) (left, right *kvpb.RangeDescriptor, err error) {
+	for attempt := 0; ; attempt++ {
+		left, right, err = s.splitOnce(ctx, rangeID, splitKey)
+		var re *command.RejectedError
+		if !errors.As(err, &re) || re.Code != command.CodeDescriptorChanged || attempt == 4 {
+			return left, right, err
+		}
+		r, rerr := s.Replica(rangeID)
+		if rerr != nil {
+			return nil, nil, rerr
+		}
+		if d := r.Descriptor(); !keys.ContainsUserKey(d, splitKey) {
+			return nil, nil, fmt.Errorf("%w: %q is no longer in range %d", ErrSplitMoved, clipKey(splitKey), rangeID)
+		}
+	}
+}
+
+func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) (left, right *kvpb.RangeDescriptor, err error) {
 	r, err := s.Replica(rangeID)
 	if err != nil {
 		return nil, nil, err
@@ -155,7 +179,7 @@ func (s *Store) Split(ctx context.Context, rangeID uint64, splitKey []byte) (lef
 		return nil, nil, err
 	}
 	if err := res.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%w: range %d: %v", ErrRejected, rangeID, err)
+		return nil, nil, fmt.Errorf("%w: range %d: %w", ErrRejected, rangeID, err)
 	}
 	s.metrics.splits.Inc()
 	s.cfg.Logger.Info("range split", "range", rangeID, "right", newID, "key", fmt.Sprintf("%q", clipKey(splitKey)))
