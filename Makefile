@@ -7,9 +7,15 @@
 #   make crashtest SIGKILL/reopen cycles of the engine stress tool (docs/durability.md)
 #   make fuzz      libFuzzer targets, FUZZ_TIME seconds each (clang)
 #   make test-asan the engine's tests under ASan + UBSan (build/asan)
+#   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
+#   make bench-cluster  Shale against a local 3-member etcd, side by side
 #   make lint      gofmt, go vet, clang-format check
+#   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
+#   make image     static binaries + the FROM-scratch image (deploy/docker)
+#   make compose-up / compose-down / compose-clean   the Compose cluster
+#                  (SHALE_NODES=5 for the 5-node file)
 
 SHELL := /bin/bash
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
@@ -30,7 +36,8 @@ ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
-        proto-check lint clean crashtest fuzz test-asan
+        proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
+        static image compose-up compose-down compose-clean bench-cluster
 
 all: build
 
@@ -53,6 +60,38 @@ build: go-build
 
 run: build
 	scripts/run-local
+
+# ------------------------------------------------------------------ deploy
+
+IMAGE      ?= shale:dev
+DOCKER_CTX := $(BUILD_DIR)/docker
+
+# The image is FROM scratch, so shale is linked statically: the engine,
+# libstdc++ and snappy from their .a files, and Go's own DNS and user
+# lookups (netgo, osusergo) instead of glibc's NSS. ldd failing proves it.
+static: engine
+	mkdir -p $(DOCKER_CTX)/data $(DOCKER_CTX)/tmp
+	chmod 1777 $(DOCKER_CTX)/tmp
+	$(GO) build -tags netgo,osusergo -ldflags "$(GO_LDFLAGS) -linkmode external -extldflags -static" \
+	  -o $(DOCKER_CTX)/shale ./cmd/shale
+	CGO_ENABLED=0 $(GO) build -o $(DOCKER_CTX)/shalectl ./cmd/shalectl
+	@if ldd $(DOCKER_CTX)/shale >/dev/null 2>&1; then echo "$(DOCKER_CTX)/shale is dynamically linked"; exit 1; fi
+
+image: static
+	docker build -f deploy/docker/Dockerfile -t $(IMAGE) $(DOCKER_CTX)
+
+compose-up: image
+	SHALE_IMAGE=$(IMAGE) scripts/compose up
+
+compose-down:
+	scripts/compose down
+
+compose-clean:
+	scripts/compose clean
+# Writes and linearizable reads at 64 clients against a local 3-node Shale
+# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+bench-cluster: build
+	scripts/bench-vs-etcd
 
 # ----------------------------------------------------------------- testing
 
@@ -83,8 +122,27 @@ test-asan:
 
 # The end-to-end tests in tests/ run the binaries just built.
 test-go: go-build
+	@docker info >/dev/null 2>&1 || echo "test-go: TestComposeSmoke will skip: no Docker engine (docker info fails)"
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
+
+# Every nemesis of tests/jepsen for CHAOS_TIME each, then a per-nemesis
+# table (docs/testing.md). CHAOS_SEED replays a schedule; CHAOS_NEMESES
+# picks nemeses (comma-separated); CHAOS_NODES sizes the cluster (5).
+CHAOS_TIME    ?= 1m
+CHAOS_SEED    ?=
+CHAOS_NEMESES ?=
+CHAOS_NODES   ?= 5
+
+chaos: go-build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALE_CHAOS_TIME=$(CHAOS_TIME) SHALE_CHAOS_SEED=$(CHAOS_SEED) \
+	  SHALE_CHAOS_NEMESES=$(CHAOS_NEMESES) SHALE_CHAOS_NODES=$(CHAOS_NODES) \
+	  nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -v -run '^TestChaos$$' ./tests/jepsen
+
+# Our db_bench against RocksDB's with the same flags (scripts/compare-rocksdb;
+# BENCH_NUM keys, default 1000000).
+bench-engine: engine
+	scripts/compare-rocksdb $(BENCH_NUM)
 
 # ---------------------------------------------------------------- api, lint
 

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -28,6 +27,14 @@ type Client struct {
 	clientID  uint64
 	seq       atomic.Uint64 // request_seq of the last write
 	closed    atomic.Bool
+
+	// Routing (route.go): the range cache, connections to nodes learned
+	// from the cluster, and the turn of replicas tried when a range's
+	// leader is unknown.
+	cache       *rangeCache
+	dialOpts    []grpc.DialOption
+	extra       extraConns
+	replicaTurn atomic.Uint64
 }
 
 // endpoint is one node address and its connection.
@@ -47,9 +54,12 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 	if len(endpoints) == 0 {
 		return nil, &Error{Op: "Dial", Msg: "no endpoints given", kind: ErrInvalidArgument}
 	}
-	c := &Client{opts: o, clientID: rand.Uint64() | 1}
-	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c := &Client{opts: o, clientID: rand.Uint64() | 1, cache: newRangeCache()}
+	secOpts, err := o.securityDialOptions()
+	if err != nil {
+		return nil, &Error{Op: "Dial", Msg: err.Error(), kind: ErrInvalidArgument, cause: err}
+	}
+	dialOpts := append(secOpts,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		// Reconnect quickly after a node restarts (gRPC's default backoff
@@ -58,7 +68,9 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, o.DialOptions...)
+	)
+	dialOpts = append(dialOpts, o.DialOptions...)
+	c.dialOpts = dialOpts
 	for _, addr := range endpoints {
 		addr = strings.TrimSpace(addr)
 		cc, err := grpc.NewClient("passthrough:///"+addr, dialOpts...)
@@ -137,6 +149,12 @@ func (c *Client) Close() error {
 	for _, e := range c.conns {
 		errs = append(errs, e.cc.Close())
 	}
+	c.extra.Lock()
+	for _, e := range c.extra.conns {
+		errs = append(errs, e.cc.Close())
+	}
+	c.extra.conns = nil
+	c.extra.Unlock()
 	return errors.Join(errs...)
 }
 

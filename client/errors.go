@@ -33,6 +33,11 @@ var (
 	ErrInternal = errors.New("client: internal error")
 	// ErrClosed: the Client is closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrPermissionDenied: the node did not accept the client's
+	// credentials (no or an unknown certificate or token: gRPC code
+	// Unauthenticated), or their role does not allow the request
+	// (PermissionDenied). It was not applied; retrying will not help.
+	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
 // Error describes a failed request: the operation, the endpoint that gave
@@ -59,6 +64,8 @@ func (e *Error) Error() string {
 		s += ": outcome unknown"
 	case ErrUnavailable:
 		s += ": unavailable"
+	case ErrPermissionDenied:
+		s += ": permission denied"
 	}
 	return s + ": " + e.Msg
 }
@@ -123,6 +130,8 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 		e.kind = ErrInvalidArgument
 	case codes.ResourceExhausted:
 		e.kind = ErrResourceExhausted
+	case codes.Unauthenticated, codes.PermissionDenied:
+		e.kind = ErrPermissionDenied
 	case codes.Unavailable:
 		e.kind = ErrUnavailable
 		switch {

@@ -1,16 +1,37 @@
 package client
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/shaledb/shale/api/kvpb"
 )
 
+// ReadOption changes how a read is served.
+type ReadOption func(*kvpb.RequestHeader)
+
+// StaleRead lets any replica answer from its applied state: cheaper and
+// available without a leader, but it may miss recent writes (it never
+// returns a value that was never written). Reads are linearizable without
+// it.
+func StaleRead() ReadOption {
+	return func(h *kvpb.RequestHeader) { h.ReadConsistency = kvpb.ReadConsistency_READ_CONSISTENCY_STALE }
+}
+
+func (c *Client) readHeader(opts []ReadOption) *kvpb.RequestHeader {
+	h := c.header(false)
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
 // Get reads key. A missing key is not an error: found is false.
-func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
-	req := &kvpb.GetRequest{Header: c.header(false), Key: key}
+func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
+	req := &kvpb.GetRequest{Header: c.readHeader(opts), Key: key}
 	var resp *kvpb.GetResponse
-	err = c.do(ctx, "Get", false, func(ctx context.Context, e *endpoint) (err error) {
+	err = c.routed(ctx, "Get", false, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		routeHeader(req.Header, d)
 		resp, err = e.kv.Get(ctx, req)
 		return err
 	})
@@ -29,7 +50,8 @@ func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool,
 // Put sets key to value. It returns once the write is durable.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	req := &kvpb.PutRequest{Header: c.header(true), Key: key, Value: value}
-	return c.do(ctx, "Put", true, func(ctx context.Context, e *endpoint) error {
+	return c.routed(ctx, "Put", true, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+		routeHeader(req.Header, d)
 		_, err := e.kv.Put(ctx, req)
 		return err
 	})
@@ -38,7 +60,8 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 // Delete removes key. Deleting a missing key succeeds.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
 	req := &kvpb.DeleteRequest{Header: c.header(true), Key: key}
-	return c.do(ctx, "Delete", true, func(ctx context.Context, e *endpoint) error {
+	return c.routed(ctx, "Delete", true, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+		routeHeader(req.Header, d)
 		_, err := e.kv.Delete(ctx, req)
 		return err
 	})
@@ -46,13 +69,41 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 
 // DeleteRange removes every key in [start, end). An empty end means the
 // end of the key space; start and end may not both be empty (to delete
-// every key, pass start "\x00").
+// every key, pass start "\x00"). Each range the span covers is cleared
+// atomically, but a span over several ranges is cleared range by range: a
+// failure part way leaves the earlier ranges cleared.
 func (c *Client) DeleteRange(ctx context.Context, start, end []byte) error {
-	req := &kvpb.DeleteRangeRequest{Header: c.header(true), StartKey: start, EndKey: end}
-	return c.do(ctx, "DeleteRange", true, func(ctx context.Context, e *endpoint) error {
-		_, err := e.kv.DeleteRange(ctx, req)
-		return err
-	})
+	if len(start) == 0 && len(end) == 0 {
+		// Let the node refuse it with its documented error.
+		req := &kvpb.DeleteRangeRequest{Header: c.header(true), StartKey: start, EndKey: end}
+		return c.do(ctx, "DeleteRange", true, func(ctx context.Context, e *endpoint) error {
+			_, err := e.kv.DeleteRange(ctx, req)
+			return err
+		})
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	for {
+		req := &kvpb.DeleteRangeRequest{Header: c.header(true)}
+		var next []byte
+		err := c.routed(ctx, "DeleteRange", true, routeKey{key: start}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+			// The part of the span inside this range; the rest follows.
+			req.StartKey, req.EndKey, next = start, end, nil
+			if de := d.GetEndKey(); len(de) > 0 && (len(end) == 0 || bytes.Compare(end, de) > 0) {
+				req.EndKey, next = de, de
+			}
+			routeHeader(req.Header, d)
+			_, err := e.kv.DeleteRange(ctx, req)
+			return err
+		})
+		if err != nil || next == nil {
+			return err
+		}
+		start = next
+	}
 }
 
 // GetResult is the answer for one key of a BatchGet.
@@ -61,28 +112,11 @@ type GetResult struct {
 	Found bool
 }
 
-// BatchGet reads keys at one consistent point. results[i] answers keys[i].
-func (c *Client) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
-	req := &kvpb.BatchGetRequest{Header: c.header(false), Keys: keys}
-	var resp *kvpb.BatchGetResponse
-	err := c.do(ctx, "BatchGet", false, func(ctx context.Context, e *endpoint) (err error) {
-		resp, err = e.kv.BatchGet(ctx, req)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Results) != len(keys) {
-		return nil, &Error{Op: "BatchGet", Msg: "the node answered a different number of keys than asked", kind: ErrInternal}
-	}
-	out := make([]GetResult, len(keys))
-	for i, r := range resp.Results {
-		out[i] = GetResult{Value: r.Value, Found: r.Found}
-		if r.Found && r.Value == nil {
-			out[i].Value = []byte{}
-		}
-	}
-	return out, nil
+// BatchGet reads keys; results[i] answers keys[i]. The keys are grouped
+// by range and each group is read, in parallel, at one consistent point of
+// its range (keys in different ranges may be read at different points).
+func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...ReadOption) ([]GetResult, error) {
+	return c.batchGet(ctx, keys, opts)
 }
 
 // Mutation is one write of a Batch; make them with PutOp, DeleteOp and
@@ -111,7 +145,14 @@ func (c *Client) Batch(ctx context.Context, muts ...Mutation) error {
 	for i, m := range muts {
 		req.Mutations[i] = m.m
 	}
-	return c.do(ctx, "Batch", true, func(ctx context.Context, e *endpoint) error {
+	if len(muts) == 0 {
+		return &Error{Op: "Batch", Msg: "a batch needs at least one mutation", kind: ErrInvalidArgument}
+	}
+	return c.routed(ctx, "Batch", true, routeKey{key: mutationStart(muts[0].m)}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+		if err := checkBatchInRange(d, muts); err != nil {
+			return err
+		}
+		routeHeader(req.Header, d)
 		_, err := e.kv.Batch(ctx, req)
 		return err
 	})
@@ -155,7 +196,8 @@ func (c *Client) CompareAndDelete(ctx context.Context, key []byte, cond Conditio
 func (c *Client) cas(ctx context.Context, op string, req *kvpb.CompareAndSwapRequest) (CASResult, error) {
 	req.Header = c.header(true)
 	var resp *kvpb.CompareAndSwapResponse
-	err := c.do(ctx, op, true, func(ctx context.Context, e *endpoint) (err error) {
+	err := c.routed(ctx, op, true, routeKey{key: req.Key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		routeHeader(req.Header, d)
 		resp, err = e.kv.CompareAndSwap(ctx, req)
 		return err
 	})

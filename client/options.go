@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,8 +22,15 @@ type Options struct {
 	// ScanPageSize is the number of entries a Scan fetches per request
 	// (1000).
 	ScanPageSize uint32
-	// DialOptions are added to the gRPC dial options (the defaults use
-	// plaintext: pass transport credentials here for TLS).
+	// TLS, when set, secures every connection (LoadTLSConfig builds one
+	// from the cluster CA and a client certificate). Nil is plaintext, for
+	// nodes in insecure mode only.
+	TLS *tls.Config
+	// Token is a bearer token sent with every request (needs TLS); the
+	// role the cluster's token file gives it decides what the client may
+	// do.
+	Token string
+	// DialOptions are added to the gRPC dial options.
 	DialOptions []grpc.DialOption
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"iter"
 
@@ -25,13 +26,18 @@ type ScanOptions struct {
 	// PageSize is the number of entries fetched per request
 	// (Options.ScanPageSize).
 	PageSize uint32
+	// Stale lets any replica serve the pages (see StaleRead).
+	Stale bool
 }
 
 // Scan returns an iterator over the entries in [start, end), where an empty
 // start or end is unbounded. It fetches pages of entries as the loop
-// consumes them, continuing each page from the last one's resume key, and
-// retries a page on transient failures. Each page is read at one point in
-// time, but later pages may see writes made after earlier ones were read.
+// consumes them, from one range at a time, continuing each page from the
+// last one's resume key (a page ends at its range's boundary, and the next
+// one comes from the next range), and retries a page on transient
+// failures and stale routing. Entries come in key order, each once. Each
+// page is read at one point in time, but later pages may see writes made
+// after earlier ones were read.
 //
 // The sequence yields (entry, nil) per entry; on failure it yields
 // (KeyValue{}, err) once and ends. ctx bounds the whole scan; each page
@@ -55,8 +61,16 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 				Header: c.header(false), StartKey: start, EndKey: end,
 				Limit: page, Reverse: o.Reverse, KeysOnly: o.KeysOnly,
 			}
+			if o.Stale {
+				StaleRead()(req.Header)
+			}
+			rk := routeKey{key: start}
+			if o.Reverse {
+				rk = routeKey{key: end, before: true}
+			}
 			var resp *kvpb.ScanResponse
-			err := c.do(ctx, "Scan", false, func(ctx context.Context, e *endpoint) (err error) {
+			err := c.routed(ctx, "Scan", false, rk, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+				routeHeader(req.Header, d)
 				resp, err = e.kv.Scan(ctx, req)
 				return err
 			})
@@ -73,7 +87,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 			if !resp.More || (o.Limit > 0 && returned >= o.Limit) {
 				return
 			}
-			if len(resp.Kvs) == 0 {
+			if len(resp.Kvs) == 0 && !movesOn(start, end, resp.ResumeKey, o.Reverse) {
 				// A node must make progress; refuse to loop forever.
 				yield(KeyValue{}, &Error{Op: "Scan", Msg: "the node returned an empty page with more set", kind: ErrInternal})
 				return
@@ -85,4 +99,14 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 			}
 		}
 	}
+}
+
+// movesOn reports whether resuming at resume makes progress: past start
+// forward, below end in reverse. An empty page is legitimate when a range
+// holds none of the keys: it resumes at the range's boundary.
+func movesOn(start, end, resume []byte, reverse bool) bool {
+	if reverse {
+		return len(end) == 0 || bytes.Compare(resume, end) < 0
+	}
+	return bytes.Compare(resume, start) > 0
 }

@@ -18,9 +18,8 @@ import (
 
 // adminServer implements kvpb.AdminServer. Every node answers every
 // operation: one that must run elsewhere (on a range's leader, or on a
-// node holding meta) is forwarded there once. Splits, merges and
-// decommissioning come with sharding (issue 6) and answer Unimplemented
-// until then.
+// node holding meta) is forwarded there once. The sharding operations are
+// in admin_sharding.go.
 type adminServer struct {
 	kvpb.UnimplementedAdminServer
 	n *Node
@@ -58,7 +57,7 @@ func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.
 func (n *Node) members() []*kvpb.NodeDescriptor {
 	nodes, err := n.store.MetaNodes()
 	if err != nil {
-		nodes = []*kvpb.NodeDescriptor{n.descriptor()}
+		nodes = n.knownNodes()
 	}
 	for i, m := range nodes {
 		if m.GetNodeId() == n.ident.NodeID {
@@ -79,6 +78,7 @@ func (n *Node) rangeStatus(r *raft.Replica) *kvpb.RangeStatus {
 			LastIndex: st.LastIndex, TruncatedIndex: st.Truncated,
 		},
 		LeaderNodeId: st.LeaderNodeID,
+		Qps:          n.load.qps(st.RangeID),
 	}
 	if st.Descriptor != nil {
 		// Estimates from the engine's files; a memtable-only engine
@@ -140,9 +140,9 @@ func forwardTo[T any](s *adminServer, ctx context.Context, call func(kvpb.AdminC
 		if m.GetNodeId() == s.n.ident.NodeID {
 			continue
 		}
-		c, err := s.n.peers.admin(m.GetNodeId())
+		c, err := s.n.peers.readyAdmin(ctx, m.GetNodeId(), time.Second)
 		if err != nil {
-			last = err
+			last = unavailable(100*time.Millisecond, "%v", err)
 			continue
 		}
 		resp, err := call(c)
@@ -174,6 +174,9 @@ func (s *adminServer) Ranges(ctx context.Context, req *kvpb.RangesRequest) (*kvp
 		}
 		resp.Ranges = append(resp.Ranges, &kvpb.RangeStatus{Descriptor_: d})
 	}
+	// The leader, size and load of ranges this node is not the leader of
+	// come from their leaders' nodes.
+	n.fillRemoteRangeStatus(ctx, resp.Ranges)
 	return resp, nil
 }
 
@@ -201,6 +204,11 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 			leaders[st.LeaderNodeID]++
 		}
 	}
+	// The nodes' own reports (heartbeats) count the leaders of ranges
+	// this node holds no replica of too.
+	for id, e := range n.gatherHeartbeats(ctx, nodes) {
+		leaders[id] = uint64(len(e.leaders))
+	}
 	resp := &kvpb.NodesResponse{}
 	now := time.Now()
 	for _, m := range nodes {
@@ -220,6 +228,13 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 		if !last.IsZero() {
 			ns.LastHeartbeatUnixNanos = last.UnixNano()
 		}
+		if m.GetDecommissioning() {
+			ns.State = kvpb.NodeState_NODE_STATE_DECOMMISSIONING
+			if ns.Replicas == 0 {
+				ns.State = kvpb.NodeState_NODE_STATE_DECOMMISSIONED
+			}
+		}
+		ns.UsedBytes, ns.Qps = n.nodeStats(m.GetNodeId())
 		resp.Nodes = append(resp.Nodes, ns)
 	}
 	return resp, nil
@@ -251,11 +266,37 @@ func onLeader[T any](s *adminServer, ctx context.Context, op string, rangeID uin
 		}
 		return zero, s.n.raftError(op, r.NotLeaderError())
 	}
-	c, cerr := s.n.peers.admin(leader)
-	if cerr != nil {
-		return zero, status.Errorf(codes.Unavailable, "%s: cannot reach node %d, the leader of range %d: %v", op, leader, rangeID, cerr)
+	// Follow the leader hints of the nodes asked (a few hops: this node's
+	// view of the leader may be stale, e.g. a replica removed from the
+	// range that has not learned it yet).
+	tried := map[uint64]bool{}
+	for hop := 0; ; hop++ {
+		tried[leader] = true
+		c, cerr := s.n.peers.readyAdmin(ctx, leader, 2*time.Second)
+		if cerr != nil {
+			// Nothing was sent: the caller may retry.
+			return zero, unavailable(100*time.Millisecond, "%s: cannot reach node %d, the leader of range %d: %v", op, leader, rangeID, cerr)
+		}
+		resp, err := remote(forwardCtx(ctx), c)
+		next := notLeaderHint(err)
+		if err == nil || next == 0 || tried[next] || next == s.n.ident.NodeID || hop == 3 {
+			return resp, err
+		}
+		leader = next
 	}
-	return remote(forwardCtx(ctx), c)
+}
+
+// notLeaderHint returns the leader a NotLeader error names, or 0.
+func notLeaderHint(err error) uint64 {
+	if err == nil {
+		return 0
+	}
+	for _, d := range status.Convert(err).Details() {
+		if nl, ok := d.(*kvpb.NotLeader); ok {
+			return nl.GetLeader().GetNodeId()
+		}
+	}
+	return 0
 }
 
 func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error) {
@@ -317,11 +358,23 @@ func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*k
 func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
 	n := s.n
 	id := req.GetNodeId()
+	forward := func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+		return c.RemoveNode(forwardCtx(ctx), req)
+	}
+	// The node being removed loses its replicas (meta's among them) as it
+	// goes, and could not finish: another member does the work. The request
+	// is sent unmarked, so that member may in turn send each replica change
+	// to the range's leader (which may be this node); it sends the request
+	// back marked only if it holds no copy of meta, and then this node does
+	// the work after all.
+	if id == n.ident.NodeID && !isForwarded(ctx) {
+		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
+			return c.RemoveNode(ctx, req)
+		})
+	}
 	ds, err := n.store.MetaDescriptors()
 	if err != nil {
-		return forwardTo(s, ctx, func(c kvpb.AdminClient) (*kvpb.RemoveNodeResponse, error) {
-			return c.RemoveNode(forwardCtx(ctx), req)
-		})
+		return forwardTo(s, ctx, forward)
 	}
 	var held []uint64
 	for _, d := range ds {

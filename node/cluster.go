@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
@@ -193,7 +192,7 @@ func (n *Node) join() (*raft.StoreIdent, []*kvpb.NodeDescriptor, error) {
 }
 
 func (n *Node) joinVia(ctx context.Context, addr string) (*raft.StoreIdent, []*kvpb.NodeDescriptor, error) {
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.sec.peerCredentials()))
 	if err != nil {
 		return nil, nil, err
 	}

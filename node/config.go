@@ -42,10 +42,16 @@ type Config struct {
 
 	// Raft tunes replication (zero: the documented defaults).
 	Raft RaftOptions
+	// Sharding tunes splits and placement (zero: the documented defaults).
+	Sharding ShardingOptions
 	// Engine configures the storage engine (zero: the engine's defaults).
 	Engine storage.Options
 	// Limits bound requests (zero: DefaultLimits).
 	Limits Limits
+	// Conn bounds connections and streams (zero fields: defaults).
+	Conn ConnLimits
+	// Security configures TLS and authentication (zero: insecure mode).
+	Security SecurityConfig
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -86,8 +92,13 @@ func (c *Config) setDefaults() error {
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
 	}
+	if err := c.Security.validate(); err != nil {
+		return err
+	}
+	c.Conn.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Sharding.setDefaults()
 	return nil
 }

@@ -3,10 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -53,7 +56,13 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	cc := p.mu.conns[d.GetAddress()]
 	if cc == nil {
 		var err error
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.sec.peerCredentials()),
+			// Reconnect within a second of a node coming back (gRPC's
+			// default backoff grows to two minutes).
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: 2 * time.Second,
+			})}
 		if ip := p.n.localIP(); ip != nil {
 			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
 		}
@@ -87,4 +96,32 @@ func forwardCtx(ctx context.Context) context.Context {
 func isForwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return len(md.Get(forwardedMD)) > 0
+}
+
+// readyAdmin returns an Admin client for node id once its connection is
+// up, waiting up to wait (and ctx): a call on a connection that is still
+// connecting, or in gRPC's reconnect backoff after the node was down,
+// would fail at once without reaching the node. An error means nothing
+// was sent.
+func (p *peerClients) readyAdmin(ctx context.Context, id uint64, wait time.Duration) (kvpb.AdminClient, error) {
+	cc, err := p.conn(id)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return kvpb.NewAdminClient(cc), nil
+		case connectivity.Idle, connectivity.TransientFailure:
+			cc.Connect()
+		case connectivity.Shutdown:
+			return nil, fmt.Errorf("connection to node %d is closed", id)
+		}
+		if !cc.WaitForStateChange(wctx, s) {
+			return nil, fmt.Errorf("node %d is not reachable (connection %s)", id, strings.ToLower(s.String()))
+		}
+	}
 }

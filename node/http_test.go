@@ -40,8 +40,8 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
-		`shale_grpc_requests_total{code="OK",method="Put"} 1`,
-		`shale_grpc_request_duration_seconds_count{method="Get"} 1`,
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="shale.kv.v1.KV",grpc_type="unary"} 1`,
+		`grpc_server_handling_seconds_count{grpc_method="Get",grpc_service="shale.kv.v1.KV",grpc_type="unary"} 1`,
 		"shale_engine_user_keys_written_total",
 		"shale_engine_write_amplification",
 		"go_goroutines",

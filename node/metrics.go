@@ -2,11 +2,10 @@ package node
 
 import (
 	"context"
-	"path"
 	"runtime/debug"
 	"strconv"
-	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
@@ -15,43 +14,37 @@ import (
 )
 
 // metrics are the node's Prometheus metrics, in a registry of its own (so
-// several nodes can run in one test process):
+// several nodes can run in one test process). docs/metrics.md lists every
+// series; TestMetricsDocumented checks a live node exports them all.
 //
-//	shale_grpc_requests_total{method,code}       counter
-//	shale_grpc_request_duration_seconds{method}  histogram
-//	shale_grpc_requests_in_flight{method}        gauge
-//	shale_engine_*                               engine statistics, read at scrape time
-//	shale_raft_*                                 replication (raft/metrics.go)
-//	shale_range_*{range}                         per-range Raft state, read at scrape time
-//	go_*, process_*                              Go runtime and process
+//	grpc_server_*                   per-method gRPC rate, codes and latency (go-grpc-middleware)
+//	shale_engine_*                  engine statistics, read at scrape time
+//	shale_raft_*                    replication (raft/metrics.go, raft/metrics_latency.go)
+//	shale_range_*{range}            per-range Raft state, read at scrape time
+//	shale_ranges*                   replica, leader and leaderless counts of the node
+//	go_*, process_*                 Go runtime and process
 type metrics struct {
 	registry *prometheus.Registry
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	inFlight *prometheus.GaugeVec
+	grpc     *grpcprom.ServerMetrics
+	// unaryInterceptor and streamInterceptor count and time every RPC.
+	unaryInterceptor  grpc.UnaryServerInterceptor
+	streamInterceptor grpc.StreamServerInterceptor
 }
 
 func newMetrics(n *Node) *metrics {
+	gm := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		// 25µs to ~26s: in-memory reads through fsynced writes to
+		// requests stuck behind a stall.
+		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(25e-6, 2, 21)),
+	))
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_grpc_requests_total",
-			Help: "gRPC requests served, by method and status code.",
-		}, []string{"method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "shale_grpc_request_duration_seconds",
-			Help: "Time to serve a gRPC request, by method.",
-			// 25µs to ~26s: in-memory reads through fsynced writes to
-			// requests stuck behind a stall.
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 21),
-		}, []string{"method"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "shale_grpc_requests_in_flight",
-			Help: "gRPC requests being served, by method.",
-		}, []string{"method"}),
+		registry:          prometheus.NewRegistry(),
+		grpc:              gm,
+		unaryInterceptor:  gm.UnaryServerInterceptor(),
+		streamInterceptor: gm.StreamServerInterceptor(),
 	}
 	m.registry.MustRegister(
-		m.requests, m.duration, m.inFlight,
+		gm,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
@@ -61,19 +54,6 @@ func newMetrics(n *Node) *metrics {
 		panic(err) // a fresh registry: only a duplicate name can fail
 	}
 	return m
-}
-
-// unaryInterceptor counts and times every unary RPC.
-func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	method := path.Base(info.FullMethod)
-	g := m.inFlight.WithLabelValues(method)
-	g.Inc()
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	m.duration.WithLabelValues(method).Observe(time.Since(start).Seconds())
-	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
-	g.Dec()
-	return resp, err
 }
 
 // recoverInterceptor turns a panic in a handler into an Internal error so
@@ -95,6 +75,8 @@ var (
 	engineLevelFiles = prometheus.NewDesc("shale_engine_level_files", "SST files per LSM level.", []string{"level"}, nil)
 	engineLevelBytes = prometheus.NewDesc("shale_engine_level_bytes", "SST bytes per LSM level.", []string{"level"}, nil)
 	engineWriteAmp   = prometheus.NewDesc("shale_engine_write_amplification", "Bytes written to disk per user byte written, since start.", nil, nil)
+	engineStall      = prometheus.NewDesc("shale_engine_stall_seconds_total", "Time writers spent slowed or stopped by the engine.", nil, nil)
+	engineHitRatio   = prometheus.NewDesc("shale_engine_block_cache_hit_ratio", "Block cache hits over lookups since start (0 before the first lookup).", nil, nil)
 )
 
 // Describe sends nothing: an unchecked collector, since the engine's
@@ -121,7 +103,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("compaction_bytes_read_total", "Bytes read by compactions.", st.CompactionBytesRead)
 	counter("bytes_read_total", "Key and value bytes returned by reads.", st.BytesRead)
 	counter("keys_read_total", "Keys returned by reads.", st.KeysRead)
-	counter("stall_micros_total", "Microseconds writers spent slowed or stopped.", st.StallMicros)
+	ch <- prometheus.MustNewConstMetric(engineStall, prometheus.CounterValue, float64(st.StallMicros)/1e6)
 	counter("block_cache_hits_total", "Block cache hits.", st.BlockCacheHits)
 	counter("block_cache_misses_total", "Block cache misses.", st.BlockCacheMisses)
 	counter("bloom_filter_checked_total", "Bloom filter probes.", st.BloomFilterChecked)
@@ -149,6 +131,11 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(engineLevelBytes, prometheus.GaugeValue, float64(st.LevelBytes[i]), lvl)
 	}
 	ch <- prometheus.MustNewConstMetric(engineWriteAmp, prometheus.GaugeValue, st.WriteAmplification())
+	var ratio float64
+	if lookups := st.BlockCacheHits + st.BlockCacheMisses; lookups > 0 {
+		ratio = float64(st.BlockCacheHits) / float64(lookups)
+	}
+	ch <- prometheus.MustNewConstMetric(engineHitRatio, prometheus.GaugeValue, ratio)
 }
 
 // rangeCollector exports the Raft state of every replica of the node.
@@ -161,10 +148,15 @@ var (
 	rangeApplied = prometheus.NewDesc("shale_range_applied_index", "Applied index of this node's replica.", []string{"range"}, nil)
 	rangeLogSize = prometheus.NewDesc("shale_range_log_entries", "Entries in this node's Raft log of the range.", []string{"range"}, nil)
 	rangeLease   = prometheus.NewDesc("shale_range_lease_valid", "1 while this node holds the range's leader lease.", []string{"range"}, nil)
+
+	rangesReplicas   = prometheus.NewDesc("shale_ranges", "Replicas (ranges) on this node.", nil, nil)
+	rangesLeaders    = prometheus.NewDesc("shale_ranges_leader", "Ranges this node's replica leads.", nil, nil)
+	rangesLeaderless = prometheus.NewDesc("shale_ranges_unavailable", "Ranges whose replica on this node knows no leader: they serve no writes or linearizable reads.", nil, nil)
 )
 
 func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{rangeLeader, rangeTerm, rangeCommit, rangeApplied, rangeLogSize, rangeLease} {
+	for _, d := range []*prometheus.Desc{rangeLeader, rangeTerm, rangeCommit, rangeApplied, rangeLogSize, rangeLease,
+		rangesReplicas, rangesLeaders, rangesLeaderless} {
 		ch <- d
 	}
 }
@@ -176,9 +168,22 @@ func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	var replicas, leaders, leaderless float64
+	defer func() {
+		ch <- prometheus.MustNewConstMetric(rangesReplicas, prometheus.GaugeValue, replicas)
+		ch <- prometheus.MustNewConstMetric(rangesLeaders, prometheus.GaugeValue, leaders)
+		ch <- prometheus.MustNewConstMetric(rangesLeaderless, prometheus.GaugeValue, leaderless)
+	}()
 	for _, r := range c.n.store.Replicas() {
 		st := r.Status()
 		id := strconv.FormatUint(st.RangeID, 10)
+		replicas++
+		if st.State == "leader" {
+			leaders++
+		}
+		if st.Leader == 0 {
+			leaderless++
+		}
 		ch <- prometheus.MustNewConstMetric(rangeLeader, prometheus.GaugeValue, b(st.State == "leader"), id)
 		ch <- prometheus.MustNewConstMetric(rangeTerm, prometheus.GaugeValue, float64(st.Term), id)
 		ch <- prometheus.MustNewConstMetric(rangeCommit, prometheus.GaugeValue, float64(st.Commit), id)

@@ -36,11 +36,14 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	limits  Limits
+	sec     *security
 	db      *storage.DB
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	load    loadTracker
+	hb      heartbeats
 	metrics *metrics
 	started time.Time
 
@@ -87,6 +90,9 @@ func New(cfg Config) (*Node, error) {
 		started: time.Now(),
 		health:  health.NewServer(),
 	}
+	if err := n.initSecurity(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
 	ident, peers, err := n.initStore(db)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
@@ -112,6 +118,7 @@ func New(cfg Config) (*Node, error) {
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
 		LocalIP:                   n.localIP(),
+		TransportCredentials:      n.sec.peerCredentials(),
 		Logger:                    n.log,
 	})
 	if err != nil {
@@ -124,15 +131,23 @@ func New(cfg Config) (*Node, error) {
 	// cap of the KV service: it admits the largest write the limits allow,
 	// so it also admits the Raft messages carrying one (appends carry at
 	// most MaxSizePerMsg, 1 MiB, beyond their first entry).
+	// Then the connection limits (conn_limits.go) and the credentials and
+	// authorization of security.go: every request is authorized before
+	// it is admitted.
 	opts := append(transport.ServerOptions(),
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
-		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.admitInterceptor, n.recoverInterceptor),
+		n.sec.serverCredentials(),
+		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.sec.auth.unaryInterceptor,
+			n.cfg.Conn.deadlineInterceptor, n.admitInterceptor, n.recoverInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
 	)
+	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
+	n.metrics.grpc.InitializeMetrics(n.grpc) // every method's series, at zero
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return n, nil
 }
@@ -151,7 +166,9 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.grpcAddr.Store(&ga)
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
+	n.store.SetRemoteMeta(remoteMeta{s: &adminServer{n: n}})
 	n.store.Start()
+	n.startSharding()
 	n.bgWG.Add(2)
 	go func() {
 		defer n.bgWG.Done()
@@ -167,6 +184,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version)
 
 	errc := make(chan error, 2)
+	grpcLis = n.cfg.Conn.limitListener(grpcLis)
 	go func() { errc <- n.grpc.Serve(grpcLis) }()
 	go func() {
 		err := n.http.Serve(httpLis)
@@ -196,6 +214,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.stopping.Store(true)
 		n.health.Shutdown()
 		n.bgCancel()
+		// New requests are refused from here on; the ranges this node
+		// leads move now, while it can still replicate (shutdown.go).
+		n.handOffLeadership(ctx)
 		// Requests in flight finish while replication still runs (a write
 		// needs its followers); new ones are refused with Unavailable.
 		for n.inflight.Load() > 0 && ctx.Err() == nil {

@@ -57,6 +57,11 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 // Scan reads one page of [start_key, end_key) from a consistent engine view
 // (the iterator's), forward or in reverse.
 //
+// A page also ends at the range's boundary when the request goes on past
+// it: more is then set and resume_key is the boundary (the range's end key
+// forward, its start key in reverse), so that the client continues in the
+// next range.
+//
 // A page ends at the request's limit or max_bytes. It always holds at least
 // one entry when one exists, so max_bytes can be exceeded by one entry but
 // a scan always makes progress. When it stops early, more is set and
@@ -130,6 +135,10 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 			k, _ := keys.DecodeUserKey(it.UnsafeKey())
 			resp.ResumeKey = clone(k)
 		}
+	} else if rk, ok := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse()); ok {
+		// The range ended before the request did: the next range
+		// continues it (docs/wire-protocol.md, "Scans across ranges").
+		resp.More, resp.ResumeKey = true, rk
 	}
 	return resp, nil
 }

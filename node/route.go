@@ -52,6 +52,7 @@ func (n *Node) replicaFor(h *kvpb.RequestHeader, key []byte) (*raft.Replica, *kv
 	if desc == nil {
 		return nil, nil, rangeNotFound(r.RangeID())
 	}
+	n.load.record(r.RangeID(), key)
 	return r, desc, nil
 }
 
@@ -114,6 +115,12 @@ func (n *Node) keyMismatch(requested uint64, desc *kvpb.RangeDescriptor, msg str
 	st := status.New(codes.FailedPrecondition, msg)
 	d := &kvpb.RangeKeyMismatch{RequestedRangeId: requested, Ranges: []*kvpb.RangeDescriptor{desc}}
 	d.Leaders = []*kvpb.NodeDescriptor{n.leaderOf(desc.GetRangeId())}
+	// The neighbours this node holds (the other side of a split it
+	// applied), so a client can route without a meta lookup.
+	for _, nb := range n.localNeighbours(desc) {
+		d.Ranges = append(d.Ranges, nb)
+		d.Leaders = append(d.Leaders, n.leaderOf(nb.GetRangeId()))
+	}
 	return withDetails(st, d)
 }
 

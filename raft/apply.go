@@ -93,6 +93,11 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
 	}
 	r.ls.SetApplied(pos, cs)
+	if len(r.splits) > 0 {
+		if err := r.finishSplitsLocked(leader); err != nil {
+			return nil, false, err
+		}
+	}
 	return acks, confChanged, nil
 }
 
@@ -181,6 +186,15 @@ func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
 
 	case command.KindChangeReplicas:
 		return command.Result{Code: command.CodeMalformed, Message: "ChangeReplicas outside a configuration change"}, nil
+
+	case command.KindSplit:
+		return r.applySplitLocked(cmd)
+
+	case command.KindAllocRangeID:
+		return r.applyAllocRangeIDLocked()
+
+	case command.KindPutDescriptors:
+		return r.applyPutDescriptorsLocked(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }
@@ -251,6 +265,15 @@ func (r *Replica) applyPutNodeLocked(cmd *command.Command) (command.Result, erro
 		}
 		if n.GetNodeId() >= next {
 			a.put(keys.CounterKey("node-id"), encodeCounter(n.GetNodeId()+1))
+		}
+	}
+	// Decommissioning is one-way: a node registering again stays drained.
+	if old, found, err := a.get(keys.NodeKey(n.GetNodeId())); err != nil {
+		return command.Result{}, err
+	} else if found {
+		var od kvpb.NodeDescriptor
+		if proto.Unmarshal(old, &od) == nil && od.GetDecommissioning() {
+			n.Decommissioning = true
 		}
 	}
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)

@@ -592,12 +592,7 @@ func (s *Store) updateMeta(ctx context.Context, desc *kvpb.RangeDescriptor) {
 	if desc.GetRangeId() == keys.MetaRangeID || s.cfg.TestingSkipMetaUpdates {
 		return // meta's own descriptor is kept by its conf change
 	}
-	meta, err := s.Replica(keys.MetaRangeID)
-	if err != nil {
-		return
-	}
-	cmd := &command.Command{Kind: command.KindPutDescriptor, Descriptor: desc}
-	if _, _, err := meta.propose(ctx, cmd, true); err != nil {
+	if err := s.PutDescriptors(ctx, []*kvpb.RangeDescriptor{desc}); err != nil {
 		s.cfg.Logger.Warn("updating meta after a replica change", "range", desc.GetRangeId(), "err", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/storage"
 )
@@ -90,10 +92,12 @@ type Config struct {
 	// they enter the log; more fail as Unavailable (10000).
 	MaxPendingProposals int
 
-	// Transport tuning (see transport.Config).
-	LocalIP            net.IP
-	SnapshotRate       int64
-	SnapshotChunkBytes int
+	// Transport tuning (see transport.Config). TransportCredentials
+	// secure connections to peers (nil: plaintext).
+	TransportCredentials credentials.TransportCredentials
+	LocalIP              net.IP
+	SnapshotRate         int64
+	SnapshotChunkBytes   int
 	// MaxSnapshotBytes refuses incoming snapshots larger than this: they
 	// are staged in memory before being applied (1 GiB).
 	MaxSnapshotBytes int64

@@ -18,8 +18,11 @@ type Metrics struct {
 	leaderChanges     prometheus.Counter
 	snapshotsSent     prometheus.Counter
 	snapshotsReceived prometheus.Counter
+	splits            prometheus.Counter
 	logTruncations    prometheus.Counter
 	dedupHits         prometheus.Counter
+
+	latencyMetrics // metrics_latency.go
 }
 
 const namespace, subsystem = "shale", "raft"
@@ -44,8 +47,11 @@ func newMetrics() *Metrics {
 		leaderChanges:     counter("leader_changes_seen_total", "Times a replica on this node became leader."),
 		snapshotsSent:     counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
 		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
+		splits:            counter("range_splits_total", "Range splits this node proposed and saw applied."),
 		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
 		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+
+		latencyMetrics: newLatencyMetrics(),
 	}
 }
 
@@ -53,7 +59,12 @@ func newMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
-		m.snapshotsReceived, m.logTruncations, m.dedupHits} {
+		m.snapshotsReceived, m.splits, m.logTruncations, m.dedupHits} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.latencyMetrics.collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

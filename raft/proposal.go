@@ -228,9 +228,11 @@ func (r *Replica) proposeLocked(p *proposal, st etcdraft.BasicStatus) {
 		if errors.Is(err, etcdraft.ErrProposalDropped) {
 			reason = "dropped by Raft (leader changing, a transfer under way, or too many uncommitted entries)"
 		}
+		r.store.metrics.proposalsDropped.Inc()
 		p.finish(proposalResult{err: unavailablef(r.rangeID, "proposal not accepted: %s", reason)})
 		return
 	}
+	r.store.metrics.proposals.Inc()
 	p.term, p.lead = st.GetTerm(), st.Lead
 	p.proposedAt = time.Now()
 	r.proposals[p.id] = p

@@ -57,6 +57,13 @@ type Replica struct {
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled.
 	removed bool
+	// splits are the right-hand ranges of splits applied in this batch,
+	// to create once it is written (split.go).
+	splits []*kvpb.RangeDescriptor
+	// metaPushed is the generation this leader last stored in meta through
+	// another node; metaPushing is set while it does (split.go).
+	metaPushed  atomic.Uint64
+	metaPushing atomic.Bool
 	// maintenance timers (wall clock; only for pacing background work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time

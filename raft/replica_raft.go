@@ -149,6 +149,7 @@ func (r *Replica) reconcileMetaLocked() {
 	}
 	meta, err := r.store.Replica(keys.MetaRangeID)
 	if err != nil {
+		r.reconcileRemoteMetaLocked()
 		return
 	}
 	old, _, err := findMetaDescriptor(r.store.cfg.Engine, r.rangeID)
@@ -181,11 +182,22 @@ func (r *Replica) proposeInternalLocked(cmd *command.Command, st etcdraft.BasicS
 // applyEntriesLocked applies ents and counts them.
 // REQUIRES: raftMu.
 func (r *Replica) applyEntriesLocked(ents []*pb.Entry) ([]applied, error) {
-	acks, _, err := r.applyCommittedLocked(ents)
+	start := time.Now()
+	acks, confChanged, err := r.applyCommittedLocked(ents)
 	if err != nil {
 		return nil, fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
 	}
-	r.store.metrics.entriesApplied.Add(float64(len(ents)))
+	m := r.store.metrics
+	m.entriesApplied.Add(float64(len(ents)))
+	m.applyLatency.Observe(time.Since(start).Seconds())
+	for _, a := range acks {
+		if !a.p.proposedAt.IsZero() {
+			m.commitLatency.Observe(start.Sub(a.p.proposedAt).Seconds())
+		}
+	}
+	if confChanged {
+		m.confChangesApplied.Inc()
+	}
 	return acks, nil
 }
 

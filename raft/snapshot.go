@@ -67,6 +67,9 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	if me == nil || me.GetReplicaId() != msg.GetTo() {
 		return fmt.Errorf("raft: snapshot of range %d for replica %d, which the descriptor does not place on node %d", h.GetRangeId(), msg.GetTo(), s.cfg.NodeID)
 	}
+	if err := s.checkSnapshotOverlap(desc); err != nil {
+		return err
+	}
 	r, err := s.getOrCreateReplica(h.GetRangeId(), msg.GetTo())
 	if err != nil {
 		return err
@@ -97,6 +100,7 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 		return fmt.Errorf("raft: snapshot of range %d: %w", h.GetRangeId(), err)
 	}
 	s.metrics.snapshotsReceived.Inc()
+	s.metrics.snapshotBytesReceived.Add(float64(total))
 	r.in.Lock()
 	r.in.snaps = append(r.in.snaps, in)
 	r.in.Unlock()
@@ -273,6 +277,7 @@ func (s *Store) streamSnapshot(r *Replica, m *pb.Message, toNode uint64) (uint64
 				buf = append(append(buf, k...), v...)
 				count++
 				if len(buf) >= chunkSize {
+					s.metrics.snapshotBytesSent.Add(float64(len(buf)))
 					if err := emit(buf); err != nil {
 						it.Close()
 						return 0, err
@@ -287,6 +292,7 @@ func (s *Store) streamSnapshot(r *Replica, m *pb.Message, toNode uint64) (uint64
 			}
 		}
 		if len(buf) > 0 {
+			s.metrics.snapshotBytesSent.Add(float64(len(buf)))
 			if err := emit(buf); err != nil {
 				return 0, err
 			}

@@ -39,6 +39,8 @@ type Store struct {
 	stopped chan struct{} // closed by Stop
 	wg      sync.WaitGroup
 	snapSem chan struct{} // bounds concurrent outgoing snapshots
+	// remoteMeta reaches meta from a node without a replica of it.
+	remoteMeta atomic.Pointer[RemoteMeta]
 
 	// changeMu serializes membership changes and leadership transfers
 	// started on this node.
@@ -122,6 +124,7 @@ func NewStore(cfg Config) (*Store, error) {
 		OnUnreachable:      s.onUnreachable,
 		OnAck:              s.onAck,
 		LocalIP:            cfg.LocalIP,
+		Credentials:        cfg.TransportCredentials,
 		SnapshotRate:       cfg.SnapshotRate,
 		SnapshotChunkBytes: cfg.SnapshotChunkBytes,
 		Logger:             cfg.Logger,

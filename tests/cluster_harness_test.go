@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -53,12 +55,27 @@ type clusterNode struct {
 }
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	extra   []string // flags for every node
 	mu      sync.Mutex
 	nodes   map[uint64]*clusterNode
 	initial string
+	// sec, when set, is how the harness reaches a TLS cluster (an admin's
+	// credentials); nil dials plaintext.
+	sec *clusterCreds
+}
+
+// clusterCreds are the credentials the harness dials a TLS cluster with.
+type clusterCreds struct {
+	tls *tls.Config // trusts the cluster CA, presents an admin certificate
+}
+
+func (c *testCluster) dialCreds() credentials.TransportCredentials {
+	if c.sec == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(c.sec.tls)
 }
 
 // ipBase spreads the tests' nodes over 127.0.0.0/8 away from the usual
@@ -67,11 +84,21 @@ const ipBase = 100
 
 // newCluster starts n nodes bootstrapped together (IDs 1..n), with extra
 // flags for every node, and waits until every range has a leader.
-func newCluster(t *testing.T, n int, extra ...string) *testCluster {
+func newCluster(t testing.TB, n int, extra ...string) *testCluster {
+	t.Helper()
+	return newClusterWith(t, n, nil, extra...)
+}
+
+// newClusterWith is newCluster for a cluster the harness reaches with sec
+// (nil: plaintext).
+func newClusterWith(t testing.TB, n int, sec *clusterCreds, extra ...string) *testCluster {
 	t.Helper()
 	binaries(t) // build before starting any clock
 	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
-		extra: append([]string{"--raft-tick", clusterTick.String()}, extra...)}
+		// Automatic splits and placement stay off unless a test turns
+		// them on (a later flag wins): the replication tests place
+		// replicas themselves.
+		extra: append([]string{"--raft-tick", clusterTick.String(), "--disable-auto-split", "--disable-placement"}, extra...), sec: sec}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		cn := c.newNode(id)
@@ -111,7 +138,7 @@ func (c *testCluster) newNode(id uint64) *clusterNode {
 	return cn
 }
 
-func freePortOn(t *testing.T, ip string) int {
+func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -299,7 +326,11 @@ func (c *testCluster) client(ids ...uint64) *client.Client {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.endpoints(ids...), &client.Options{RequestTimeout: 20 * time.Second})
+	opts := &client.Options{RequestTimeout: 20 * time.Second}
+	if c.sec != nil {
+		opts.TLS = c.sec.tls
+	}
+	cl, err := client.Dial(ctx, c.endpoints(ids...), opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -310,7 +341,7 @@ func (c *testCluster) client(ids ...uint64) *client.Client {
 // raw returns KV and Admin clients of node id alone.
 func (c *testCluster) raw(id uint64) (kvpb.KVClient, kvpb.AdminClient, func()) {
 	c.t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+c.node(id).grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+c.node(id).grpcAddr, grpc.WithTransportCredentials(c.dialCreds()))
 	if err != nil {
 		c.t.Fatal(err)
 	}

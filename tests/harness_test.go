@@ -28,7 +28,7 @@ var (
 
 // binaries returns the paths of shale and shalectl, building them once per
 // test process.
-func binaries(t *testing.T) (shale, shalectl string) {
+func binaries(t testing.TB) (shale, shalectl string) {
 	t.Helper()
 	if s, c := os.Getenv("SHALE_BIN"), os.Getenv("SHALECTL_BIN"); s != "" && c != "" {
 		return s, c

@@ -1764,6 +1764,103 @@ func (*CompactResponse) Descriptor() ([]byte, []int) {
 	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
+type UpdateMetaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Descriptors   []*RangeDescriptor     `protobuf:"bytes,1,rep,name=descriptors,proto3" json:"descriptors,omitempty"`
+	AllocRangeId  bool                   `protobuf:"varint,2,opt,name=alloc_range_id,json=allocRangeId,proto3" json:"alloc_range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMetaRequest) Reset() {
+	*x = UpdateMetaRequest{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMetaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMetaRequest) ProtoMessage() {}
+
+func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMetaRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMetaRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateMetaRequest) GetDescriptors() []*RangeDescriptor {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+func (x *UpdateMetaRequest) GetAllocRangeId() bool {
+	if x != nil {
+		return x.AllocRangeId
+	}
+	return false
+}
+
+type UpdateMetaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// range_id is the allocated range ID (alloc_range_id).
+	RangeId       uint64 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMetaResponse) Reset() {
+	*x = UpdateMetaResponse{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMetaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMetaResponse) ProtoMessage() {}
+
+func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMetaResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMetaResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdateMetaResponse) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
 var File_api_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_admin_proto_rawDesc = "" +
@@ -1889,13 +1986,18 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x0eCompactRequest\x12\x1b\n" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\"\x11\n" +
-	"\x0fCompactResponse*\x8c\x01\n" +
+	"\x0fCompactResponse\"y\n" +
+	"\x11UpdateMetaRequest\x12>\n" +
+	"\vdescriptors\x18\x01 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\vdescriptors\x12$\n" +
+	"\x0ealloc_range_id\x18\x02 \x01(\bR\fallocRangeId\"/\n" +
+	"\x12UpdateMetaResponse\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId*\x8c\x01\n" +
 	"\tNodeState\x12\x13\n" +
 	"\x0fNODE_STATE_LIVE\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x01\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x02\x12\x1e\n" +
 	"\x1aNODE_STATE_DECOMMISSIONING\x10\x03\x12\x1d\n" +
-	"\x19NODE_STATE_DECOMMISSIONED\x10\x042\x85\a\n" +
+	"\x19NODE_STATE_DECOMMISSIONED\x10\x042\xd4\a\n" +
 	"\x05Admin\x12A\n" +
 	"\x06Status\x12\x1a.shale.kv.v1.StatusRequest\x1a\x1b.shale.kv.v1.StatusResponse\x12P\n" +
 	"\vRangeLookup\x12\x1f.shale.kv.v1.RangeLookupRequest\x1a .shale.kv.v1.RangeLookupResponse\x12A\n" +
@@ -1909,7 +2011,9 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x1e.shale.kv.v1.RemoveNodeRequest\x1a\x1f.shale.kv.v1.RemoveNodeResponse\x12S\n" +
 	"\fDecommission\x12 .shale.kv.v1.DecommissionRequest\x1a!.shale.kv.v1.DecommissionResponse\x12D\n" +
-	"\aCompact\x12\x1b.shale.kv.v1.CompactRequest\x1a\x1c.shale.kv.v1.CompactResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\aCompact\x12\x1b.shale.kv.v1.CompactRequest\x1a\x1c.shale.kv.v1.CompactResponse\x12M\n" +
+	"\n" +
+	"UpdateMeta\x12\x1e.shale.kv.v1.UpdateMetaRequest\x1a\x1f.shale.kv.v1.UpdateMetaResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_admin_proto_rawDescOnce sync.Once
@@ -1924,7 +2028,7 @@ func file_api_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_api_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: shale.kv.v1.NodeState
 	(ReplicaChange_Kind)(0),        // 1: shale.kv.v1.ReplicaChange.Kind
@@ -1957,60 +2061,65 @@ var file_api_kvpb_admin_proto_goTypes = []any{
 	(*DecommissionResponse)(nil),   // 28: shale.kv.v1.DecommissionResponse
 	(*CompactRequest)(nil),         // 29: shale.kv.v1.CompactRequest
 	(*CompactResponse)(nil),        // 30: shale.kv.v1.CompactResponse
-	(*RangeDescriptor)(nil),        // 31: shale.kv.v1.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 32: shale.kv.v1.NodeDescriptor
+	(*UpdateMetaRequest)(nil),      // 31: shale.kv.v1.UpdateMetaRequest
+	(*UpdateMetaResponse)(nil),     // 32: shale.kv.v1.UpdateMetaResponse
+	(*RangeDescriptor)(nil),        // 33: shale.kv.v1.RangeDescriptor
+	(*NodeDescriptor)(nil),         // 34: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	31, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	33, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
-	32, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 3: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
 	5,  // 4: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
-	32, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	31, // 6: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	32, // 7: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	32, // 8: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	33, // 6: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	34, // 7: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 8: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 9: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	32, // 10: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 10: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
 	0,  // 11: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
 	11, // 12: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
-	31, // 13: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
-	31, // 14: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
-	31, // 15: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
+	33, // 13: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
+	33, // 14: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
+	33, // 15: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
 	1,  // 16: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
 	20, // 17: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	31, // 18: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	32, // 19: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
-	32, // 20: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	2,  // 21: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
-	7,  // 22: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
-	9,  // 23: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
-	12, // 24: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
-	14, // 25: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
-	16, // 26: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
-	18, // 27: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
-	21, // 28: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
-	23, // 29: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
-	25, // 30: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
-	27, // 31: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
-	29, // 32: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
-	6,  // 33: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
-	8,  // 34: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
-	10, // 35: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
-	13, // 36: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
-	15, // 37: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
-	17, // 38: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
-	19, // 39: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
-	22, // 40: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
-	24, // 41: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
-	26, // 42: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
-	28, // 43: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
-	30, // 44: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	33, // 18: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	34, // 19: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 20: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	33, // 21: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
+	2,  // 22: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
+	7,  // 23: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
+	9,  // 24: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
+	12, // 25: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
+	14, // 26: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
+	16, // 27: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
+	18, // 28: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
+	21, // 29: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
+	23, // 30: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
+	25, // 31: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
+	27, // 32: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
+	29, // 33: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
+	31, // 34: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
+	6,  // 35: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
+	8,  // 36: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
+	10, // 37: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
+	13, // 38: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
+	15, // 39: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
+	17, // 40: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
+	19, // 41: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
+	22, // 42: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
+	24, // 43: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
+	26, // 44: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
+	28, // 45: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
+	30, // 46: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
+	32, // 47: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_admin_proto_init() }
@@ -2025,7 +2134,7 @@ func file_api_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_admin_proto_rawDesc), len(file_api_kvpb_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	Admin_RemoveNode_FullMethodName     = "/shale.kv.v1.Admin/RemoveNode"
 	Admin_Decommission_FullMethodName   = "/shale.kv.v1.Admin/Decommission"
 	Admin_Compact_FullMethodName        = "/shale.kv.v1.Admin/Compact"
+	Admin_UpdateMeta_FullMethodName     = "/shale.kv.v1.Admin/UpdateMeta"
 )
 
 // AdminClient is the client API for Admin service.
@@ -69,6 +70,10 @@ type AdminClient interface {
 	Decommission(ctx context.Context, in *DecommissionRequest, opts ...grpc.CallOption) (*DecommissionResponse, error)
 	// Compact compacts the engine of this node over a key span.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	// UpdateMeta is for nodes: one without a replica of meta stores range
+	// descriptors in meta (each only if newer than the stored copy), or
+	// allocates a range ID, through one that has a replica.
+	UpdateMeta(ctx context.Context, in *UpdateMetaRequest, opts ...grpc.CallOption) (*UpdateMetaResponse, error)
 }
 
 type adminClient struct {
@@ -199,6 +204,16 @@ func (c *adminClient) Compact(ctx context.Context, in *CompactRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) UpdateMeta(ctx context.Context, in *UpdateMetaRequest, opts ...grpc.CallOption) (*UpdateMetaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMetaResponse)
+	err := c.cc.Invoke(ctx, Admin_UpdateMeta_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -231,6 +246,10 @@ type AdminServer interface {
 	Decommission(context.Context, *DecommissionRequest) (*DecommissionResponse, error)
 	// Compact compacts the engine of this node over a key span.
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	// UpdateMeta is for nodes: one without a replica of meta stores range
+	// descriptors in meta (each only if newer than the stored copy), or
+	// allocates a range ID, through one that has a replica.
+	UpdateMeta(context.Context, *UpdateMetaRequest) (*UpdateMetaResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -276,6 +295,9 @@ func (UnimplementedAdminServer) Decommission(context.Context, *DecommissionReque
 }
 func (UnimplementedAdminServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedAdminServer) UpdateMeta(context.Context, *UpdateMetaRequest) (*UpdateMetaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMeta not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -514,6 +536,24 @@ func _Admin_Compact_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_UpdateMeta_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMetaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateMeta(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateMeta_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateMeta(ctx, req.(*UpdateMetaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -568,6 +608,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Compact",
 			Handler:    _Admin_Compact_Handler,
+		},
+		{
+			MethodName: "UpdateMeta",
+			Handler:    _Admin_UpdateMeta_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

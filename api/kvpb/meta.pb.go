@@ -89,9 +89,13 @@ type NodeDescriptor struct {
 	// node-to-node Raft transport share it).
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// http_address is the host:port of /metrics, /healthz and /debug/pprof.
-	HttpAddress   string `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HttpAddress string `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// decommissioning: the node is being drained (shalectl decommission);
+	// placement moves its replicas and leaders away and never adds any.
+	// Once set, a later registration of the node keeps it.
+	Decommissioning bool `protobuf:"varint,4,opt,name=decommissioning,proto3" json:"decommissioning,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeDescriptor) Reset() {
@@ -143,6 +147,13 @@ func (x *NodeDescriptor) GetHttpAddress() string {
 		return x.HttpAddress
 	}
 	return ""
+}
+
+func (x *NodeDescriptor) GetDecommissioning() bool {
+	if x != nil {
+		return x.Decommissioning
+	}
+	return false
 }
 
 type ReplicaDescriptor struct {
@@ -303,11 +314,12 @@ var File_api_kvpb_meta_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x13api/kvpb/meta.proto\x12\vshale.kv.v1\"f\n" +
+	"\x13api/kvpb/meta.proto\x12\vshale.kv.v1\"\x90\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12!\n" +
-	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\"y\n" +
+	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12(\n" +
+	"\x0fdecommissioning\x18\x04 \x01(\bR\x0fdecommissioning\"y\n" +
 	"\x11ReplicaDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +

@@ -24,7 +24,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
@@ -40,44 +39,12 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("shale", flag.ContinueOnError)
-	var (
-		nodeID          = fs.Uint64("node-id", 0, "this node's ID; 0: the data directory's, else found in --initial-cluster by --advertise, assigned when joining, or 1 alone")
-		listen          = fs.String("listen", "127.0.0.1:7379", "gRPC listen address (KV and Admin services)")
-		httpAddr        = fs.String("http", "127.0.0.1:7380", "HTTP listen address (/healthz, /metrics, /debug/pprof)")
-		advertise       = fs.String("advertise", "", "gRPC address other nodes and clients reach this node at (default: --listen)")
-		advertiseHTTP   = fs.String("advertise-http", "", "HTTP address others reach this node at (default: --http)")
-		initialCluster  = fs.String("initial-cluster", "", "bootstrap a new cluster of these members on the first start: id=host:port,... (the same on every initial node)")
-		join            = fs.String("join", "", "join an existing cluster through these member addresses on the first start: host:port,...")
-		clusterID       = fs.String("cluster-id", "", "the cluster's ID (default: derived from --initial-cluster); refuses a data directory or cluster of another ID")
-		dataDir         = fs.String("data-dir", "data/node1", "directory for the node's data")
-		logLevel        = fs.String("log-level", "info", "log level: debug, info, warn, error")
-		logFormat       = fs.String("log-format", "text", "log format: text or json")
-		shutdownTimeout = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful stop waits for running requests")
-		version         = fs.Bool("version", false, "print the version and exit")
-	)
-	d := node.EngineDefaults()
-	var eng node.EngineOptions
-	fs.Uint64Var(&eng.WriteBufferSize, "engine-write-buffer-size", 0, fmt.Sprintf("memtable size in bytes (0: engine default, %d)", d.WriteBufferSize))
-	fs.Uint64Var(&eng.BlockCacheSize, "engine-block-cache-size", 0, fmt.Sprintf("block cache size in bytes (0: engine default, %d)", d.BlockCacheSize))
-	fs.IntVar(&eng.BloomBitsPerKey, "engine-bloom-bits", 0, fmt.Sprintf("Bloom filter bits per key; negative disables (0: engine default, %d)", d.BloomBitsPerKey))
-	fs.IntVar(&eng.MaxBackgroundJobs, "engine-max-background-jobs", 0, fmt.Sprintf("flush and compaction threads (0: engine default, %d)", d.MaxBackgroundJobs))
-	fs.IntVar(&eng.MaxOpenFiles, "engine-max-open-files", 0, "table cache bound; negative is unbounded (0: engine default)")
-	fs.BoolVar(&eng.DisableAutoCompactions, "engine-disable-auto-compactions", false, "turn background compactions off")
-	var ro node.RaftOptions
-	fs.DurationVar(&ro.TickInterval, "raft-tick", 100*time.Millisecond, "Raft tick interval")
-	fs.IntVar(&ro.ElectionTicks, "raft-election-ticks", 10, "election timeout in ticks (randomized up to twice that)")
-	fs.IntVar(&ro.HeartbeatTicks, "raft-heartbeat-ticks", 1, "heartbeat interval in ticks")
-	fs.Uint64Var(&ro.MaxSizePerMsg, "raft-max-size-per-msg", 1<<20, "bytes of entries in one append message")
-	fs.IntVar(&ro.MaxInflightMsgs, "raft-max-inflight-msgs", 256, "append messages in flight to one follower")
-	fs.Uint64Var(&ro.MaxUncommittedBytes, "raft-max-uncommitted-bytes", 64<<20, "uncommitted bytes a leader holds before refusing writes")
-	fs.Uint64Var(&ro.LogMaxEntries, "raft-log-max-entries", 10000, "log entries kept before truncating past lagging followers (they get snapshots)")
-	fs.Int64Var(&ro.LogMaxBytes, "raft-log-max-bytes", 64<<20, "log bytes kept before truncating past lagging followers")
-	fs.Int64Var(&ro.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
-	fs.Int64Var(&ro.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
-	fs.BoolVar(&ro.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
-	compression := fs.String("engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
+	var s settings
+	s.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node. Every flag is also an environment variable\n"+
+			"SHALE_<FLAG_NAME> and a key of the --config file; a flag beats the\n"+
+			"environment, which beats the file (docs/operations.md).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -89,63 +56,73 @@ func run(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}
-	if *version {
+	if s.version {
 		fmt.Printf("shale %s (%s)\n", buildinfo.Version, node.EngineVersion())
 		return nil
 	}
-	c, err := node.ParseCompression(*compression)
+	sources, err := resolveSources(fs, os.Getenv)
+	if err != nil {
+		return err
+	}
+	c, err := node.ParseCompression(s.compression)
 	if err != nil {
 		return fmt.Errorf("--engine-compression: %w", err)
 	}
+	eng := s.eng
 	eng.Compression = c
-	logger, err := newLogger(*logLevel, *logFormat)
+	logger, err := newLogger(s.logLevel, s.logFormat)
 	if err != nil {
 		return err
 	}
 	slog.SetDefault(logger)
+	logSettings(logger, fs, sources)
 
 	var members []*kvpb.NodeDescriptor
-	if *initialCluster != "" {
-		if members, err = node.ParseInitialCluster(*initialCluster); err != nil {
+	if s.initialCluster != "" {
+		if members, err = node.ParseInitialCluster(s.initialCluster); err != nil {
 			return fmt.Errorf("--initial-cluster: %w", err)
 		}
 	}
 	var joinAddrs []string
-	for _, a := range strings.Split(*join, ",") {
+	for _, a := range strings.Split(s.join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			joinAddrs = append(joinAddrs, a)
 		}
 	}
-	adv := *advertise
+	adv := s.advertise
 	if adv == "" {
 		// Other nodes must reach us at a definite address: a wildcard
 		// listen address is not one.
-		adv = *listen
+		adv = s.listen
 	}
-	advHTTP := *advertiseHTTP
+	advHTTP := s.advertiseHTTP
 	if advHTTP == "" {
-		advHTTP = *httpAddr
+		advHTTP = s.httpAddr
 	}
-	n, err := node.New(node.Config{
-		NodeID:            *nodeID,
-		DataDir:           *dataDir,
+	cfg := node.Config{
+		NodeID:            s.nodeID,
+		DataDir:           s.dataDir,
 		AdvertiseAddr:     adv,
 		AdvertiseHTTPAddr: advHTTP,
 		InitialCluster:    members,
 		Join:              joinAddrs,
-		ClusterID:         *clusterID,
-		Raft:              ro,
+		ClusterID:         s.clusterID,
+		Raft:              s.raft,
+		Sharding:          s.sharding,
 		Engine:            eng,
 		Logger:            logger,
-	})
+	}
+	s.sec.apply(&cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return err
 	}
-	grpcLis, err := net.Listen("tcp", *listen)
+	reloadOnSIGHUP(n, logger)
+	grpcLis, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))
 	}
-	httpLis, err := net.Listen("tcp", *httpAddr)
+	httpLis, err := net.Listen("tcp", s.httpAddr)
 	if err != nil {
 		grpcLis.Close()
 		return fmt.Errorf("--http: %w (%v)", err, n.Stop(context.Background()))
@@ -164,8 +141,8 @@ func run(args []string) error {
 		}
 		return err
 	case sig := <-sigs:
-		logger.Info("stopping", "signal", sig.String(), "timeout", shutdownTimeout.String())
-		ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+		logger.Info("stopping", "signal", sig.String(), "timeout", s.shutdownTimeout.String())
+		ctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 		defer cancel()
 		go func() {
 			// A second signal stops at once, without waiting for requests.

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newNodeCmd, newTransferLeaderCmd) }
+
 func newNodeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -36,7 +38,7 @@ node must be running for the replicas to catch up.`,
 			defer done()
 			resp, err := c.AddNode(ctx, &kvpb.NodeDescriptor{Address: args[0]})
 			if err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			id := resp.GetNodeId()
 			out := cmd.OutOrStdout()
@@ -46,7 +48,7 @@ node must be running for the replicas to catch up.`,
 			}
 			ranges, err := c.Ranges(ctx)
 			if err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			for _, rs := range ranges.GetRanges() {
 				d := rs.GetDescriptor_()
@@ -56,7 +58,7 @@ node must be running for the replicas to catch up.`,
 				}
 				nd, err := c.ChangeReplicas(ctx, d.GetRangeId(), &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id})
 				if err != nil {
-					return fmt.Errorf("range %d: %w", d.GetRangeId(), err)
+					return g.withEndpoints(fmt.Errorf("range %d: %w", d.GetRangeId(), err))
 				}
 				fmt.Fprintf(out, "range %d: voter added on node %d (generation %d)\n", d.GetRangeId(), id, nd.GetGeneration())
 			}
@@ -95,7 +97,7 @@ out of the cluster's registry. The node's process can then be stopped.`,
 			}
 			defer done()
 			if err := c.RemoveNode(ctx, id, true); err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
 			return nil
@@ -124,7 +126,7 @@ func newTransferLeaderCmd(g *globals) *cobra.Command {
 			}
 			defer done()
 			if err := c.TransferLeader(ctx, rangeID, nodeID); err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d: leader is now node %d\n", rangeID, nodeID)
 			return nil

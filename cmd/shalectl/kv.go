@@ -8,6 +8,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newPutCmd, newGetCmd, newDelCmd, newScanCmd) }
+
+// printOK reports a successful write: "OK", or {"ok":true} with --json.
+func (g *globals) printOK(cmd *cobra.Command) error {
+	if g.json {
+		return writeJSON(cmd.OutOrStdout(), map[string]bool{"ok": true})
+	}
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), "OK")
+	return err
+}
+
 func newPutCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "put KEY VALUE",
@@ -28,17 +39,15 @@ func newPutCmd(g *globals) *cobra.Command {
 			}
 			defer done()
 			if err := c.Put(ctx, key, value); err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "OK")
-			return nil
+			return g.printOK(cmd)
 		},
 	}
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print KEY's value (exit status 1 if the key does not exist)",
 		Args:  cobra.ExactArgs(1),
@@ -54,10 +63,10 @@ func newGetCmd(g *globals) *cobra.Command {
 			defer done()
 			value, found, err := c.Get(ctx, key)
 			if err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if g.json {
 				e := g.entry(key, value, found)
 				e.Found = &found
 				if err := writeJSON(out, e); err != nil {
@@ -72,8 +81,6 @@ func newGetCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
-	return cmd
 }
 
 func newDelCmd(g *globals) *cobra.Command {
@@ -103,10 +110,9 @@ func newDelCmd(g *globals) *cobra.Command {
 				err = c.Delete(ctx, key)
 			}
 			if err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "OK")
-			return nil
+			return g.printOK(cmd)
 		},
 	}
 	cmd.Flags().StringVar(&rangeEnd, "range-end", "", "delete the span [KEY, END) instead of one key (empty END: to the end of the key space)")
@@ -118,7 +124,6 @@ func newScanCmd(g *globals) *cobra.Command {
 		limit    int
 		reverse  bool
 		keysOnly bool
-		asJSON   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scan [START [END]]",
@@ -153,10 +158,10 @@ func newScanCmd(g *globals) *cobra.Command {
 			for kv, err := range c.Scan(ctx, start, end, opts) {
 				if err != nil {
 					w.Flush()
-					return err
+					return g.withEndpoints(err)
 				}
 				switch {
-				case asJSON:
+				case g.json:
 					if err := writeJSON(w, g.entry(kv.Key, kv.Value, !keysOnly)); err != nil {
 						return err
 					}
@@ -173,6 +178,5 @@ func newScanCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "stop after this many entries (0: no limit)")
 	f.BoolVar(&reverse, "reverse", false, "descending key order")
 	f.BoolVar(&keysOnly, "keys-only", false, "print keys only")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per entry")
 	return cmd
 }

@@ -16,8 +16,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
+func init() { register(newStatusCmd) }
+
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON, nodeOnly bool
+	var nodeOnly bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Report on the cluster: nodes, ranges, leaders, applied indexes",
@@ -34,10 +36,10 @@ node the client reaches instead: identity, its replicas, engine statistics.`,
 			defer done()
 			st, err := c.Status(ctx)
 			if err != nil {
-				return err
+				return g.withEndpoints(err)
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
+			if g.json {
 				b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(st)
 				if err != nil {
 					return err
@@ -49,10 +51,9 @@ node the client reaches instead: identity, its replicas, engine statistics.`,
 				printStatus(out, st)
 				return nil
 			}
-			return printCluster(ctx, out, c, st)
+			return g.withEndpoints(printCluster(ctx, out, c, st))
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reached node's status as JSON")
 	cmd.Flags().BoolVar(&nodeOnly, "node", false, "report on the reached node only")
 	return cmd
 }

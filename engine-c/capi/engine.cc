@@ -235,6 +235,11 @@ shale_status_t shale_write(shale_db_t* db, const shale_write_options_t* wo,
   });
 }
 
+shale_status_t shale_sync_wal(shale_db_t* db) {
+  if (db == nullptr) return NullArgument("sync_wal");
+  return Guard("sync_wal", [&] { return ToC(db->rep->SyncWAL()); });
+}
+
 shale_status_t shale_get(shale_db_t* db, const shale_read_options_t* ro,
                          const uint8_t* key, size_t key_len, uint8_t* value_buf,
                          size_t value_cap, size_t* value_len) {

@@ -430,6 +430,27 @@ TEST_F(DBFaultTest, WalErrorLosesNothingAcknowledged) {
   EXPECT_EQ("a=1 d=4", Contents());
 }
 
+TEST_F(DBFaultTest, SyncWALErrorStopsWritesUntilResume) {
+  Reopen();
+  ASSERT_TRUE(Put("a", "1").ok());
+  ASSERT_TRUE(db_->SyncWAL().ok());
+  fault_env_.SetWriteFault(Status::IOError("injected", "EIO"), ".log");
+  Status s = db_->SyncWAL();
+  EXPECT_EQ(Status::kBackgroundError, s.code()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("syncing WAL"))
+      << s.ToString();
+  // Whether unsynced data reached the disk is unknown: writes stop.
+  s = Put("b", "2");
+  EXPECT_EQ(Status::kBackgroundError, s.code()) << s.ToString();
+  EXPECT_EQ("1", Get("a"));
+  fault_env_.ClearFault();
+  ASSERT_TRUE(db_->Resume().ok());
+  ASSERT_TRUE(Put("c", "3").ok());
+  ASSERT_TRUE(db_->SyncWAL().ok());
+  Reopen();
+  EXPECT_EQ("a=1 c=3", Contents());
+}
+
 TEST_F(DBFaultTest, CompactionErrorThenResume) {
   Reopen();
   Fill(500, 100);

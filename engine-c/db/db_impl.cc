@@ -27,7 +27,8 @@ DBImpl::DBImpl(const Options& options, const std::string& dbname)
       icmp_(BytewiseComparator()),
       picker_(options_, &icmp_),
       bg_work_cv_(&mutex_),
-      bg_done_cv_(&mutex_) {
+      bg_done_cv_(&mutex_),
+      wal_sync_cv_(&mutex_) {
   if (options_.bloom_bits_per_key > 0) {
     filter_policy_ = std::make_unique<InternalFilterPolicy>(
         NewBloomFilterPolicy(options_.bloom_bits_per_key));
@@ -253,7 +254,7 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
     if (summary.count > 0) {
       max_seq = std::max(max_seq, seq + summary.count - 1);
     }
-    if (mem_->ApproximateMemoryUsage() >= options_.write_buffer_size) {
+    if (mem_->ApproximateDataSize() >= options_.write_buffer_size) {
       s = WriteLevel0Table(mem_, edit);
       if (!s.ok()) return s;
       mem_->Unref();
@@ -324,6 +325,7 @@ Status DBImpl::ShutDown() {
   for (std::thread& t : threads) t.join();
   mutex_.Lock();
 
+  WaitForWalSyncs();
   log_.reset();
   if (log_file_ != nullptr) {
     Status c = log_file_->Close();

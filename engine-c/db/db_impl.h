@@ -121,6 +121,13 @@ class DBImpl {
   // Applies a WriteBatch buffer (db/write_batch.h) atomically.
   Status Write(const WriteOptions& options, const Slice& batch);
 
+  // Makes every write that returned before the call durable by syncing the
+  // WAL, without holding the write queue while the sync runs: writes go on
+  // meanwhile (a synced Write holds the queue through its fsync). Older
+  // WALs were synced when they were retired. A failed sync stops writes
+  // like a failed WAL append.
+  Status SyncWAL();
+
   // Point lookup into a string. NotFound if the key has no live value.
   Status Get(const ReadOptions& options, const Slice& key, std::string* value);
 
@@ -221,6 +228,8 @@ class DBImpl {
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   uint64_t WriteDelayMicros(uint64_t bytes) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Status NewWal(uint64_t number) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Waits until no SyncWAL is syncing log_file_, so that it may be closed.
+  void WaitForWalSyncs() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordBackgroundError(const Status& s, const std::string& what)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -316,6 +325,10 @@ class DBImpl {
   std::vector<std::thread> bg_threads_;
   CondVar bg_work_cv_;  // wakes background threads: work may be available
   CondVar bg_done_cv_;  // wakes waiters: a job finished or state changed
+  // SyncWAL calls syncing log_file_ without mutex_. log_file_ is not
+  // closed or replaced until they are done (WaitForWalSyncs).
+  int wal_syncs_running_ GUARDED_BY(mutex_) = 0;
+  CondVar wal_sync_cv_;
   bool flush_running_ GUARDED_BY(mutex_) = false;
   std::vector<Compaction*> running_compactions_ GUARDED_BY(mutex_);
   int max_compactions_ = 1;

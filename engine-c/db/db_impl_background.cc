@@ -112,9 +112,10 @@ Status DBImpl::RunCompaction(Compaction* c) {
   VersionEdit edit;
   std::vector<uint64_t> allocated;
   if (c->IsTrivialMove()) {
-    FileMetaData* f = c->inputs(0)[0];
-    edit.DeleteFile(c->level(), f->number);
-    edit.AddFile(c->output_level(), *f);
+    for (FileMetaData* f : c->inputs(0)) {
+      edit.DeleteFile(c->level(), f->number);
+      edit.AddFile(c->output_level(), *f);
+    }
   } else {
     CompactionJob job(
         c, dbname_, env_, table_options_, table_cache_.get(), snapshots_.All(),
@@ -348,6 +349,7 @@ Status DBImpl::Resume() {
     // The failed WAL ends in a partial record. Cut it back to its last
     // complete record, then continue in a fresh WAL, which the memtable's
     // flush will retire together with the old one.
+    WaitForWalSyncs();
     log_.reset();
     log_file_->Close();  // its error is the one already recorded
     Status s =

@@ -230,8 +230,10 @@ Status DBImpl::MakeRoomForWrite(bool no_slowdown, uint64_t bytes) {
       continue;
     }
     // An empty memtable always has room (a huge batch goes into it whole).
+    // Only the leader adds to mem_, and it is here, so the data size is
+    // stable.
     if (mem_->empty() ||
-        mem_->ApproximateMemoryUsage() < options_.write_buffer_size) {
+        mem_->ApproximateDataSize() < options_.write_buffer_size) {
       break;
     }
     std::string stop_reason;
@@ -278,6 +280,7 @@ Status DBImpl::NewWal(uint64_t number) {
   // from the file.
   if (s.ok()) s = env_->SyncDir(dbname_);
   if (!s.ok()) return s;
+  WaitForWalSyncs();
   log_.reset();
   if (log_file_ != nullptr) log_file_->Close();
   log_file_ = std::move(file);
@@ -308,6 +311,7 @@ Status DBImpl::SwitchMemtable() {
         "switching to WAL " + LogFileName(dbname_, new_log_number) + " failed");
     return bg_error_;
   }
+  WaitForWalSyncs();
   log_.reset();
   log_file_->Close();  // synced above
   log_file_ = std::move(file);
@@ -329,6 +333,34 @@ void DBImpl::RecordBackgroundError(const Status& s, const std::string& what) {
   bg_error_ =
       s.IsNoSpace() ? Status::NoSpace(msg) : Status::BackgroundError(msg);
   bg_done_cv_.SignalAll();
+}
+
+Status DBImpl::SyncWAL() {
+  WritableFile* file;
+  {
+    MutexLock l(&mutex_);
+    if (closing_) return Status::Closed("sync WAL: the database is closing");
+    if (!bg_error_.ok()) return bg_error_;
+    // Each WAL record reaches the OS before its Write returns (log::Writer
+    // flushes it), so syncing the current file covers every write that
+    // returned; a WAL retired since then was synced by SwitchMemtable.
+    file = log_file_.get();
+    wal_syncs_running_++;
+  }
+  const Status s = file->SyncData();
+  MutexLock l(&mutex_);
+  if (--wal_syncs_running_ == 0) wal_sync_cv_.SignalAll();
+  if (!s.ok()) {
+    RecordBackgroundError(s, "syncing WAL " + file->Name() + " failed");
+    return bg_error_;
+  }
+  stats_.Record(kWalSyncs);
+  return s;
+}
+
+void DBImpl::WaitForWalSyncs() {
+  mutex_.AssertHeld();
+  while (wal_syncs_running_ > 0) wal_sync_cv_.Wait();
 }
 
 }  // namespace shale

@@ -60,6 +60,12 @@ class WritableFile {
   virtual Status Flush() = 0;
   // Flushes, then fdatasync()s the file.
   virtual Status Sync() = 0;
+  // fdatasync()s what has already reached the OS (by Flush, or by an Append
+  // that wrote through) and leaves the user-space buffer alone, so another
+  // thread may Append or Flush meanwhile: everything flushed before the
+  // call is durable when it returns. The file must stay open until it
+  // returns. Files that cannot do this return NotSupported.
+  virtual Status SyncData() { return Status::NotSupported(Name(), "SyncData"); }
   // Flushes and closes. Further calls fail.
   virtual Status Close() = 0;
   // Bytes appended so far (buffered or not).

@@ -27,6 +27,10 @@
 //	put_descriptor := desc:bytes (kvpb.RangeDescriptor, protobuf)    (kind 8)
 //	change_replicas:= expected_generation:uvarint desc:bytes         (kind 9)
 //	remove_node    := node_id:uvarint                                (kind 10)
+//	split          := expected_generation:uvarint left:bytes right:bytes (kind 11)
+//	                  (left and right: kvpb.RangeDescriptor, protobuf)
+//	alloc_range_id := (empty)                                        (kind 12)
+//	put_descriptors:= count:uvarint desc:bytes{count}                (kind 13)
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -70,6 +74,9 @@ const (
 	KindPutDescriptor  Kind = 8
 	KindChangeReplicas Kind = 9
 	KindRemoveNode     Kind = 10
+	KindSplit          Kind = 11
+	KindAllocRangeID   Kind = 12
+	KindPutDescriptors Kind = 13
 )
 
 func (k Kind) String() string {
@@ -94,6 +101,12 @@ func (k Kind) String() string {
 		return "ChangeReplicas"
 	case KindRemoveNode:
 		return "RemoveNode"
+	case KindSplit:
+		return "Split"
+	case KindAllocRangeID:
+		return "AllocRangeID"
+	case KindPutDescriptors:
+		return "PutDescriptors"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -165,10 +178,16 @@ type Command struct {
 	// NodeID is set for KindRemoveNode: the node to take out of the
 	// registry.
 	NodeID uint64
-	// ExpectedGeneration, for KindChangeReplicas, is the generation of the
-	// descriptor the change was computed from; the change is rejected at
-	// apply time if the range has moved on.
+	// ExpectedGeneration, for KindChangeReplicas and KindSplit, is the
+	// generation of the descriptor the change was computed from; the
+	// change is rejected at apply time if the range has moved on.
 	ExpectedGeneration uint64
+	// Right is set for KindSplit: the new right-hand range. Descriptor is
+	// then the narrowed left-hand one.
+	Right *kvpb.RangeDescriptor
+	// Descriptors is set for KindPutDescriptors: meta copies to store
+	// together, each only if newer than the one stored.
+	Descriptors []*kvpb.RangeDescriptor
 }
 
 // ErrMalformed is returned for a command that does not decode.
@@ -241,6 +260,31 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: encoding descriptor: %w", err)
 		}
 		dst = appendBytes(dst, b)
+	case KindSplit:
+		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
+		for _, d := range []*kvpb.RangeDescriptor{c.Descriptor, c.Right} {
+			if d == nil {
+				return nil, errors.New("command: Split needs both descriptors")
+			}
+			b, err := proto.Marshal(d)
+			if err != nil {
+				return nil, fmt.Errorf("command: encoding descriptor: %w", err)
+			}
+			dst = appendBytes(dst, b)
+		}
+	case KindAllocRangeID:
+	case KindPutDescriptors:
+		if len(c.Descriptors) == 0 {
+			return nil, errors.New("command: PutDescriptors without descriptors")
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(c.Descriptors)))
+		for _, d := range c.Descriptors {
+			b, err := proto.Marshal(d)
+			if err != nil {
+				return nil, fmt.Errorf("command: encoding descriptor: %w", err)
+			}
+			dst = appendBytes(dst, b)
+		}
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -339,6 +383,20 @@ func Decode(data []byte, c *Command) error {
 				d.fail("descriptor: %v", err)
 			}
 		}
+	case KindSplit:
+		c.ExpectedGeneration = d.uvarint()
+		c.Descriptor = d.descriptor()
+		c.Right = d.descriptor()
+	case KindAllocRangeID:
+	case KindPutDescriptors:
+		n := d.uvarint()
+		if n == 0 || n > uint64(len(d.buf)) {
+			d.fail("descriptor count %d for %d bytes", n, len(d.buf))
+			break
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			c.Descriptors = append(c.Descriptors, d.descriptor())
+		}
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}
@@ -415,6 +473,20 @@ func (d *decoder) bytes() []byte {
 	b := d.buf[:n:n]
 	d.buf = d.buf[n:]
 	return b
+}
+
+// descriptor reads a length-prefixed protobuf RangeDescriptor.
+func (d *decoder) descriptor() *kvpb.RangeDescriptor {
+	b := d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	desc := &kvpb.RangeDescriptor{}
+	if err := proto.Unmarshal(b, desc); err != nil {
+		d.fail("descriptor: %v", err)
+		return nil
+	}
+	return desc
 }
 
 func (d *decoder) mutationBody(k Kind) Mutation {

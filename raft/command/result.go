@@ -13,7 +13,8 @@ import (
 //	result := version:u8 code:u8 flags:u8 id:uvarint value:bytes message:bytes
 //	version := 0x01
 //	flags   := bit 0 succeeded (CAS), bit 1 found (CAS)
-//	id      := the node ID a PutNode registered (0 otherwise)
+//	id      := the node ID a PutNode registered, the range ID an
+//	           AllocRangeID allocated (0 otherwise)
 //	value   := the CAS key's value before the command (empty otherwise)
 //	message := why the command was rejected (code != 0)
 type Result struct {
@@ -27,7 +28,8 @@ type Result struct {
 	Succeeded bool
 	Found     bool
 	Value     []byte
-	// NodeID is the ID a PutNode registered.
+	// NodeID is the ID a PutNode registered, or the range ID an
+	// AllocRangeID allocated.
 	NodeID uint64
 }
 

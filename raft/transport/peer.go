@@ -123,8 +123,12 @@ func (p *peer) client() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds := p.t.cfg.Credentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		// Pings notice a dead or partitioned peer within a few seconds, so
 		// a stream blocked on a full flow-control window fails and the

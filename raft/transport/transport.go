@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/shaledb/shale/api/raftrpcpb"
@@ -86,8 +87,11 @@ type Config struct {
 	// node with several addresses talks to its peers from the one it
 	// advertises, so that firewall rules by address apply to it).
 	LocalIP net.IP
-	// DialOptions are added to the defaults (insecure credentials,
-	// keepalive) when connecting to peers.
+	// Credentials secure connections to peers (mutual TLS between nodes);
+	// nil means plaintext (insecure mode).
+	Credentials credentials.TransportCredentials
+	// DialOptions are added to the defaults (credentials, keepalive) when
+	// connecting to peers.
 	DialOptions []grpc.DialOption
 	// Logger; defaults to slog.Default().
 	Logger *slog.Logger
@@ -142,11 +146,16 @@ func ServerOptions() []grpc.ServerOption {
 			MinTime:             500 * time.Millisecond,
 			PermitWithoutStream: true,
 		}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    2 * time.Second,
-			Timeout: 2 * time.Second,
-		}),
+		grpc.KeepaliveParams(ServerKeepalive),
 	}
+}
+
+// ServerKeepalive is the server side of the transport's keepalive: pings
+// that notice a dead peer within seconds. A server that sets more
+// keepalive parameters (idle limits) must start from these.
+var ServerKeepalive = keepalive.ServerParameters{
+	Time:    2 * time.Second,
+	Timeout: 2 * time.Second,
 }
 
 // Transport sends Raft messages and snapshots to peers and receives them

@@ -199,6 +199,13 @@ enum {
 shale_status_t shale_write(shale_db_t* db, const shale_write_options_t* wo,
                            const uint8_t* batch, size_t batch_len);
 
+/* Makes every write that returned before the call durable (fdatasyncs the
+ * WAL), without holding up other writers while it syncs: a synced write
+ * keeps the write queue through its fsync, this does not. A writer that
+ * must not wait for fsyncs behind another's can write with sync = 0 and
+ * then call this. A failed sync stops writes (see shale_resume). */
+shale_status_t shale_sync_wal(shale_db_t* db);
+
 /* ------------------------------------------------------------------ reads */
 
 /* Reads key. On SHALE_OK, *value_len is the value's length and, if it is

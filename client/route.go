@@ -1,0 +1,338 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Routing (docs/sharding.md, "Client routing").
+//
+// A request goes to the range holding its key, found in the range cache
+// (rangecache.go) or, on a miss, with one RangeLookup through any
+// endpoint, which also prefetches the following ranges. It is sent to the
+// range's leader when known, else to its replicas in turn, naming the
+// range and the generation it was routed with. The answers that say the
+// routing was wrong (NotLeader, RangeKeyMismatch, RangeNotFound) carry
+// what the node knows - the leader, the current descriptors - which goes
+// into the cache before the next attempt; such an attempt changed
+// nothing, so it is retried at once, then with jittered exponential
+// backoff, until the caller's deadline.
+
+// routeKey says which range a request goes to: the one holding key, or
+// with before set, the one holding the keys just below key (the last range
+// when key is empty), for reverse scans.
+type routeKey struct {
+	key    []byte
+	before bool
+}
+
+// lookupPrefetch is how many following ranges a RangeLookup asks for.
+const lookupPrefetch = 8
+
+// endpointFor returns the endpoint of address addr, dialling it if the
+// client has no connection to it yet.
+func (c *Client) endpointFor(addr string) (*endpoint, error) {
+	c.extra.Lock()
+	defer c.extra.Unlock()
+	for _, e := range c.conns {
+		if e.addr == addr {
+			return e, nil
+		}
+	}
+	if e := c.extra.conns[addr]; e != nil {
+		return e, nil
+	}
+	if c.closed.Load() {
+		return nil, &Error{Op: "dial", Endpoint: addr, Msg: "the client is closed", kind: ErrClosed}
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, c.dialOpts...)
+	if err != nil {
+		return nil, &Error{Op: "dial", Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
+	}
+	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc)}
+	if c.extra.conns == nil {
+		c.extra.conns = map[string]*endpoint{}
+	}
+	c.extra.conns[addr] = e
+	return e, nil
+}
+
+// extraConns are connections to nodes learned from the cluster.
+type extraConns struct {
+	sync.Mutex
+	conns map[string]*endpoint
+}
+
+// locate returns the range for rk, from the cache or a RangeLookup.
+func (c *Client) locate(ctx context.Context, op string, rk routeKey) (*rangeEntry, error) {
+	if ent := c.cachedRange(rk); ent != nil {
+		return ent, nil
+	}
+	key := rk.key
+	last := rk.before && len(rk.key) == 0 // the last range: walk to it
+	switch {
+	case last:
+		key = []byte{0xff}
+	case rk.before:
+		key = keyBefore(rk.key)
+	}
+	for i := 0; i < 64; i++ {
+		// A stale lookup (from the answering node's copy of meta) is
+		// enough: the range itself checks the routing, and answers a stale
+		// one with its current descriptors.
+		req := &kvpb.RangeLookupRequest{Key: key, Prefetch: lookupPrefetch, Stale: true}
+		var resp *kvpb.RangeLookupResponse
+		err := c.do(ctx, op, false, func(ctx context.Context, e *endpoint) (err error) {
+			resp, err = e.admin.RangeLookup(ctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.learnLookup(resp)
+		if ent := c.cachedRange(rk); ent != nil {
+			return ent, nil
+		}
+		rs := resp.GetRanges()
+		if !last || len(rs) == 0 || len(rs[len(rs)-1].GetEndKey()) == 0 {
+			break
+		}
+		key = rs[len(rs)-1].GetEndKey()
+	}
+	return nil, nil // meta is catching up with a split: retry
+}
+
+func (c *Client) cachedRange(rk routeKey) *rangeEntry {
+	if rk.before {
+		return c.cache.lookupBefore(rk.key)
+	}
+	return c.cache.lookup(rk.key)
+}
+
+func (c *Client) learnLookup(resp *kvpb.RangeLookupResponse) {
+	for _, n := range resp.GetNodes() {
+		c.cache.addNode(n)
+	}
+	for i, d := range resp.GetRanges() {
+		var leader uint64
+		if i < len(resp.GetLeaders()) {
+			leader = resp.GetLeaders()[i].GetNodeId()
+			c.cache.addNode(resp.GetLeaders()[i])
+		}
+		c.cache.insert(d, leader)
+	}
+}
+
+// learn updates the cache from a failed attempt on ent; it reports whether
+// the answer was about routing (so an immediate retry is worth it).
+func (c *Client) learn(err error, ent *rangeEntry) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	routing := false
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *kvpb.NotLeader:
+			routing = true
+			c.cache.addNode(d.GetLeader())
+			if d.GetRange() != nil {
+				c.cache.insert(d.GetRange(), d.GetLeader().GetNodeId())
+			}
+			c.cache.setLeader(d.GetRangeId(), d.GetLeader().GetNodeId())
+			if d.GetLeader().GetNodeId() == 0 {
+				c.rotate(ent)
+			}
+		case *kvpb.RangeKeyMismatch:
+			routing = true
+			c.cache.evict(ent.desc.GetRangeId())
+			for i, r := range d.GetRanges() {
+				var leader uint64
+				if i < len(d.GetLeaders()) {
+					leader = d.GetLeaders()[i].GetNodeId()
+					c.cache.addNode(d.GetLeaders()[i])
+				}
+				c.cache.insert(r, leader)
+			}
+		case *kvpb.RangeNotFound:
+			routing = true
+			c.cache.evict(ent.desc.GetRangeId())
+		}
+	}
+	if !routing && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded) {
+		// Try another replica next.
+		c.rotate(ent)
+	}
+	return routing
+}
+
+// rotate forgets ent's leader and moves the next attempt without one to
+// the next replica.
+func (c *Client) rotate(ent *rangeEntry) {
+	c.cache.setLeader(ent.desc.GetRangeId(), 0)
+	c.replicaTurn.Add(1)
+}
+
+// target returns the address to send a request for ent to: the leader if
+// known, else the replicas in turn (skipping those without a known
+// address); "" if none is known.
+func (c *Client) target(ent *rangeEntry) string {
+	if ent.leader != 0 {
+		if a := c.cache.address(ent.leader); a != "" {
+			return a
+		}
+	}
+	reps := ent.desc.GetReplicas()
+	if len(reps) == 0 {
+		return ""
+	}
+	start := int(c.replicaTurn.Load() % uint64(len(reps)))
+	for i := range reps {
+		rd := reps[(start+i)%len(reps)]
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+			continue
+		}
+		if a := c.cache.address(rd.GetNodeId()); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+// routed runs call against the range for rk until it succeeds, fails for
+// good, or ctx ends. call gets the range it is routed to; it must put the
+// range's ID and generation in its request header (routeHeader).
+func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
+	call func(context.Context, *endpoint, *kvpb.RangeDescriptor) error) error {
+	if c.closed.Load() {
+		return &Error{Op: op, Msg: "the client is closed", kind: ErrClosed}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	var last *Error
+	quick := 0
+	for attempt := 0; ; attempt++ {
+		var retryAfter time.Duration
+		routing := false
+		ent, err := c.locate(ctx, op, rk)
+		switch {
+		case err != nil:
+			var e *Error
+			if asError(err, &e) && !(e.kind == ErrUnavailable && ctx.Err() == nil) {
+				return err
+			}
+			last = e
+		case ent == nil:
+			last = &Error{Op: op, Msg: "meta holds no range for the key yet", kind: ErrUnavailable}
+		default:
+			addr := c.target(ent)
+			var e *endpoint
+			if addr == "" {
+				last = &Error{Op: op, Msg: "no address known for any replica of the range", kind: ErrUnavailable}
+				c.cache.evict(ent.desc.GetRangeId())
+			} else if e, err = c.endpointFor(addr); err != nil {
+				return err
+			} else if err := waitReadyFor(ctx, e, connectWait); err != nil {
+				if ctx.Err() != nil {
+					if last != nil {
+						return last
+					}
+					return contextEnded(op, addr, ctx.Err())
+				}
+				last = &Error{Op: op, Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
+				c.rotate(ent)
+			} else {
+				err := call(ctx, e, ent.desc)
+				if err == nil {
+					return nil
+				}
+				var ce *Error
+				if asError(err, &ce) {
+					return ce // the caller's own verdict, nothing was sent
+				}
+				cl := classify(op, addr, write, err, ctx.Err())
+				routing = c.learn(err, ent)
+				if !cl.retry {
+					return cl.err
+				}
+				last, retryAfter = cl.err, cl.retryAfter
+			}
+		}
+		// A routing answer taught us something: retry at once, a few
+		// times in a row; otherwise back off.
+		if routing && quick < 3 && retryAfter == 0 {
+			quick++
+			continue
+		}
+		quick = 0
+		if !sleep(ctx, max(retryAfter, c.backoff(attempt))) {
+			if last == nil {
+				return contextEnded(op, "", context.DeadlineExceeded)
+			}
+			return last
+		}
+	}
+}
+
+// routeHeader fills h's routing fields for d.
+func routeHeader(h *kvpb.RequestHeader, d *kvpb.RangeDescriptor) *kvpb.RequestHeader {
+	h.RangeId, h.RangeGeneration = d.GetRangeId(), d.GetGeneration()
+	return h
+}
+
+func asError(err error, target **Error) bool {
+	e, ok := err.(*Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// keyBefore returns a key in the same range as the last key before k (see
+// node/read.go): k minus a trailing 0x00, or k with its last byte
+// decremented and 0xff appended.
+func keyBefore(k []byte) []byte {
+	if len(k) == 0 {
+		return k
+	}
+	if k[len(k)-1] == 0 {
+		return k[:len(k)-1]
+	}
+	b := append([]byte{}, k...)
+	b[len(b)-1]--
+	return append(b, 0xff)
+}
+
+// describeRange is a short description of d for error messages.
+func describeRange(d *kvpb.RangeDescriptor) string {
+	end := "+inf"
+	if len(d.GetEndKey()) > 0 {
+		end = fmt.Sprintf("%q", d.GetEndKey())
+	}
+	return fmt.Sprintf("range %d [%q, %s)", d.GetRangeId(), d.GetStartKey(), end)
+}
+
+// connectWait bounds the wait for a connection to one replica before the
+// next is tried (nothing was sent to it).
+const connectWait = time.Second
+
+// waitReadyFor waits up to d (and ctx) for e's connection.
+func waitReadyFor(ctx context.Context, e *endpoint, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := e.waitReady(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("no connection to %s within %v", e.addr, d)
+	}
+	return err
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shaledb/shale/internal/certs"
+)
+
+func init() { register(func(*globals) *cobra.Command { return newCertsCmd() }) }
+
+// newCertsCmd makes the certificates of a secure cluster (docs/security.md):
+//
+//	shalectl certs create-ca     --certs-dir certs
+//	shalectl certs create-node   --certs-dir certs --out certs/node1 127.0.0.1 node1.example
+//	shalectl certs create-client --certs-dir certs --role read-only alice
+//	shalectl certs create-token
+func newCertsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Create the cluster CA, node and client certificates, and tokens",
+	}
+	var certsDir string
+	var validity time.Duration
+	cmd.PersistentFlags().StringVar(&certsDir, "certs-dir", "certs", "directory of the CA (ca.crt, ca.key)")
+	cmd.PersistentFlags().DurationVar(&validity, "validity", 0,
+		fmt.Sprintf("how long certificates are valid (0: %v for a CA, %v otherwise, never past the CA's end)",
+			certs.DefaultCAValidity, certs.DefaultCertValidity))
+
+	createCA := &cobra.Command{
+		Use:   "create-ca",
+		Short: "Create the cluster CA in --certs-dir (refuses to replace one)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, _ := cmd.Flags().GetString("name")
+			if err := certs.CreateCA(certsDir, name, validity); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s (keep the key offline: whoever holds it can mint nodes and admins)\n",
+				filepath.Join(certsDir, certs.CACertFile), filepath.Join(certsDir, certs.CAKeyFile))
+			return nil
+		},
+	}
+	createCA.Flags().String("name", "Shale cluster CA", "the CA's common name")
+
+	var nodeOut string
+	createNode := &cobra.Command{
+		Use:   "create-node HOST...",
+		Short: "Create a node certificate for the host names and IP addresses it is reached at",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, hosts []string) error {
+			out := nodeOut
+			if out == "" {
+				out = certsDir
+			}
+			if err := certs.CreateNode(certsDir, out, hosts, validity); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s for %v\n",
+				filepath.Join(out, certs.NodeCertFile), filepath.Join(out, certs.NodeKeyFile), hosts)
+			return nil
+		},
+	}
+	createNode.Flags().StringVar(&nodeOut, "out", "", "directory to write node.crt and node.key to (default: --certs-dir)")
+
+	var clientOut, role string
+	createClient := &cobra.Command{
+		Use:   "create-client NAME",
+		Short: "Create a client certificate with a role: read-only, read-write or admin",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := certs.ParseRole(role)
+			if err != nil {
+				return fmt.Errorf("--role: %w", err)
+			}
+			out := clientOut
+			if out == "" {
+				out = certsDir
+			}
+			if err := certs.CreateClient(certsDir, out, args[0], r, validity); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s (role %v)\n",
+				filepath.Join(out, certs.ClientCertFile(args[0])), filepath.Join(out, certs.ClientKeyFile(args[0])), r)
+			return nil
+		},
+	}
+	createClient.Flags().StringVar(&clientOut, "out", "", "directory to write the certificate and key to (default: --certs-dir)")
+	createClient.Flags().StringVar(&role, "role", "", "read-only, read-write or admin (required)")
+
+	createToken := &cobra.Command{
+		Use:   "create-token [ROLE [NAME]]",
+		Short: "Print a new random bearer token, as a token-file line when a role is given",
+		Args:  cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var b [32]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return fmt.Errorf("reading random bytes: %w", err)
+			}
+			tok := base64.RawURLEncoding.EncodeToString(b[:])
+			if len(args) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), tok)
+				return nil
+			}
+			r, err := certs.ParseRole(args[0])
+			if err != nil {
+				return err
+			}
+			line := r.String() + " " + tok
+			if len(args) == 2 {
+				if args[1] == "" {
+					return errors.New("empty token name")
+				}
+				line += " " + args[1]
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+			return nil
+		},
+	}
+	cmd.AddCommand(createCA, createNode, createClient, createToken)
+	return cmd
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shaledb/shale/client"
+)
+
+// shaleDriver drives Shale through the client library, as an application
+// would: routing, leader following and retries included.
+type shaleDriver struct {
+	c *client.Client
+}
+
+func openShale(ctx context.Context, endpoints []string) (Driver, error) {
+	c, err := client.Dial(ctx, endpoints, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial shale %v: %w", endpoints, err)
+	}
+	return &shaleDriver{c: c}, nil
+}
+
+func (d *shaleDriver) Put(ctx context.Context, key, value []byte) error {
+	return d.c.Put(ctx, key, value)
+}
+
+func (d *shaleDriver) PutMany(ctx context.Context, keys, values [][]byte) error {
+	muts := make([]client.Mutation, len(keys))
+	for i := range keys {
+		muts[i] = client.PutOp(keys[i], values[i])
+	}
+	return d.c.Batch(ctx, muts...)
+}
+
+func (d *shaleDriver) Get(ctx context.Context, key []byte, stale bool) ([]byte, bool, error) {
+	if stale {
+		return d.c.GetStale(ctx, key)
+	}
+	return d.c.Get(ctx, key)
+}
+
+func (d *shaleDriver) GetMany(ctx context.Context, keys [][]byte, stale bool) (int, error) {
+	var res []client.GetResult
+	var err error
+	if stale {
+		res, err = d.c.BatchGetStale(ctx, keys)
+	} else {
+		res, err = d.c.BatchGet(ctx, keys)
+	}
+	if err != nil {
+		return 0, err
+	}
+	found := 0
+	for _, r := range res {
+		if r.Found {
+			found++
+		}
+	}
+	return found, nil
+}
+
+func (d *shaleDriver) Scan(ctx context.Context, start []byte, limit int) (int, error) {
+	n := 0
+	opts := &client.ScanOptions{Limit: limit, PageSize: uint32(limit)}
+	for _, err := range d.c.Scan(ctx, start, nil, opts) {
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (d *shaleDriver) Close() error { return d.c.Close() }

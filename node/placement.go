@@ -1,0 +1,427 @@
+package node
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/keys"
+)
+
+// The placement controller (docs/sharding.md, "Placement").
+//
+// It runs on every node but acts only on the leader of the meta range,
+// which holds the authoritative list of nodes and ranges. Every
+// ShardingOptions.PlacementInterval it gathers the nodes' heartbeats
+// (heartbeat.go) and then, in order, until MaxMovesPerPass replica moves
+// have been started:
+//
+//  1. repair: a replica on a dead node (not heard from for
+//     DeadNodeTimeout) or on a decommissioning one is replaced by a new
+//     one on the usable node with the fewest replicas;
+//  2. up-replication: a range with fewer voters than ReplicationFactor
+//     (and enough usable nodes) gets one more;
+//  3. rebalancing: while the usable node with the most replicas has two
+//     more than the one with the fewest, a range moves from the first to
+//     the second (user ranges only: meta stays where it is unless
+//     repaired);
+//  4. leader balancing: while a node leads two more ranges than another
+//     that holds a voter of one of them, that range's leadership moves.
+//
+// A move is one ChangeReplicas (add learner, snapshot, promote, remove,
+// with joint consensus for the swap), run through the Admin service on
+// the range's leader; the leadership leaves a replica before it is
+// removed. Snapshots are rate-limited by the transport (--snapshot-rate),
+// so moves do not starve foreground traffic. Every decision is made from
+// fresh state each pass: a pass interrupted by a crash or a leadership
+// change leaves nothing to clean up but possibly a learner, which the
+// next ChangeReplicas on that range promotes or the repair step replaces.
+
+// usable: live (heard from recently, or the controller itself) and not
+// decommissioning: a node that may receive replicas and leaders.
+type nodeView struct {
+	desc     *kvpb.NodeDescriptor
+	live     bool // heard from within DeadNodeTimeout (or just started)
+	usable   bool
+	replicas int
+	leaders  int
+}
+
+func (n *Node) placementLoop(ctx context.Context) {
+	o := &n.cfg.Sharding
+	t := time.NewTicker(o.PlacementInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if o.DisablePlacement {
+			continue
+		}
+		meta, err := n.store.Replica(keys.MetaRangeID)
+		if err != nil || !meta.IsLeader() {
+			continue
+		}
+		n.placementPass(ctx)
+	}
+}
+
+// placementPass runs one pass of the controller. It returns the number of
+// moves and leadership transfers it made.
+func (n *Node) placementPass(ctx context.Context) int {
+	o := &n.cfg.Sharding
+	nodes, err := n.store.MetaNodes()
+	if err != nil {
+		return 0
+	}
+	descs, err := n.store.MetaDescriptors()
+	if err != nil {
+		return 0
+	}
+	hb := n.gatherHeartbeats(ctx, nodes)
+	now := time.Now()
+	views := map[uint64]*nodeView{}
+	for _, m := range nodes {
+		id := m.GetNodeId()
+		last := n.lastSeen(id)
+		live := id == n.ident.NodeID || (!last.IsZero() && now.Sub(last) < o.DeadNodeTimeout) ||
+			(last.IsZero() && now.Sub(n.started) < o.DeadNodeTimeout)
+		_, answered := hb[id]
+		views[id] = &nodeView{desc: m, live: live, usable: answered && !m.GetDecommissioning()}
+	}
+	leaderOf := map[uint64]uint64{}
+	for id, e := range hb {
+		for rid := range e.leaders {
+			leaderOf[rid] = id
+			if v := views[id]; v != nil {
+				v.leaders++
+			}
+		}
+	}
+	// Meta's copies may lag (its update after a change is best effort):
+	// the leaders' own descriptors are authoritative.
+	fresh := map[uint64]*kvpb.RangeDescriptor{}
+	for _, e := range hb {
+		for _, r := range e.status.GetRanges() {
+			d := r.GetDescriptor_()
+			if r.GetRaft().GetState() == "leader" && d.GetGeneration() > fresh[d.GetRangeId()].GetGeneration() {
+				fresh[d.GetRangeId()] = d
+			}
+		}
+	}
+	for i, d := range descs {
+		if f := fresh[d.GetRangeId()]; f != nil && f.GetGeneration() > d.GetGeneration() {
+			descs[i] = f
+		}
+	}
+	stillLeader := func() bool {
+		meta, err := n.store.Replica(keys.MetaRangeID)
+		return err == nil && meta.IsLeader()
+	}
+	for _, d := range descs {
+		for _, rd := range d.GetReplicas() {
+			if v := views[rd.GetNodeId()]; v != nil {
+				v.replicas++
+			}
+		}
+	}
+	s := &adminServer{n: n}
+	moves := 0
+	budget := o.MaxMovesPerPass
+
+	// 1. Repair and drain.
+	for _, d := range descs {
+		if budget == 0 || !stillLeader() {
+			break
+		}
+		for _, rd := range d.GetReplicas() {
+			v := views[rd.GetNodeId()]
+			bad := v == nil || !v.live || v.desc.GetDecommissioning()
+			if !bad {
+				continue
+			}
+			target := pickTarget(views, d)
+			if target == 0 {
+				// Nowhere to move it: a decommissioning node's extra
+				// replica may still go if enough voters stay.
+				if v != nil && v.live && voters(d) > o.ReplicationFactor {
+					if n.moveReplica(ctx, s, d, rd.GetNodeId(), 0, leaderOf, views) {
+						moves++
+						budget--
+					}
+				}
+				continue
+			}
+			if n.moveReplica(ctx, s, d, rd.GetNodeId(), target, leaderOf, views) {
+				moves++
+				budget--
+			}
+			break // one change per range per pass
+		}
+	}
+	// 2. Up- and down-replication (a move interrupted half way leaves
+	// one voter too many).
+	for _, d := range descs {
+		if budget == 0 || !stillLeader() {
+			break
+		}
+		if voters(d) > o.ReplicationFactor {
+			var from uint64
+			for _, rd := range d.GetReplicas() {
+				v := views[rd.GetNodeId()]
+				if v != nil && rd.GetNodeId() != leaderOf[d.GetRangeId()] && (from == 0 || v.replicas > views[from].replicas) {
+					from = rd.GetNodeId()
+				}
+			}
+			if from != 0 && n.moveReplica(ctx, s, d, from, 0, leaderOf, views) {
+				moves++
+				budget--
+			}
+			continue
+		}
+		if voters(d) >= o.ReplicationFactor {
+			continue
+		}
+		if target := pickTarget(views, d); target != 0 {
+			if n.moveReplica(ctx, s, d, 0, target, leaderOf, views) {
+				moves++
+				budget--
+			}
+		}
+	}
+	// 3. Rebalancing. A range whose move fails is not tried again this
+	// pass.
+	failed := map[uint64]bool{}
+	for budget > 0 && stillLeader() {
+		maxN, minN := extremes(views, func(v *nodeView) int { return v.replicas })
+		if maxN == 0 || views[maxN].replicas <= views[minN].replicas+1 {
+			break
+		}
+		d := pickRangeToMove(descs, maxN, minN, leaderOf, failed)
+		if d == nil {
+			break
+		}
+		budget--
+		if !n.moveReplica(ctx, s, d, maxN, minN, leaderOf, views) {
+			failed[d.GetRangeId()] = true
+			continue
+		}
+		moves++
+	}
+	// 4. Leader balancing (user ranges: meta's leadership stays, so the
+	// controller does not move itself mid-pass).
+	for i := 0; i < 2*o.MaxMovesPerPass && stillLeader(); i++ {
+		_, minN := extremes(views, func(v *nodeView) int { return v.leaders })
+		if minN == 0 {
+			break
+		}
+		// The range, with a voter on minN, whose leader leads the most
+		// (at least two more than minN).
+		var pick *kvpb.RangeDescriptor
+		var maxN uint64
+		for _, d := range descs {
+			l := views[leaderOf[d.GetRangeId()]]
+			if l == nil || keys.IsMetaRange(d) || failed[d.GetRangeId()] || !hasVoterOn(d, minN) || l.leaders <= views[minN].leaders+1 {
+				continue
+			}
+			if pick == nil || l.leaders > views[maxN].leaders {
+				pick, maxN = d, leaderOf[d.GetRangeId()]
+			}
+		}
+		if pick == nil {
+			break
+		}
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := n.adminOf(tctx, s, maxN).TransferLeader(tctx, &kvpb.TransferLeaderRequest{RangeId: pick.GetRangeId(), TargetNodeId: minN})
+		cancel()
+		if err != nil {
+			n.log.Info("placement: leader transfer failed", "range", pick.GetRangeId(), "to", minN, "err", err)
+			failed[pick.GetRangeId()] = true
+			continue
+		}
+		leaderOf[pick.GetRangeId()] = minN
+		views[maxN].leaders--
+		views[minN].leaders++
+		moves++
+	}
+	return moves
+}
+
+// moveReplica replaces range d's replica on node from with one on node
+// to (either may be 0: only add, only remove). If from leads the range
+// (and is live), its leadership moves to another voter first. On success
+// d is updated to the new descriptor.
+func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDescriptor, from, to uint64,
+	leaderOf map[uint64]uint64, views map[uint64]*nodeView) bool {
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if from != 0 && leaderOf[d.GetRangeId()] == from {
+		var other uint64
+		for _, rd := range d.GetReplicas() {
+			v := views[rd.GetNodeId()]
+			if rd.GetNodeId() != from && rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER && v != nil && v.usable {
+				other = rd.GetNodeId()
+				break
+			}
+		}
+		if other == 0 {
+			return false
+		}
+		if _, err := n.adminOf(mctx, s, from).TransferLeader(mctx, &kvpb.TransferLeaderRequest{RangeId: d.GetRangeId(), TargetNodeId: other}); err != nil {
+			n.log.Info("placement: moving the leader off a replica to remove", "range", d.GetRangeId(), "node", from, "err", err)
+			return false
+		}
+		leaderOf[d.GetRangeId()] = other
+	}
+	n.log.Info("placement: moving a replica", "range", d.GetRangeId(), "from", from, "to", to, "generation", d.GetGeneration())
+	var changes []*kvpb.ReplicaChange
+	if to != 0 {
+		changes = append(changes, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: to})
+	}
+	if from != 0 {
+		changes = append(changes, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: from})
+	}
+	resp, err := n.adminOf(mctx, s, leaderOf[d.GetRangeId()]).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes})
+	if err == nil {
+		// The rest of the pass decides from the new descriptor.
+		proto.Reset(d)
+		proto.Merge(d, resp.GetDescriptor_())
+	}
+	if err != nil {
+		n.log.Info("placement: replica move failed", "range", d.GetRangeId(), "from", from, "to", to, "err", err)
+		return false
+	}
+	n.log.Info("placement: moved a replica", "range", d.GetRangeId(), "from", from, "to", to)
+	if v := views[from]; v != nil {
+		v.replicas--
+	}
+	if v := views[to]; v != nil {
+		v.replicas++
+	}
+	return true
+}
+
+// pickTarget returns the usable node without a replica of d that has the
+// fewest replicas (lowest ID on ties), or 0.
+func pickTarget(views map[uint64]*nodeView, d *kvpb.RangeDescriptor) uint64 {
+	var best uint64
+	for _, id := range sortedIDs(views) {
+		v := views[id]
+		if !v.usable || hasReplicaOn(d, id) {
+			continue
+		}
+		if best == 0 || v.replicas < views[best].replicas {
+			best = id
+		}
+	}
+	return best
+}
+
+// pickRangeToMove returns a user range with a voter on from and no
+// replica on to, preferring one from does not lead.
+func pickRangeToMove(descs []*kvpb.RangeDescriptor, from, to uint64, leaderOf map[uint64]uint64, skip map[uint64]bool) *kvpb.RangeDescriptor {
+	var fallback *kvpb.RangeDescriptor
+	for _, d := range descs {
+		if keys.IsMetaRange(d) || skip[d.GetRangeId()] || !hasVoterOn(d, from) || hasReplicaOn(d, to) {
+			continue
+		}
+		if leaderOf[d.GetRangeId()] != from {
+			return d
+		}
+		if fallback == nil {
+			fallback = d
+		}
+	}
+	return fallback
+}
+
+// extremes returns the usable nodes with the largest and smallest f.
+func extremes(views map[uint64]*nodeView, f func(*nodeView) int) (maxN, minN uint64) {
+	for _, id := range sortedIDs(views) {
+		v := views[id]
+		if !v.usable {
+			continue
+		}
+		if maxN == 0 || f(v) > f(views[maxN]) {
+			maxN = id
+		}
+		if minN == 0 || f(v) < f(views[minN]) {
+			minN = id
+		}
+	}
+	return maxN, minN
+}
+
+func sortedIDs(views map[uint64]*nodeView) []uint64 {
+	ids := make([]uint64, 0, len(views))
+	for id := range views {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+func hasReplicaOn(d *kvpb.RangeDescriptor, node uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == node {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVoterOn(d *kvpb.RangeDescriptor, node uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == node && rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			return true
+		}
+	}
+	return false
+}
+
+func voters(d *kvpb.RangeDescriptor) int {
+	c := 0
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			c++
+		}
+	}
+	return c
+}
+
+// leaderAdmin is the part of the Admin service placement calls on a
+// range's leader.
+type leaderAdmin interface {
+	ChangeReplicas(context.Context, *kvpb.ChangeReplicasRequest) (*kvpb.ChangeReplicasResponse, error)
+	TransferLeader(context.Context, *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error)
+}
+
+// remoteAdmin adapts a gRPC client to leaderAdmin.
+type remoteAdmin struct{ c kvpb.AdminClient }
+
+func (r remoteAdmin) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplicasRequest) (*kvpb.ChangeReplicasResponse, error) {
+	return r.c.ChangeReplicas(ctx, req)
+}
+
+func (r remoteAdmin) TransferLeader(ctx context.Context, req *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error) {
+	return r.c.TransferLeader(ctx, req)
+}
+
+// adminOf returns the Admin service of node leader, as the heartbeats
+// name a range's leader (this node's own, which forwards, when it is this
+// node, unknown or unreachable).
+func (n *Node) adminOf(ctx context.Context, s *adminServer, leader uint64) leaderAdmin {
+	if leader == 0 || leader == n.ident.NodeID {
+		return s
+	}
+	c, err := n.peers.readyAdmin(ctx, leader, 2*time.Second)
+	if err != nil {
+		return s
+	}
+	return remoteAdmin{c: c}
+}

@@ -1,0 +1,105 @@
+package jepsen
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// These tests hold the checker to known answers on small hand-written
+// histories, so that a checker that accepts everything cannot pass.
+
+func get(worker int, key string, found bool, value string, call, ret int64) op {
+	return op{Worker: worker, Input: regInput{Kind: opGet, Key: key}, Output: regOutput{Found: found, Value: value}, Call: call, Return: ret}
+}
+
+func put(worker int, key, value string, call, ret int64, oc outcome) op {
+	return op{Worker: worker, Input: regInput{Kind: opPut, Key: key, Value: value}, Call: call, Return: ret, outcome: oc}
+}
+
+func TestCheckerRegister(t *testing.T) {
+	cases := []struct {
+		name  string
+		ops   []op
+		legal bool
+	}{
+		{"read your write", []op{put(0, "k", "1", 0, 10, okOutcome), get(1, "k", true, "1", 20, 30)}, true},
+		{"stale read after an acknowledged put", []op{
+			put(0, "k", "1", 0, 10, okOutcome), put(0, "k", "2", 20, 30, okOutcome), get(1, "k", true, "1", 40, 50)}, false},
+		{"read of a value never written", []op{get(1, "k", true, "9", 0, 10)}, false},
+		{"concurrent read may see either", []op{
+			put(0, "k", "1", 0, 10, okOutcome), put(0, "k", "2", 20, 60, okOutcome), get(1, "k", true, "1", 30, 40)}, true},
+		{"indeterminate put may have happened late", []op{
+			put(0, "k", "1", 0, 10, unknownOutcome), get(1, "k", false, "", 20, 30), get(1, "k", true, "1", 40, 50)}, true},
+		{"indeterminate put may never happen", []op{
+			put(0, "k", "1", 0, 10, unknownOutcome), get(1, "k", false, "", 20, 30)}, true},
+		{"failed put never happens", []op{
+			put(0, "k", "1", 0, 10, failOutcome), get(1, "k", true, "1", 20, 30)}, false},
+		{"cas swaps on the current value", []op{
+			put(0, "k", "1", 0, 10, okOutcome),
+			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", Expect: "1", Value: "2"}, Output: regOutput{Swapped: true}, Call: 20, Return: 30},
+			get(0, "k", true, "2", 40, 50)}, true},
+		{"cas cannot swap on an old value", []op{
+			put(0, "k", "1", 0, 10, okOutcome), put(0, "k", "3", 12, 15, okOutcome),
+			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", Expect: "1", Value: "2"}, Output: regOutput{Swapped: true}, Call: 20, Return: 30}}, false},
+		{"failed cas reports the current value", []op{
+			put(0, "k", "1", 0, 10, okOutcome),
+			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", ExpectAbsent: true, Value: "2"}, Output: regOutput{Found: true, Value: "1"}, Call: 20, Return: 30}}, true},
+		{"failed cas with a wrong current value", []op{
+			put(0, "k", "1", 0, 10, okOutcome),
+			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", ExpectAbsent: true, Value: "2"}, Output: regOutput{Found: true, Value: "7"}, Call: 20, Return: 30}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := checkRegister(tc.ops, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.histories != 1 {
+				t.Fatalf("checked %d histories, want 1", res.histories)
+			}
+			if got := len(res.violations) == 0 && len(res.timeouts) == 0; got != tc.legal {
+				t.Fatalf("legal = %v, want %v (violations %v, timeouts %v)", got, tc.legal, res.violations, res.timeouts)
+			}
+			if !tc.legal {
+				for _, f := range []string{"key-k.json", "key-k.html"} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+						t.Errorf("artifact %s not written: %v", f, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The history is split by key: a violation on one key is found even when
+// another key's history is fine.
+func TestCheckerSplitsByKey(t *testing.T) {
+	ops := []op{put(0, "a", "1", 0, 10, okOutcome), get(1, "a", true, "1", 20, 30),
+		put(0, "b", "1", 0, 10, okOutcome), get(1, "b", false, "", 20, 30)}
+	res, err := checkRegister(ops, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.histories != 2 || len(res.violations) != 1 || res.violations[0] != "b" {
+		t.Fatalf("histories %d, violations %v; want 2 and [b]", res.histories, res.violations)
+	}
+}
+
+func TestCheckerSet(t *testing.T) {
+	attempted := map[string]setAdd{
+		"set/1": {"1", okOutcome}, "set/2": {"2", okOutcome},
+		"set/3": {"3", unknownOutcome}, "set/4": {"4", failOutcome},
+	}
+	res := checkSet(attempted, map[string]string{"set/1": "1", "set/3": "3", "set/4": "4", "set/9": "9"})
+	if res.acked != 2 || len(res.lost) != 1 || res.lost[0] != "set/2" {
+		t.Errorf("acked %d, lost %v; want 2 and [set/2]", res.acked, res.lost)
+	}
+	if res.recovered != 1 {
+		t.Errorf("recovered %d, want 1", res.recovered)
+	}
+	if len(res.unexpected) != 2 {
+		t.Errorf("unexpected %v; want set/4 (failed) and set/9 (never added)", res.unexpected)
+	}
+}

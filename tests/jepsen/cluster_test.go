@@ -1,0 +1,442 @@
+package jepsen
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/client"
+)
+
+// The cluster runs real shale processes. Node i listens on 127.0.26.i and
+// dials its peers from that address, so iptables rules on the pair of
+// addresses cut exactly the links a nemesis names. Clients connect from
+// 127.0.0.1 and are never cut off: like Jepsen's clients, they may talk to
+// a node on the minority side.
+//
+// Timings are the production ones halved (50 ms ticks, elections after
+// 10-20 ticks) so that a fault and its recovery fit in a few seconds.
+
+const (
+	raftTick = 50 * time.Millisecond
+	// electionTimeout is the longest randomized election timeout.
+	electionTimeout = 20 * raftTick
+	// ipPrefix is the /24 of the nodes' addresses (the role's 26xxx).
+	ipPrefix = "127.0.26."
+)
+
+type node struct {
+	id       uint64
+	ip       string
+	grpcAddr string
+	httpAddr string
+	dataDir  string
+	logPath  string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	paused  bool
+	removed bool // taken out of the cluster by the membership nemesis
+	starts  int
+}
+
+// cluster is a set of shale processes. Its methods are safe for concurrent
+// use by the nemesis, the leader monitor and the runner.
+type cluster struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	mu   sync.Mutex
+	byID map[uint64]*node
+	next uint64 // the ID the next added node gets
+	// version counts membership changes: clients dialled at an older
+	// version may name only removed nodes.
+	version atomic.Uint64
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// shaleBinary returns $SHALE_BIN or builds cmd/shale once per test process
+// (stamped with the engine library's digest, as the Makefile does).
+func shaleBinary(t testing.TB) string {
+	t.Helper()
+	if b := os.Getenv("SHALE_BIN"); b != "" {
+		return b
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "shale-jepsen-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		wd, _ := os.Getwd()
+		root := filepath.Dir(filepath.Dir(wd)) // tests/jepsen is two below the root
+		ldflags := ""
+		if lib, err := os.ReadFile(filepath.Join(root, "build", "engine", "libshale_engine.a")); err == nil {
+			sum := sha256.Sum256(lib)
+			ldflags = "-X github.com/shaledb/shale/storage.engineStamp=" + hex.EncodeToString(sum[:8])
+		}
+		buildBin = filepath.Join(dir, "shale")
+		cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", buildBin, "./cmd/shale")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/shale: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+// startCluster bootstraps n nodes (IDs 1..n) in dir and waits until every
+// range has a leader.
+func startCluster(t testing.TB, dir string, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1}
+	var members []string
+	for id := uint64(1); id <= uint64(n); id++ {
+		nd := c.newNode(id)
+		members = append(members, fmt.Sprintf("%d=%s", id, nd.grpcAddr))
+	}
+	initial := strings.Join(members, ",")
+	t.Cleanup(func() {
+		for _, nd := range c.nodes(true) {
+			nd.kill()
+		}
+	})
+	for id := uint64(1); id <= uint64(n); id++ {
+		if err := c.start(id, "--initial-cluster", initial); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.waitLeaders(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *cluster) newNode(id uint64) *node {
+	ip := ipPrefix + strconv.FormatUint(id, 10)
+	nd := &node{id: id, ip: ip,
+		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
+		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
+		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
+		logPath:  filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)),
+	}
+	c.mu.Lock()
+	c.byID[id] = nd
+	c.mu.Unlock()
+	c.version.Add(1)
+	return nd
+}
+
+func freePortOn(t testing.TB, ip string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("cannot listen on %s (the chaos tests need 127.0.0.0/8 on loopback): %v", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (c *cluster) node(id uint64) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID[id]
+}
+
+// nodes returns the cluster's nodes in ID order; removed ones only with
+// all.
+func (c *cluster) nodes(all bool) []*node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node
+	for id := uint64(1); id < c.next; id++ {
+		if nd := c.byID[id]; nd != nil && (all || !nd.isRemoved()) {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+func (c *cluster) ids() []uint64 {
+	var out []uint64
+	for _, nd := range c.nodes(false) {
+		out = append(out, nd.id)
+	}
+	return out
+}
+
+func (c *cluster) endpoints() []string {
+	var out []string
+	for _, nd := range c.nodes(false) {
+		out = append(out, nd.grpcAddr)
+	}
+	return out
+}
+
+// start starts node id's process (firstArgs on its first start only, as
+// on a real deployment) and waits until it reports healthy.
+func (c *cluster) start(id uint64, firstArgs ...string) error {
+	nd := c.node(id)
+	nd.mu.Lock()
+	args := []string{"--listen", nd.grpcAddr, "--http", nd.httpAddr, "--data-dir", nd.dataDir,
+		"--log-format", "json", "--raft-tick", raftTick.String()}
+	if nd.starts == 0 {
+		args = append(args, firstArgs...)
+	}
+	nd.starts++
+	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		nd.mu.Unlock()
+		return fmt.Errorf("node %d: opening its log: %w", id, err)
+	}
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		nd.mu.Unlock()
+		logf.Close()
+		return fmt.Errorf("node %d: starting: %w", id, err)
+	}
+	exited := make(chan struct{})
+	nd.cmd, nd.exited, nd.paused = cmd, exited, false
+	go func() {
+		_ = cmd.Wait() // a killed node's exit status says nothing new
+		logf.Close()
+		close(exited)
+	}()
+	nd.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("node %d exited during startup:\n%s", id, tail(nd.log(), 30))
+		default:
+		}
+		if resp, err := http.Get("http://" + nd.httpAddr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d not healthy after 60s:\n%s", id, tail(nd.log(), 30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (nd *node) isRemoved() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.removed
+}
+
+func (nd *node) running() bool {
+	nd.mu.Lock()
+	ch := nd.exited
+	nd.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL (after SIGCONT, so a paused node dies too) and waits
+// until the process is gone.
+func (nd *node) kill() {
+	nd.mu.Lock()
+	cmd, ch := nd.cmd, nd.exited
+	nd.paused = false
+	nd.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if it is already gone
+	<-ch
+}
+
+// pause stops the process with SIGSTOP; resume continues it.
+func (nd *node) pause() error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd == nil {
+		return fmt.Errorf("node %d was never started", nd.id)
+	}
+	if err := nd.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP node %d: %w", nd.id, err)
+	}
+	nd.paused = true
+	return nil
+}
+
+func (nd *node) resume() error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if !nd.paused {
+		return nil
+	}
+	nd.paused = false
+	if err := nd.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("SIGCONT node %d: %w", nd.id, err)
+	}
+	return nil
+}
+
+func (nd *node) isPaused() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.paused
+}
+
+func (nd *node) log() string {
+	b, _ := os.ReadFile(nd.logPath)
+	return string(b)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// admin returns an Admin client of node nd alone and its closer.
+func (nd *node) admin() (kvpb.AdminClient, func(), error) {
+	cc, err := grpc.NewClient("passthrough:///"+nd.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %d: %w", nd.id, err)
+	}
+	return kvpb.NewAdminClient(cc), func() { cc.Close() }, nil
+}
+
+// status asks node nd for its status, giving up after timeout (a paused
+// or cut-off node does not answer).
+func (nd *node) status(timeout time.Duration) (*kvpb.StatusResponse, error) {
+	admin, done, err := nd.admin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return admin.Status(ctx, &kvpb.StatusRequest{})
+}
+
+// leaders returns, per range, the node that says it leads it, asking the
+// running nodes in parallel. A range missing from the map has no leader
+// that answered.
+func (c *cluster) leaders(timeout time.Duration) map[uint64]leaderInfo {
+	nodes := c.nodes(false)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[uint64]leaderInfo{}
+	for _, nd := range nodes {
+		if !nd.running() || nd.isPaused() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := nd.status(timeout)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range st.GetRanges() {
+				if r.GetRaft().GetState() != "leader" {
+					continue
+				}
+				id := r.GetDescriptor_().GetRangeId()
+				li := leaderInfo{node: nd.id, term: r.GetRaft().GetTerm()}
+				if old, ok := out[id]; !ok || li.term > old.term {
+					out[id] = li
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+type leaderInfo struct {
+	node uint64
+	term uint64
+}
+
+// waitLeaders waits until every range a node knows has a leader.
+func (c *cluster) waitLeaders(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		want := map[uint64]bool{}
+		for _, nd := range c.nodes(false) {
+			if st, err := nd.status(time.Second); err == nil {
+				for _, r := range st.GetRanges() {
+					want[r.GetDescriptor_().GetRangeId()] = true
+				}
+			}
+		}
+		ls := c.leaders(time.Second)
+		missing := 0
+		for id := range want {
+			if _, ok := ls[id]; !ok {
+				missing++
+			}
+		}
+		if len(want) > 0 && missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d ranges have no leader after %v", missing, len(want), timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leaderOf returns the leader of the range holding key, or 0.
+func (c *cluster) leaderOf(rangeID uint64) uint64 {
+	return c.leaders(500 * time.Millisecond)[rangeID].node
+}
+
+// dial returns a client of every current node.
+func (c *cluster) dial(timeout time.Duration) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return client.Dial(ctx, c.endpoints(), &client.Options{RequestTimeout: timeout, MaxBackoff: 200 * time.Millisecond})
+}

@@ -1,0 +1,20 @@
+// Package jepsen verifies that Shale is linearizable and loses no
+// acknowledged write while a nemesis injects the faults a real cluster
+// meets: partitions, crashes, pauses, leadership and membership changes,
+// splits and merges.
+//
+// Every run starts an empty multi-process cluster of real shale binaries on
+// loopback addresses 127.0.26.x, drives it with concurrent workers through
+// the Go client, records each operation with its invoke and complete times
+// and its outcome (ok, failed definitely, or indeterminate), and checks the
+// history afterwards: the register workload with porcupine (one history per
+// key), the set workload by reading everything back. A run counts only when
+// its validity conditions hold (see validity_test.go).
+//
+// TestChaosShort runs in `make test`; TestChaos runs every nemesis for
+// $SHALE_CHAOS_TIME each (`make chaos`). $SHALE_CHAOS_SEED replays a fault
+// schedule; $SHALE_ARTIFACTS is where failing histories are written.
+// docs/testing.md describes the method and the last long run.
+//
+// The whole package is test code (like tests/): it runs only under go test.
+package jepsen

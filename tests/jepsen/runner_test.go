@@ -1,0 +1,460 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/client"
+)
+
+// runConfig is one run: one nemesis against a fresh cluster.
+type runConfig struct {
+	nemesis  *nemesis
+	duration time.Duration // of the fault schedule
+	nodes    int
+	seed     uint64
+	// Workers: register workers over regKeys hot keys, and set workers.
+	regWorkers, regKeys, setWorkers int
+}
+
+// runResult is one row of the report.
+type runResult struct {
+	name          string
+	ops           int
+	indeterminate int
+	histories     int
+	violations    int
+	lost          int
+	availFault    float64 // ok fraction of the operations that overlapped a fault
+	availAfter    float64 // ok fraction of the operations invoked after the first fault began
+	faultTime     time.Duration
+	leaderChanges int
+	skipped       string
+	problems      []string // why the run failed (violations, invalid run, errors)
+	artifacts     string
+}
+
+// run is the state of one run, shared by the schedule, the nemeses and
+// the workers.
+type run struct {
+	t      testing.TB
+	cfg    runConfig
+	c      *cluster
+	net    *netFaults
+	netErr string
+	rng    *rand.Rand // the schedule's; used only by the schedule's goroutine
+	h      *history
+	adm    *session
+
+	mu    sync.Mutex
+	spans []span
+	skip  map[string]string
+}
+
+func (r *run) logf(format string, args ...any) {
+	r.t.Logf("[%s %6.1fs] "+format, append([]any{r.cfg.nemesis.name, time.Since(r.h.start).Seconds()}, args...)...)
+}
+
+// admin returns a client for admin calls (redialled after membership
+// changes).
+func (r *run) admin() *client.Client { return r.adm.get() }
+
+// unavailable says (once per run, cached) why nemesis n cannot run here.
+func (r *run) unavailable(n *nemesis) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if why, ok := r.skip[n.name]; ok {
+		return why
+	}
+	why := ""
+	if n.inject == nil && n.unavailable == nil {
+		why = "not implemented"
+	} else if n.unavailable != nil {
+		why = n.unavailable(r)
+	}
+	r.skip[n.name] = why
+	return why
+}
+
+// scheduleRNG derives a nemesis's schedule from the run's seed, so that
+// one seed replays every nemesis's choices.
+func scheduleRNG(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
+// artifactsDir is where a failing run leaves its evidence: under
+// $SHALE_ARTIFACTS if set, else a new folder in the system temp dir (the
+// test's own temp dir is deleted when it ends).
+func artifactsDir(name string, seed uint64) string {
+	base := os.Getenv("SHALE_ARTIFACTS")
+	if base == "" {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, fmt.Sprintf("shale-jepsen-%s-%d-%d", name, seed, time.Now().Unix()))
+}
+
+// runNemesis runs one nemesis for cfg.duration and checks the result.
+func runNemesis(t *testing.T, cfg runConfig) runResult {
+	res := runResult{name: cfg.nemesis.name}
+	dir := t.TempDir()
+	c := startCluster(t, dir, cfg.nodes)
+	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}}
+	r.h = newHistory(time.Now())
+	if why := netAvailable(); why != "" {
+		r.netErr = why
+	} else if nf, err := newNetFaults(); err != nil {
+		r.netErr = err.Error()
+	} else {
+		r.net = nf
+		t.Cleanup(func() {
+			if err := nf.close(); err != nil {
+				t.Errorf("removing the iptables chain: %v", err)
+			}
+		})
+	}
+	if why := r.unavailable(cfg.nemesis); why != "" {
+		res.skipped = why
+		return res
+	}
+	adm, err := newSession(c, t)
+	if err != nil {
+		t.Fatalf("dialling the cluster: %v", err)
+	}
+	defer adm.close()
+	r.adm = adm
+
+	// Validity: the cluster starts empty.
+	if n, err := countKeys(adm.get()); err != nil {
+		t.Fatalf("reading the new cluster: %v", err)
+	} else if n != 0 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: the cluster did not start empty (%d keys)", n))
+	}
+
+	mon := startLeaderMonitor(c)
+	ctx, stopWorkers := context.WithCancel(context.Background())
+	reg := newRegisterWorkload(r.h, cfg.regKeys)
+	set := newSetWorkload(r.h)
+	var wg sync.WaitGroup
+	var sessions []*session
+	for i := range cfg.regWorkers + cfg.setWorkers {
+		s, err := newSession(c, t)
+		if err != nil {
+			t.Fatalf("dialling the cluster: %v", err)
+		}
+		sessions = append(sessions, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i < cfg.regWorkers {
+				reg.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(i))))
+			} else {
+				set.worker(ctx, i, s)
+			}
+		}()
+	}
+
+	r.logf("seed %d: %d nodes, %d register workers on %d keys, %d set workers", cfg.seed, cfg.nodes, cfg.regWorkers, cfg.regKeys, cfg.setWorkers)
+	pause(context.Background(), time.Second)
+	schedErr := r.schedule()
+	healed := time.Now()
+
+	// Validity: after healing, a write to every range succeeds within 10 s.
+	if err := probeEveryRange(adm.get(), 10*time.Second); err != nil {
+		res.problems = append(res.problems, "invalid run: after healing, "+err.Error())
+	} else {
+		r.logf("healed: a write reached every range %v after the last heal", time.Since(healed).Round(time.Millisecond))
+	}
+	pause(context.Background(), 3*time.Second) // availability after the faults
+	stopWorkers()
+	wg.Wait()
+	for _, s := range sessions {
+		s.close()
+	}
+	res.leaderChanges = mon.stop()
+	if schedErr != nil {
+		res.problems = append(res.problems, "nemesis: "+schedErr.Error())
+	}
+
+	ops := r.h.snapshot()
+	r.mu.Lock()
+	spans := append([]span(nil), r.spans...)
+	r.mu.Unlock()
+	res.ops = len(ops)
+	var regOps []op
+	overlap, faultOps, faultOK, afterOps, afterOK := 0, 0, 0, 0, 0
+	var firstFault int64 = -1
+	if len(spans) > 0 {
+		firstFault = spans[0].Start
+	}
+	for _, o := range ops {
+		if o.outcome == unknownOutcome {
+			res.indeterminate++
+		}
+		if o.Input.Kind != opAdd {
+			regOps = append(regOps, o)
+		}
+		if overlapsAny(o, spans) {
+			overlap++
+			faultOps++
+			if o.outcome == okOutcome {
+				faultOK++
+			}
+		}
+		if firstFault >= 0 && o.Call >= firstFault {
+			afterOps++
+			if o.outcome == okOutcome {
+				afterOK++
+			}
+		}
+	}
+	res.availFault = ratio(faultOK, faultOps)
+	res.availAfter = ratio(afterOK, afterOps)
+	for _, s := range spans {
+		res.faultTime += time.Duration(s.End - s.Start)
+	}
+
+	// Validity: faults overlapped at least 20% of the operations, and the
+	// leadership moved at least once.
+	if f := ratio(overlap, len(ops)); f < 0.2 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: only %.0f%% of operations overlapped a fault (need 20%%)", 100*f))
+	}
+	if res.leaderChanges < 1 {
+		res.problems = append(res.problems, "invalid run: no leader change was observed")
+	}
+
+	art := artifactsDir(cfg.nemesis.name, cfg.seed)
+	rc, err := checkRegister(regOps, art)
+	if err != nil {
+		res.problems = append(res.problems, err.Error())
+	}
+	res.histories = rc.histories
+	res.violations = len(rc.violations)
+	if len(rc.violations) > 0 {
+		res.problems = append(res.problems, fmt.Sprintf("not linearizable: keys %v", rc.violations))
+	}
+	if len(rc.timeouts) > 0 {
+		res.problems = append(res.problems, fmt.Sprintf("check timed out (counts as a failure): keys %v", rc.timeouts))
+	}
+	read, err := readAll(adm.get(), 30*time.Second)
+	if err != nil {
+		res.problems = append(res.problems, err.Error())
+	} else {
+		set.mu.Lock()
+		sc := checkSet(set.added, read)
+		set.mu.Unlock()
+		res.lost = len(sc.lost)
+		if len(sc.lost) > 0 {
+			res.problems = append(res.problems, fmt.Sprintf("%d of %d acknowledged adds lost, e.g. %v", len(sc.lost), sc.acked, first(sc.lost, 5)))
+		}
+		if len(sc.unexpected) > 0 {
+			res.problems = append(res.problems, fmt.Sprintf("%d unexpected elements, e.g. %v", len(sc.unexpected), first(sc.unexpected, 5)))
+		}
+		r.logf("set: %d acknowledged adds all present, %d indeterminate adds present", sc.acked-len(sc.lost), sc.recovered)
+	}
+	if len(res.problems) > 0 {
+		res.artifacts = art
+		if err := saveRun(art, ops, spans, c); err != nil {
+			t.Errorf("saving the artifacts: %v", err)
+		}
+	}
+	return res
+}
+
+// schedule runs the nemesis in cycles (quiet gap, fault, heal) until the
+// configured duration has passed, recording each fault's span.
+func (r *run) schedule() error {
+	n := r.cfg.nemesis
+	end := time.Now().Add(r.cfg.duration)
+	for cycle := 1; ; cycle++ {
+		gap := time.Duration(500+r.rng.IntN(1500)) * time.Millisecond
+		if time.Until(end) < gap+n.holdMin {
+			return nil
+		}
+		pause(context.Background(), gap)
+		hold := n.holdMin + time.Duration(r.rng.Int64N(int64(n.holdMax-n.holdMin)+1))
+		hold = min(hold, time.Until(end))
+		start := r.h.now()
+		f, desc, err := n.inject(r, r.rng)
+		if err != nil {
+			if f != nil {
+				err = fmt.Errorf("%w (healing: %v)", err, f.heal(r))
+			}
+			return fmt.Errorf("cycle %d: injecting: %w", cycle, err)
+		}
+		r.logf("cycle %d: %s for %v", cycle, desc, hold.Round(time.Millisecond))
+		pause(context.Background(), hold)
+		if err := f.heal(r); err != nil {
+			return fmt.Errorf("cycle %d: healing %s: %w", cycle, desc, err)
+		}
+		r.mu.Lock()
+		r.spans = append(r.spans, span{Name: desc, Start: start, End: r.h.now()})
+		r.mu.Unlock()
+	}
+}
+
+func overlapsAny(o op, spans []span) bool {
+	for _, s := range spans {
+		if o.Call <= s.End && o.Return >= s.Start {
+			return true
+		}
+	}
+	return false
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// countKeys counts every user key in the cluster.
+func countKeys(cl *client.Client) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	for _, err := range cl.Scan(ctx, nil, nil, &client.ScanOptions{KeysOnly: true}) {
+		if err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// probeEveryRange writes one key inside every range (its start key, or a
+// key below every workload key for the first range), all within timeout.
+func probeEveryRange(cl *client.Client, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var rs []rangeSpan
+	for {
+		resp, err := cl.Ranges(ctx)
+		if err == nil {
+			for _, r := range resp.GetRanges() {
+				d := r.GetDescriptor_()
+				rs = append(rs, rangeSpan{id: d.GetRangeId(), start: d.GetStartKey()})
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("listing the ranges: %w", err)
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+	for _, r := range rs {
+		key := r.start
+		if len(key) == 0 {
+			key = []byte("\x00probe")
+		}
+		for {
+			err := cl.Put(ctx, key, []byte("probe"))
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("no write to range %d succeeded within %v: %w", r.id, timeout, err)
+			}
+			pause(ctx, 50*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+type rangeSpan struct {
+	id    uint64
+	start []byte
+}
+
+// saveRun writes the whole history, the fault spans and the nodes' logs.
+func saveRun(dir string, ops []op, spans []span, c *cluster) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(struct {
+		Ops    []op   `json:"ops"`
+		Faults []span `json:"faults"`
+	}{ops, spans})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "history.json"), b, 0o644); err != nil {
+		return err
+	}
+	for _, nd := range c.nodes(true) {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", nd.id)), []byte(nd.log()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaderMonitor polls who leads each range and counts the changes.
+type leaderMonitor struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	changes int
+}
+
+func startLeaderMonitor(c *cluster) *leaderMonitor {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &leaderMonitor{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		last := map[uint64]leaderInfo{}
+		for ctx.Err() == nil {
+			for id, li := range c.leaders(400 * time.Millisecond) {
+				if old, ok := last[id]; ok && (li.term > old.term || (li.term == old.term && li.node != old.node)) {
+					m.changes++
+				}
+				if old, ok := last[id]; !ok || li.term >= old.term {
+					last[id] = li
+				}
+			}
+			pause(ctx, 200*time.Millisecond)
+		}
+	}()
+	return m
+}
+
+// stop ends the monitor and returns the number of leader changes seen.
+func (m *leaderMonitor) stop() int {
+	m.cancel()
+	<-m.done
+	return m.changes
+}
+
+// report formats the per-nemesis table.
+func report(results []runResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "avail-f", "avail-a", "faults", "leader", "notes")
+	for _, r := range results {
+		if r.skipped != "" {
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			continue
+		}
+		note := "ok"
+		if len(r.problems) > 0 {
+			note = "FAILED: " + strings.Join(r.problems, "; ")
+		}
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost,
+			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
+	}
+	return b.String()
+}

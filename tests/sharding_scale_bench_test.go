@@ -1,0 +1,155 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/client"
+)
+
+// BenchmarkShardingScale loads keys through the client into a 3-node
+// cluster and reports the write throughput of each tenth of the load with
+// the number of ranges at its end, then the replicas per node. It runs
+// three loads: one user range throughout (automatic splits off), 16 ranges
+// split before the load, and automatic splits at a small size (ranges
+// multiply during the load).
+//
+//	SHALE_SCALE_KEYS=1000000 go test ./tests -run '^$' -bench ShardingScale -benchtime 1x -v
+//
+// SHALE_SCALE_KEYS (default 200000) is the number of keys per run,
+// SHALE_SCALE_SPLIT the split size and memtable size in bytes (default
+// 2 MiB), SHALE_SCALE_WORKERS the concurrent writers (default 64). Keys
+// are 16 bytes in random order, values 100 bytes. docs/benchmarks.md,
+// "Scale", records the results.
+func BenchmarkShardingScale(b *testing.B) {
+	keys := envInt("SHALE_SCALE_KEYS", 200000)
+	split := envInt("SHALE_SCALE_SPLIT", 2<<20)
+	workers := envInt("SHALE_SCALE_WORKERS", 64)
+	for i := 0; i < b.N; i++ {
+		b.Run("one-range", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 0) })
+		b.Run("presplit-16", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 16) })
+		b.Run("splitting", func(b *testing.B) { scaleRun(b, keys, split, workers, true, 0) })
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// scaleRun loads keys once: with automatic splits (auto), or into
+// presplit ranges cut at even key intervals before the load (0: one
+// range).
+func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
+	flags := []string{"--split-check-interval", "1s", "--split-size", strconv.Itoa(split), "--split-qps", "-1",
+		"--disable-placement=false", "--placement-interval", "2s",
+		// Small memtables, so that the size estimate (SST files only)
+		// follows the load closely; the same for every run.
+		"--engine-write-buffer-size", strconv.Itoa(split)}
+	if auto {
+		flags = append(flags, "--disable-auto-split=false")
+	}
+	c := newCluster(b, 3, flags...)
+	cl := c.client()
+	for i := 1; i < presplit; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, _, err := cl.Split(ctx, []byte(fmt.Sprintf("key-%012d", keys/presplit*i)))
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if presplit > 0 {
+		time.Sleep(6 * time.Second) // placement spreads the leaders
+	}
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	var next, done, failed atomic.Int64
+	perm := rand.New(rand.NewPCG(1, 2))
+	order := perm.Perm(keys)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(keys) {
+					return
+				}
+				k := fmt.Sprintf("key-%012d", order[i])
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := cl.Put(ctx, []byte(k), value)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	// Report every tenth of the load.
+	slice := int64(keys / 10)
+	last, lastT := int64(0), start
+	for {
+		time.Sleep(200 * time.Millisecond)
+		d := done.Load() + failed.Load()
+		if d-last >= slice || d >= int64(keys) {
+			now := time.Now()
+			ranges := rangeCountTB(cl)
+			b.Logf("keys %8d-%8d: %8.0f writes/s, %d ranges", last, d, float64(d-last)/now.Sub(lastT).Seconds(), ranges)
+			last, lastT = d, now
+		}
+		if d >= int64(keys) {
+			break
+		}
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.ReportMetric(float64(done.Load())/el.Seconds(), "writes/s")
+	b.Logf("%d keys in %v (%.0f writes/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
+	// Let placement settle, then report the balance.
+	time.Sleep(6 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := map[uint64]int{}
+	for _, r := range rs.GetRanges() {
+		for _, rd := range r.GetDescriptor_().GetReplicas() {
+			per[rd.GetNodeId()]++
+		}
+	}
+	lo, hi := 1<<30, 0
+	for _, n := range per {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	b.Logf("%d ranges; replicas per node %v (max/min %.2f)", len(rs.GetRanges()), per, float64(hi)/float64(lo))
+	b.ReportMetric(float64(len(rs.GetRanges())), "ranges")
+	b.ReportMetric(float64(hi)/float64(lo), "max/min-replicas")
+}
+
+func rangeCountTB(cl *client.Client) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		return -1
+	}
+	return len(rs.GetRanges())
+}
