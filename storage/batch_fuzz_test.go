@@ -18,7 +18,7 @@ import (
 //     batch leaves put.
 //
 // Run: go test ./storage -run '^$' -fuzz FuzzBatchRepr -fuzztime 10m
-// (testdata/fuzz/FuzzBatchRepr holds the corpus.)
+// The seeds are added below; inputs that fail land in testdata/fuzz/.
 func FuzzBatchRepr(f *testing.F) {
 	seed := func(build func(b *Batch)) {
 		var b Batch

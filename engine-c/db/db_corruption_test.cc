@@ -53,9 +53,13 @@ class DBCorruptionTest : public test::DBTestBase {
     for (int i = 0; i < n; i++) {
       ASSERT_TRUE(Put(Key(i), Value(i)).ok());
       model_[Key(i)] = Value(i);
-      if (flush && i == n / 2) ASSERT_TRUE(db_->Flush(true).ok());
+      if (flush && i == n / 2) {
+        ASSERT_TRUE(db_->Flush(true).ok());
+      }
     }
-    if (flush) ASSERT_TRUE(db_->Flush(true).ok());
+    if (flush) {
+      ASSERT_TRUE(db_->Flush(true).ok());
+    }
     Close();
     CopyDir(dbname_, pristine_);
   }

@@ -11,7 +11,7 @@
 namespace shale::stress {
 
 namespace {
-constexpr char kMagic[8] = {'S', 'H', 'S', 'T', 'R', 'E', 'S', '1'};
+constexpr char kMagic[8] = {'S', 'H', 'S', 'T', 'R', 'E', 'S', '2'};
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(Header) <= kHeaderBytes);
 }  // namespace

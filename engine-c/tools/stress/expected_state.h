@@ -63,7 +63,7 @@ struct Slot {
 };
 
 struct Header {
-  char magic[8];  // "SHSTRES1"
+  char magic[8];  // "SHSTRES2" (the layout version)
   uint32_t num_keys;
   uint32_t mode;  // SyncMode
   // Unsynced modes: the op log must survive at least up to this op (the
@@ -74,13 +74,14 @@ struct Header {
   // what the engine was doing when the process died.
   uint32_t running_flushes;
   uint32_t running_compactions;
-  uint32_t running;  // 1 while a run is writing
-  uint32_t pad;
+  uint32_t running;     // 1 while a run is writing
+  uint32_t recovering;  // 1 from before open until verification is done
   // Counters over the life of the file.
   uint64_t opens_verified;
   uint64_t kills_during_flush;
   uint64_t kills_during_compaction;
   uint64_t unclean_exits;
+  uint64_t kills_during_recovery;  // died opening or verifying
   uint64_t writes_acknowledged;
   uint64_t pending_resolved_new;  // in-flight writes found applied
   uint64_t pending_resolved_old;  // in-flight writes found not applied

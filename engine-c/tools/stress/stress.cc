@@ -419,6 +419,10 @@ void Stress::NoteCrash() {
             h->running_flushes ? "running" : "idle",
             h->running_compactions ? "running" : "idle");
   }
+  if (h->recovering) {
+    h->kills_during_recovery++;
+    fprintf(stderr, "stress: previous run died while recovering\n");
+  }
   h->running = 0;
   h->running_flushes = h->running_compactions = 0;
 }
@@ -430,14 +434,15 @@ int Stress::Run() {
   Header* h = es_.header();
   if (flags_.report) {
     printf("mode=%s opens_verified=%" PRIu64 " unclean_exits=%" PRIu64
-           " kills_during_flush=%" PRIu64 " kills_during_compaction=%" PRIu64
-           " writes_acknowledged=%" PRIu64 " inflight_landed=%" PRIu64
-           " inflight_not_landed=%" PRIu64 " unsynced_ops_kept=%" PRIu64
-           " unsynced_ops_lost=%" PRIu64 "\n",
+           " kills_during_recovery=%" PRIu64 " kills_during_flush=%" PRIu64
+           " kills_during_compaction=%" PRIu64 " writes_acknowledged=%" PRIu64
+           " inflight_landed=%" PRIu64 " inflight_not_landed=%" PRIu64
+           " unsynced_ops_kept=%" PRIu64 " unsynced_ops_lost=%" PRIu64 "\n",
            SyncModeName(flags_.mode), h->opens_verified, h->unclean_exits,
-           h->kills_during_flush, h->kills_during_compaction,
-           h->writes_acknowledged, h->pending_resolved_new,
-           h->pending_resolved_old, h->unsynced_ops_kept, h->unsynced_ops_lost);
+           h->kills_during_recovery, h->kills_during_flush,
+           h->kills_during_compaction, h->writes_acknowledged,
+           h->pending_resolved_new, h->pending_resolved_old,
+           h->unsynced_ops_kept, h->unsynced_ops_lost);
     return 0;
   }
   if (flags_.mode != SyncMode::kSync) {
@@ -452,6 +457,7 @@ int Stress::Run() {
   NoteCrash();
   locks_.reset(new std::mutex[(flags_.keys + kChunk - 1) / kChunk]);
 
+  h->recovering = 1;
   s = DBImpl::Open(DBOptions(), flags_.db, &db_);
   if (!s.ok()) Die(2, "open " + flags_.db + ": " + s.ToString());
   std::vector<uint32_t> actual;
@@ -477,6 +483,7 @@ int Stress::Run() {
     if (!s.ok()) Die(2, s.ToString());
   }
   h->opens_verified++;
+  h->recovering = 0;
   printf("stress: open #%" PRIu64 " verified (mode %s): %" PRIu64
          " of %u keys present\n",
          h->opens_verified, SyncModeName(flags_.mode), present, flags_.keys);
