@@ -69,12 +69,14 @@ DOCKER_CTX := $(BUILD_DIR)/docker
 # The image is FROM scratch, so shale is linked statically: the engine,
 # libstdc++ and snappy from their .a files, and Go's own DNS and user
 # lookups (netgo, osusergo) instead of glibc's NSS. ldd failing proves it.
+# -s -w drop the DWARF and symbol tables (Go's own tables keep stack
+# traces and pprof working).
 static: engine
 	mkdir -p $(DOCKER_CTX)/data $(DOCKER_CTX)/tmp
 	chmod 1777 $(DOCKER_CTX)/tmp
-	$(GO) build -tags netgo,osusergo -ldflags "$(GO_LDFLAGS) -linkmode external -extldflags -static" \
+	$(GO) build -tags netgo,osusergo -ldflags "$(GO_LDFLAGS) -s -w -linkmode external -extldflags -static" \
 	  -o $(DOCKER_CTX)/shale ./cmd/shale
-	CGO_ENABLED=0 $(GO) build -o $(DOCKER_CTX)/shalectl ./cmd/shalectl
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o $(DOCKER_CTX)/shalectl ./cmd/shalectl
 	@if ldd $(DOCKER_CTX)/shale >/dev/null 2>&1; then echo "$(DOCKER_CTX)/shale is dynamically linked"; exit 1; fi
 
 image: static

@@ -204,6 +204,11 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 			leaders[st.LeaderNodeID]++
 		}
 	}
+	// The nodes' own reports (heartbeats) count the leaders of ranges
+	// this node holds no replica of too.
+	for id, e := range n.gatherHeartbeats(ctx, nodes) {
+		leaders[id] = uint64(len(e.leaders))
+	}
 	resp := &kvpb.NodesResponse{}
 	now := time.Now()
 	for _, m := range nodes {

@@ -210,6 +210,9 @@ func (r *Replica) applySplitLocked(cmd *command.Command) (command.Result, error)
 	if r.rangeID == keys.MetaRangeID {
 		return reject(command.CodeMalformed, "the meta range does not split")
 	}
+	if proto.Equal(cur, left) {
+		return command.Result{}, nil // applied already (cannot happen: defensive)
+	}
 	if cmd.ExpectedGeneration != cur.GetGeneration() || left.GetRangeId() != r.rangeID {
 		return reject(command.CodeDescriptorChanged, "split computed from generation %d; range %d is at generation %d",
 			cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())
@@ -223,6 +226,12 @@ func (r *Replica) applySplitLocked(cmd *command.Command) (command.Result, error)
 		return reject(command.CodeMalformed, "split descriptors do not split generation %d of range %d", cur.GetGeneration(), r.rangeID)
 	}
 	a := &r.apply
+	// Write what the batch holds so far (the entries before this one), so
+	// that the dedup state can be read from the engine; everything the
+	// split writes then goes with the applied index, atomically.
+	if err := a.flush(); err != nil {
+		return command.Result{}, err
+	}
 	v, err := logstore.EncodeDescriptor(left)
 	if err != nil {
 		return command.Result{}, err
@@ -262,7 +271,8 @@ func (s *Store) shouldCreateSplitReplica(right *kvpb.RangeDescriptor, replicaID 
 
 // stageRightHandStateLocked stages the initial state of this node's
 // replica of a split's right-hand range into the apply batch.
-// REQUIRES: raftMu.
+// REQUIRES: raftMu, and the apply batch flushed before the split's first
+// write.
 func (r *Replica) stageRightHandStateLocked(right *kvpb.RangeDescriptor) error {
 	a := &r.apply
 	id := right.GetRangeId()
@@ -278,10 +288,8 @@ func (r *Replica) stageRightHandStateLocked(right *kvpb.RangeDescriptor) error {
 	a.batch.Put(keys.TruncatedStateKey(id), pos.Encode())
 	a.batch.Put(keys.HardStateKey(id), logstore.EncodeHardState(&pb.HardState{Term: new(uint64(initialTerm)), Commit: new(uint64(initialIndex))}))
 	a.batch.Put(keys.ReplicaIDKey(id), logstore.EncodeReplicaID(r.replicaID))
-	// The dedup state: read what is applied, plus this batch's writes.
-	if err := a.flush(); err != nil {
-		return err
-	}
+	// The dedup state as applied before this entry (the caller flushed
+	// the batch; the split itself writes no dedup record).
 	for _, sp := range []keys.Span{keys.DedupRecordSpan(r.rangeID), keys.DedupFloorSpan(r.rangeID)} {
 		if err := copyDedupSpan(a, sp, r.rangeID, id); err != nil {
 			return fmt.Errorf("copying dedup state to range %d: %w", id, err)

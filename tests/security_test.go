@@ -429,3 +429,36 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestCertsCreateCluster: shalectl certs create-cluster makes a working set
+// of certificates and, run again, keeps them.
+func TestCertsCreateCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	args := []string{"certs", "create-cluster", "--certs-dir", dir, "--extra-hosts", "127.0.0.1", "n1", "n2=10.1.2.3"}
+	out, errOut, code := ctl(t, nil, args...)
+	if code != 0 || strings.Count(out, "created") != 4 {
+		t.Fatalf("first run: exit %d\n%s%s", code, out, errOut)
+	}
+	first, _ := os.ReadFile(filepath.Join(dir, "n2", certs.NodeCertFile))
+	if out, errOut, code := ctl(t, nil, args...); code != 0 || out != "" {
+		t.Fatalf("second run made something or failed: exit %d\n%s%s", code, out, errOut)
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, "n2", certs.NodeCertFile))
+	if !bytes.Equal(first, again) {
+		t.Fatal("a second run replaced node n2's certificate")
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "n2", certs.NodeCertFile), filepath.Join(dir, "n2", certs.NodeKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if role, err := certs.RoleOf(pair.Leaf); err != nil || role != certs.RoleNode {
+		t.Fatalf("n2's certificate: role %v, %v", role, err)
+	}
+	if got := fmt.Sprint(pair.Leaf.DNSNames, pair.Leaf.IPAddresses); got != "[n2] [10.1.2.3 127.0.0.1]" {
+		t.Fatalf("n2's names: %s", got)
+	}
+	if _, err := client.LoadTLSConfig(filepath.Join(dir, "n1", certs.CACertFile),
+		filepath.Join(dir, certs.ClientCertFile("root")), filepath.Join(dir, certs.ClientKeyFile("root"))); err != nil {
+		t.Fatalf("admin client files: %v", err)
+	}
+}

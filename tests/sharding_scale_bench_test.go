@@ -15,30 +15,27 @@ import (
 )
 
 // BenchmarkShardingScale loads keys through the client into a 3-node
-// cluster and reports the write throughput of each slice of the load with
-// the number of ranges at its end, then the replicas per node. It runs the
-// load twice: with automatic splits off (one user range throughout) and
-// with a small split size (ranges multiply during the load).
+// cluster and reports the write throughput of each tenth of the load with
+// the number of ranges at its end, then the replicas per node. It runs
+// three loads: one user range throughout (automatic splits off), 16 ranges
+// split before the load, and automatic splits at a small size (ranges
+// multiply during the load).
 //
-//	SHALE_SCALE_KEYS=1000000 go test ./tests -run '^$' -bench ShardingScale -benchtime 1x
+//	SHALE_SCALE_KEYS=1000000 go test ./tests -run '^$' -bench ShardingScale -benchtime 1x -v
 //
 // SHALE_SCALE_KEYS (default 200000) is the number of keys per run,
-// SHALE_SCALE_SPLIT the split size in bytes (default 4 MiB), and
-// SHALE_SCALE_WORKERS the concurrent writers (default 64). Keys are 16
-// bytes in random order, values 100 bytes. docs/benchmarks.md, "Scale",
-// records the results.
+// SHALE_SCALE_SPLIT the split size and memtable size in bytes (default
+// 2 MiB), SHALE_SCALE_WORKERS the concurrent writers (default 64). Keys
+// are 16 bytes in random order, values 100 bytes. docs/benchmarks.md,
+// "Scale", records the results.
 func BenchmarkShardingScale(b *testing.B) {
 	keys := envInt("SHALE_SCALE_KEYS", 200000)
-	split := envInt("SHALE_SCALE_SPLIT", 4<<20)
+	split := envInt("SHALE_SCALE_SPLIT", 2<<20)
 	workers := envInt("SHALE_SCALE_WORKERS", 64)
 	for i := 0; i < b.N; i++ {
-		for _, auto := range []bool{false, true} {
-			name := "one-range"
-			if auto {
-				name = "splitting"
-			}
-			b.Run(name, func(b *testing.B) { scaleRun(b, keys, split, workers, auto) })
-		}
+		b.Run("one-range", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 0) })
+		b.Run("presplit-16", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 16) })
+		b.Run("splitting", func(b *testing.B) { scaleRun(b, keys, split, workers, true, 0) })
 	}
 }
 
@@ -49,14 +46,31 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func scaleRun(b *testing.B, keys, split, workers int, auto bool) {
+// scaleRun loads keys once: with automatic splits (auto), or into
+// presplit ranges cut at even key intervals before the load (0: one
+// range).
+func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
 	flags := []string{"--split-check-interval", "1s", "--split-size", strconv.Itoa(split), "--split-qps", "-1",
-		"--disable-placement=false", "--placement-interval", "2s"}
+		"--disable-placement=false", "--placement-interval", "2s",
+		// Small memtables, so that the size estimate (SST files only)
+		// follows the load closely; the same for every run.
+		"--engine-write-buffer-size", strconv.Itoa(split)}
 	if auto {
 		flags = append(flags, "--disable-auto-split=false")
 	}
 	c := newCluster(b, 3, flags...)
 	cl := c.client()
+	for i := 1; i < presplit; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, _, err := cl.Split(ctx, []byte(fmt.Sprintf("key-%012d", keys/presplit*i)))
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if presplit > 0 {
+		time.Sleep(6 * time.Second) // placement spreads the leaders
+	}
 	value := make([]byte, 100)
 	for i := range value {
 		value[i] = byte('a' + i%26)
@@ -127,6 +141,7 @@ func scaleRun(b *testing.B, keys, split, workers int, auto bool) {
 	}
 	b.Logf("%d ranges; replicas per node %v (max/min %.2f)", len(rs.GetRanges()), per, float64(hi)/float64(lo))
 	b.ReportMetric(float64(len(rs.GetRanges())), "ranges")
+	b.ReportMetric(float64(hi)/float64(lo), "max/min-replicas")
 }
 
 func rangeCountTB(cl *client.Client) int {

@@ -159,3 +159,32 @@ func TestSettingsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleConfigFiles: the examples under deploy/config load, and both
+// formats mean the same settings.
+func TestExampleConfigFiles(t *testing.T) {
+	var got []map[string]string
+	for _, name := range []string{"shale.yaml", "shale.toml"} {
+		fs, s := newTestFlags(t, "--config", filepath.Join("..", "..", "deploy", "config", name))
+		src, err := resolveSources(fs, envOf(nil))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if src["data-dir"] != "file" || s.dataDir != "/var/lib/shale" || s.eng.BlockCacheSize != 256<<20 ||
+			s.initialCluster != "1=10.0.0.1:7379,2=10.0.0.2:7379,3=10.0.0.3:7379" || s.shutdownTimeout != 20*time.Second {
+			t.Errorf("%s: data-dir %q cache %d initial %q shutdown %v", name, s.dataDir, s.eng.BlockCacheSize, s.initialCluster, s.shutdownTimeout)
+		}
+		values := map[string]string{}
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name != "config" {
+				values[f.Name] = f.Value.String()
+			}
+		})
+		got = append(got, values)
+	}
+	for k, v := range got[0] {
+		if got[1][k] != v {
+			t.Errorf("%s: shale.yaml gives %q, shale.toml %q", k, v, got[1][k])
+		}
+	}
+}

@@ -41,7 +41,6 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("shale", flag.ContinueOnError)
 	var s settings
 	s.define(fs)
-	sharding := shardingFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: shale [flags]\n\nRuns one Shale node. Every flag is also an environment variable\n"+
 			"SHALE_<FLAG_NAME> and a key of the --config file; a flag beats the\n"+
@@ -109,7 +108,7 @@ func run(args []string) error {
 		Join:              joinAddrs,
 		ClusterID:         s.clusterID,
 		Raft:              s.raft,
-		Sharding:          *sharding,
+		Sharding:          s.sharding,
 		Engine:            eng,
 		Logger:            logger,
 	}

@@ -32,6 +32,7 @@ type settings struct {
 	compression     string
 	eng             node.EngineOptions
 	raft            node.RaftOptions
+	sharding        node.ShardingOptions
 	sec             securityFlags // security.go
 }
 
@@ -71,6 +72,18 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.Uint64Var(&s.raft.LogMaxEntries, "raft-log-max-entries", 10000, "log entries kept before truncating past lagging followers (they get snapshots)")
 	fs.Int64Var(&s.raft.LogMaxBytes, "raft-log-max-bytes", 64<<20, "log bytes kept before truncating past lagging followers")
 	fs.Int64Var(&s.raft.SnapshotRate, "snapshot-rate", 32<<20, "bytes per second of outgoing snapshots, all ranges together; negative: unlimited")
+
+	// Splits and placement (docs/sharding.md).
+	o := &s.sharding
+	fs.Uint64Var(&o.SplitSizeBytes, "split-size", 64<<20, "split a range whose approximate size exceeds this many bytes")
+	fs.Float64Var(&o.SplitQPS, "split-qps", 2500, "split a range serving more requests per second than this, at a key dividing its traffic; negative: never by load")
+	fs.DurationVar(&o.SplitCheckInterval, "split-check-interval", 10*time.Second, "how often leaders check their ranges' size and load")
+	fs.BoolVar(&o.DisableAutoSplit, "disable-auto-split", false, "turn size and load splits off (manual splits still work)")
+	fs.DurationVar(&o.PlacementInterval, "placement-interval", 10*time.Second, "how often the placement controller runs a pass")
+	fs.DurationVar(&o.DeadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node not heard from for this long is dead and its replicas are re-created elsewhere")
+	fs.IntVar(&o.ReplicationFactor, "replication-factor", 3, "voters per range that placement keeps when enough nodes are live")
+	fs.IntVar(&o.MaxMovesPerPass, "placement-max-moves", 4, "replica moves one placement pass starts")
+	fs.BoolVar(&o.DisablePlacement, "disable-placement", false, "turn the placement controller off")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
 

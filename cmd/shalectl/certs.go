@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,6 +125,74 @@ func newCertsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(createCA, createNode, createClient, createToken)
+	cmd.AddCommand(createCA, createNode, createClient, createToken, newCreateClusterCmd(&certsDir, &validity))
 	return cmd
+}
+
+// newCreateClusterCmd makes every certificate of a small cluster in one
+// idempotent step, for test beds and containers (deploy/docker-compose-tls.yml):
+// what exists is kept, what is missing is made.
+func newCreateClusterCmd(certsDir *string, validity *time.Duration) *cobra.Command {
+	var extraHosts []string
+	var admin string
+	cmd := &cobra.Command{
+		Use:   "create-cluster NAME[=HOST,...]...",
+		Short: "Create, where missing, the CA, a node certificate per NAME (in --certs-dir/NAME) and an admin client",
+		Long: `create-cluster creates, each only if it does not exist yet: the CA in
+--certs-dir; for every NAME a node certificate in --certs-dir/NAME, naming
+NAME, the HOSTs given after it and --extra-hosts, beside a copy of ca.crt;
+and the client certificate of --admin with the admin role. It is safe to
+run again. For a production cluster make the certificates one by one and
+keep ca.key off the nodes (docs/security.md).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			dir := *certsDir
+			if !exists(filepath.Join(dir, certs.CACertFile)) {
+				if err := certs.CreateCA(dir, "", 0); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "created the CA in %s\n", dir)
+			}
+			caPEM, err := os.ReadFile(filepath.Join(dir, certs.CACertFile))
+			if err != nil {
+				return err
+			}
+			for _, arg := range args {
+				name, hostList, _ := strings.Cut(arg, "=")
+				if name == "" || strings.ContainsAny(name, `/\`) {
+					return fmt.Errorf("node %q: want NAME[=HOST,...]", arg)
+				}
+				nodeDir := filepath.Join(dir, name)
+				if !exists(filepath.Join(nodeDir, certs.NodeCertFile)) {
+					hosts := append([]string{name}, strings.Split(hostList, ",")...)
+					hosts = append(hosts, extraHosts...)
+					if err := certs.CreateNode(dir, nodeDir, hosts, *validity); err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "created the certificate of node %s in %s\n", name, nodeDir)
+				}
+				if ca := filepath.Join(nodeDir, certs.CACertFile); !exists(ca) {
+					if err := os.WriteFile(ca, caPEM, 0o644); err != nil {
+						return fmt.Errorf("copying the CA certificate: %w", err)
+					}
+				}
+			}
+			if admin != "" && !exists(filepath.Join(dir, certs.ClientCertFile(admin))) {
+				if err := certs.CreateClient(dir, dir, admin, certs.RoleAdmin, *validity); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "created the admin client certificate %s\n", filepath.Join(dir, certs.ClientCertFile(admin)))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&extraHosts, "extra-hosts", nil, "host names and IPs every node certificate names besides its own (e.g. localhost,127.0.0.1)")
+	cmd.Flags().StringVar(&admin, "admin", "root", "name of the admin client certificate to create (empty: none)")
+	return cmd
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -42,9 +42,25 @@ node must be running for the replicas to catch up.`,
 			}
 			id := resp.GetNodeId()
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "node %d registered at %s\n", id, args[0])
+			// With --json, one object at the end: {nodeId, address, ranges:
+			// [{rangeId, added, generation}]}.
+			type rangeResult struct {
+				RangeID    uint64 `json:"rangeId"`
+				Added      bool   `json:"added"`
+				Generation uint64 `json:"generation"`
+			}
+			var results []rangeResult
+			report := func() error {
+				if !g.json {
+					return nil
+				}
+				return writeJSON(out, map[string]any{"nodeId": id, "address": args[0], "ranges": results})
+			}
+			if !g.json {
+				fmt.Fprintf(out, "node %d registered at %s\n", id, args[0])
+			}
 			if registerOnly {
-				return nil
+				return report()
 			}
 			ranges, err := c.Ranges(ctx)
 			if err != nil {
@@ -53,16 +69,22 @@ node must be running for the replicas to catch up.`,
 			for _, rs := range ranges.GetRanges() {
 				d := rs.GetDescriptor_()
 				if hasVoter(d, id) {
-					fmt.Fprintf(out, "range %d: already a voter on node %d\n", d.GetRangeId(), id)
+					results = append(results, rangeResult{RangeID: d.GetRangeId(), Generation: d.GetGeneration()})
+					if !g.json {
+						fmt.Fprintf(out, "range %d: already a voter on node %d\n", d.GetRangeId(), id)
+					}
 					continue
 				}
 				nd, err := c.ChangeReplicas(ctx, d.GetRangeId(), &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id})
 				if err != nil {
 					return g.withEndpoints(fmt.Errorf("range %d: %w", d.GetRangeId(), err))
 				}
-				fmt.Fprintf(out, "range %d: voter added on node %d (generation %d)\n", d.GetRangeId(), id, nd.GetGeneration())
+				results = append(results, rangeResult{RangeID: d.GetRangeId(), Added: true, Generation: nd.GetGeneration()})
+				if !g.json {
+					fmt.Fprintf(out, "range %d: voter added on node %d (generation %d)\n", d.GetRangeId(), id, nd.GetGeneration())
+				}
 			}
-			return nil
+			return report()
 		},
 	}
 	cmd.Flags().BoolVar(&registerOnly, "register-only", false, "register the node but add no replicas")
@@ -99,6 +121,9 @@ out of the cluster's registry. The node's process can then be stopped.`,
 			if err := c.RemoveNode(ctx, id, true); err != nil {
 				return g.withEndpoints(err)
 			}
+			if g.json {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"nodeId": id, "removed": true})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
 			return nil
 		},
@@ -127,6 +152,9 @@ func newTransferLeaderCmd(g *globals) *cobra.Command {
 			defer done()
 			if err := c.TransferLeader(ctx, rangeID, nodeID); err != nil {
 				return g.withEndpoints(err)
+			}
+			if g.json {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"rangeId": rangeID, "leaderNodeId": nodeID})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d: leader is now node %d\n", rangeID, nodeID)
 			return nil

@@ -13,7 +13,6 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func init() { register(newStatusCmd) }
@@ -26,7 +25,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Long: `status reports on the cluster as its nodes see it: every node with its
 liveness, then every range with its leader and, for each replica, its Raft
 state and applied index (asked of each node in turn). --node reports on the
-node the client reaches instead: identity, its replicas, engine statistics.`,
+node the client reaches instead: identity, its replicas, engine statistics.
+With --json: {clusterId, version, reached, nodes, ranges}, or with --node
+the reached node's status alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, c, done, err := g.connect(cmd)
@@ -39,13 +40,23 @@ node the client reaches instead: identity, its replicas, engine statistics.`,
 				return g.withEndpoints(err)
 			}
 			out := cmd.OutOrStdout()
-			if g.json {
-				b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(st)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(out, "%s\n", b)
+			if g.json && nodeOnly {
+				_, err = fmt.Fprintf(out, "%s\n", protoJSON(st))
 				return err
+			}
+			if g.json {
+				// The cluster view: the reached node's status, the
+				// registry's nodes and meta's ranges.
+				nodes, err := c.Nodes(ctx)
+				if err != nil {
+					return g.withEndpoints(err)
+				}
+				ranges, err := c.Ranges(ctx)
+				if err != nil {
+					return g.withEndpoints(err)
+				}
+				return writeJSON(out, map[string]any{"clusterId": st.GetClusterId(), "version": st.GetVersion(),
+					"reached": protoJSON(st), "nodes": protoJSON(nodes), "ranges": protoJSON(ranges)})
 			}
 			if nodeOnly {
 				printStatus(out, st)

@@ -60,7 +60,10 @@ void Compaction::SetupBounds() {
 
 bool Compaction::IsTrivialMove() const {
   if (level_ == output_level_) return false;  // a rewrite in place
-  if (inputs_[0].size() != 1 || !inputs_[1].empty()) return false;
+  if (inputs_[0].empty() || !inputs_[1].empty()) return false;
+  // L0 files may overlap each other: only one moves at a time. Files of a
+  // deeper level are disjoint, so several move together.
+  if (level_ == 0 && inputs_[0].size() != 1) return false;
   uint64_t overlap = 0;
   for (const FileMetaData* f : grandparents_) overlap += f->file_size;
   return overlap <= max_grandparent_overlap_;
@@ -227,6 +230,7 @@ Compaction* CompactionPicker::Pick(
     struct Candidate {
       FileMetaData* file;
       double ratio;
+      bool alone;  // nothing in level + 1 overlaps it
     };
     std::vector<Candidate> candidates;
     std::vector<FileMetaData*> overlap;
@@ -237,8 +241,10 @@ Compaction* CompactionPicker::Pick(
       uint64_t overlap_bytes = 0;
       for (const FileMetaData* o : overlap) overlap_bytes += o->file_size;
       candidates.push_back(Candidate{
-          f, static_cast<double>(overlap_bytes) /
-                 static_cast<double>(std::max<uint64_t>(f->file_size, 1))});
+          f,
+          static_cast<double>(overlap_bytes) /
+              static_cast<double>(std::max<uint64_t>(f->file_size, 1)),
+          overlap.empty()});
     }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Candidate& a, const Candidate& b) {
@@ -247,11 +253,45 @@ Compaction* CompactionPicker::Pick(
     for (const Candidate& cand : candidates) {
       auto* c = new Compaction(v, level, level + 1, options_, icmp_);
       c->inputs_[0].push_back(cand.file);
+      if (cand.alone) ExtendTrivialMove(v, level, &c->inputs_[0]);
       Compaction* result = Finish(c, running);
       if (result != nullptr) return result;
     }
   }
   return nullptr;
+}
+
+void CompactionPicker::ExtendTrivialMove(
+    Version* v, int level, std::vector<FileMetaData*>* inputs) const {
+  constexpr size_t kMaxMultiTrivialMove = 4;
+  const std::vector<FileMetaData*>& files = v->files(level);
+  const auto it = std::find(files.begin(), files.end(), (*inputs)[0]);
+  if (it == files.end()) return;
+  size_t lo = it - files.begin(), hi = lo;
+  const uint64_t max_grandparent_overlap = 10 * options_.target_file_size_base;
+  std::vector<FileMetaData*> grandparents;
+  // True if files[a..b] may move down together.
+  auto can_move = [&](size_t a, size_t b) {
+    if (files[a]->being_compacted || files[b]->being_compacted) return false;
+    const Slice s = files[a]->smallest.user_key();
+    const Slice l = files[b]->largest.user_key();
+    if (v->OverlapInLevel(level + 1, &s, &l)) return false;
+    if (level + 2 < v->num_levels()) {
+      v->GetOverlappingInputs(level + 2, &s, &l, &grandparents);
+      uint64_t bytes = 0;
+      for (const FileMetaData* g : grandparents) bytes += g->file_size;
+      if (bytes > max_grandparent_overlap) return false;
+    }
+    return true;
+  };
+  while (hi - lo + 1 < kMaxMultiTrivialMove && hi + 1 < files.size() &&
+         can_move(lo, hi + 1)) {
+    hi++;
+  }
+  while (hi - lo + 1 < kMaxMultiTrivialMove && lo > 0 && can_move(lo - 1, hi)) {
+    lo--;
+  }
+  inputs->assign(files.begin() + lo, files.begin() + hi + 1);
 }
 
 Compaction* CompactionPicker::PickManual(

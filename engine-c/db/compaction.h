@@ -9,7 +9,8 @@
 // smallest relative to its own size (RocksDB's kMinOverlappingRatio,
 // which keeps write amplification low), together with the Ln+1 files it
 // overlaps. A file with nothing to merge with below moves down without
-// being rewritten.
+// being rewritten, and so do up to three of its neighbours that have
+// nothing below them either.
 //
 // Concurrency. Input files are marked being_compacted. A candidate is
 // skipped if any file it would read is being compacted, or if its output
@@ -142,6 +143,13 @@ class CompactionPicker {
   Compaction* Finish(Compaction* c,
                      const std::vector<Compaction*>& running) const;
   bool AnyBeingCompacted(const std::vector<FileMetaData*>& files) const;
+  // *inputs is one file of level (>= 1) that overlaps nothing in level + 1.
+  // Widens it to up to kMaxMultiTrivialMove neighbouring files whose range
+  // together still overlaps nothing below, so one trivial move takes them
+  // all (RocksDB's TryExtendNonL0TrivialMove). Draining a level that way
+  // leaves the next compaction into it fewer files to rewrite.
+  void ExtendTrivialMove(Version* v, int level,
+                         std::vector<FileMetaData*>* inputs) const;
   bool OutputRangeConflicts(const Compaction* c,
                             const std::vector<Compaction*>& running) const;
 

@@ -63,6 +63,7 @@ bool CompactionIterator::CoveredInStripe(const ParsedInternalKey& k,
 
 void CompactionIterator::FindNextOutput() {
   valid_ = false;
+  zeroed_ = false;
   while (input_->Valid()) {
     if (!ParseInternalKey(input_->key(), &parsed_)) {
       status_ = Status::Corruption("compaction input holds a malformed key",
@@ -93,6 +94,15 @@ void CompactionIterator::FindNextOutput() {
     }
     if (!drop) {
       valid_ = true;
+      if (zero_sequences_ && bottommost_ && stripe == 0 &&
+          parsed_.type == kTypeValue && parsed_.sequence != 0) {
+        zeroed_key_.clear();
+        AppendInternalKey(&zeroed_key_,
+                          ParsedInternalKey(parsed_.user_key, 0, kTypeValue));
+        parsed_.user_key = ExtractUserKey(zeroed_key_);
+        parsed_.sequence = 0;
+        zeroed_ = true;
+      }
       return;
     }
     num_dropped_++;

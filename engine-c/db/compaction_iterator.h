@@ -46,10 +46,18 @@ class CompactionIterator {
   CompactionIterator(const CompactionIterator&) = delete;
   CompactionIterator& operator=(const CompactionIterator&) = delete;
 
+  // Writes the values that survive in stripe 0 at the bottom with
+  // sequence number 0 (as RocksDB does): no reader can tell them from
+  // their original sequence, since nothing older lies below and every
+  // snapshot sees them, and a run of equal trailers compresses better.
+  // Only for outputs below L0, whose files are not ordered by sequence.
+  // Call before SeekToFirst.
+  void set_zero_sequences(bool v) { zero_sequences_ = v; }
+
   void SeekToFirst();
   bool Valid() const { return valid_; }
   // The entry to write, valid until Next().
-  Slice key() const { return input_->key(); }
+  Slice key() const { return zeroed_ ? Slice(zeroed_key_) : input_->key(); }
   Slice value() const { return input_->value(); }
   const ParsedInternalKey& parsed() const { return parsed_; }
   void Next();
@@ -71,6 +79,9 @@ class CompactionIterator {
   const std::vector<SequenceNumber>* const snapshots_;
   const FragmentedRangeTombstoneList* const tombstones_;
   const bool bottommost_;
+  bool zero_sequences_ = false;
+  bool zeroed_ = false;  // key() is zeroed_key_
+  std::string zeroed_key_;
 
   bool valid_ = false;
   Status status_;

@@ -112,6 +112,7 @@ Status CompactionJob::Run() {
 
   CompactionIterator citer(input.get(), icmp_, &snapshots_, tombstones_.get(),
                            c_->bottommost());
+  citer.set_zero_sequences(c_->output_level() > 0);
   std::string prev_user_key;
   bool has_prev = false;
   for (citer.SeekToFirst(); citer.Valid(); citer.Next()) {

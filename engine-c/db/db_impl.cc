@@ -254,7 +254,7 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
     if (summary.count > 0) {
       max_seq = std::max(max_seq, seq + summary.count - 1);
     }
-    if (mem_->ApproximateMemoryUsage() >= options_.write_buffer_size) {
+    if (mem_->ApproximateDataSize() >= options_.write_buffer_size) {
       s = WriteLevel0Table(mem_, edit);
       if (!s.ok()) return s;
       mem_->Unref();

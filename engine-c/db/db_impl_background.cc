@@ -112,9 +112,10 @@ Status DBImpl::RunCompaction(Compaction* c) {
   VersionEdit edit;
   std::vector<uint64_t> allocated;
   if (c->IsTrivialMove()) {
-    FileMetaData* f = c->inputs(0)[0];
-    edit.DeleteFile(c->level(), f->number);
-    edit.AddFile(c->output_level(), *f);
+    for (FileMetaData* f : c->inputs(0)) {
+      edit.DeleteFile(c->level(), f->number);
+      edit.AddFile(c->output_level(), *f);
+    }
   } else {
     CompactionJob job(
         c, dbname_, env_, table_options_, table_cache_.get(), snapshots_.All(),

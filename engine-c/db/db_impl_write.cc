@@ -230,8 +230,10 @@ Status DBImpl::MakeRoomForWrite(bool no_slowdown, uint64_t bytes) {
       continue;
     }
     // An empty memtable always has room (a huge batch goes into it whole).
+    // Only the leader adds to mem_, and it is here, so the data size is
+    // stable.
     if (mem_->empty() ||
-        mem_->ApproximateMemoryUsage() < options_.write_buffer_size) {
+        mem_->ApproximateDataSize() < options_.write_buffer_size) {
       break;
     }
     std::string stop_reason;

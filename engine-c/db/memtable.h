@@ -55,6 +55,12 @@ class MemTable {
   // Bytes of memory in use (the arena), a proxy for the size of the data.
   size_t ApproximateMemoryUsage() const { return arena_.MemoryUsage(); }
 
+  // Bytes of the arena filled so far: what decides that the memtable is
+  // full (RocksDB likewise lets the last arena block fill before it
+  // flushes, rather than counting a fresh, empty block as used).
+  // REQUIRES: the same external synchronization as Add().
+  size_t ApproximateDataSize() const { return arena_.UsedBytes(); }
+
   // Adds an entry: a value (kTypeValue), a point tombstone (kTypeDeletion,
   // value ignored) or a range tombstone [key, value) (kTypeRangeDeletion).
   // REQUIRES: external synchronization; (key, seq) not already present.

@@ -690,10 +690,18 @@ Status VersionSet::ReadManifest(const std::string& fname, VersionEdit* summary,
     }
     edits++;
   }
-  // Damage at the very end is an edit whose write was cut short: it was
-  // never acknowledged, and the next LogAndApply starts a new MANIFEST.
+  // Damage at the very end may be an edit whose write was cut short by a
+  // crash: it was never acknowledged, and the next LogAndApply starts a
+  // new MANIFEST. Anything else there (a checksum mismatch in a whole
+  // record) is a synced edit gone bad: dropping it would silently forget
+  // files it added and resurrect WALs it retired.
   if (!reporter.first.ok() && !reporter.first.IsCorruption()) {
     return reporter.first;  // an I/O error
+  }
+  if (!reporter.first.ok() && !reader.OnlyCutShort()) {
+    return Status::Corruption(reporter.first.message(),
+                              "the last MANIFEST record is damaged, not cut "
+                              "short by a crash");
   }
   if (edits == 0) return Status::Corruption(fname, "holds no version edit");
   s = builder.SaveTo(v);
@@ -718,6 +726,10 @@ Status VersionSet::Recover() {
                               "names '" + current + "', not a MANIFEST");
   }
   const std::string fname = dbname_ + "/" + current;
+  if (!env_->FileExists(fname)) {
+    return Status::Corruption(CurrentFileName(dbname_),
+                              "names " + current + ", which does not exist");
+  }
   VersionEdit summary;
   Version* v = new Version(this);
   s = ReadManifest(fname, &summary, v);

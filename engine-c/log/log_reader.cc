@@ -16,7 +16,10 @@ Reader::Reader(SequentialFile* file, std::string file_name, Reporter* reporter,
 
 Reader::~Reader() = default;
 
-void Reader::Report(uint64_t offset, size_t bytes, const std::string& what) {
+void Reader::Report(uint64_t offset, size_t bytes, const std::string& what,
+                    bool cut_short) {
+  last_report_cut_short_ = cut_short;
+  only_cut_short_ = only_cut_short_ && cut_short;
   if (reporter_ == nullptr) return;
   reporter_->Corruption(
       offset, bytes,
@@ -82,15 +85,16 @@ bool Reader::ReadRecord(Slice* record, std::string* scratch) {
       case kEof:
         if (in_fragmented_record) {
           Report(prospective_offset, scratch->size(),
-                 "record truncated at end of file");
+                 "record truncated at end of file", /*cut_short=*/true);
           scratch->clear();
         }
         return false;
 
       case kBadRecord:
         if (in_fragmented_record) {
+          // Cut short if the piece that failed was.
           Report(prospective_offset, scratch->size(),
-                 "record missing its last piece");
+                 "record missing its last piece", last_report_cut_short_);
           in_fragmented_record = false;
           scratch->clear();
         }
@@ -135,7 +139,7 @@ unsigned int Reader::ReadPhysicalRecord(Slice* result, uint64_t* offset) {
       // off while writing one.
       if (!buffer_.empty()) {
         Report(BufferOffset(), buffer_.size(),
-               "record header truncated at end of file");
+               "record header truncated at end of file", /*cut_short=*/true);
         buffer_.clear();
       }
       return kEof;
@@ -151,7 +155,8 @@ unsigned int Reader::ReadPhysicalRecord(Slice* result, uint64_t* offset) {
       const size_t drop = buffer_.size();
       buffer_.clear();
       if (eof_) {
-        Report(off, drop, "record truncated at end of file");
+        Report(off, drop, "record truncated at end of file",
+               /*cut_short=*/true);
       } else {
         Report(off, drop,
                "record length " + std::to_string(length) +
@@ -167,7 +172,7 @@ unsigned int Reader::ReadPhysicalRecord(Slice* result, uint64_t* offset) {
       const uint64_t off = BufferOffset();
       const size_t drop = buffer_.size();
       buffer_.clear();
-      Report(off, drop, "zero-filled space");
+      Report(off, drop, "zero-filled space", /*cut_short=*/true);
       return kBadRecord;
     }
 
@@ -175,10 +180,15 @@ unsigned int Reader::ReadPhysicalRecord(Slice* result, uint64_t* offset) {
       const uint32_t expected = crc32c::Unmask(DecodeFixed32(header));
       const uint32_t actual = crc32c::Value(header + 6, 1 + length);
       if (actual != expected) {
-        // The length itself may be wrong: drop the rest of the block.
+        // Drop just this record: its length fits in the block (checked
+        // above), so most likely only its payload is damaged, and a valid
+        // record after it then shows that the damage is in the middle of
+        // the log, not a torn tail. Were the length wrong, the next header
+        // read from inside the payload fails its own checks in turn (a
+        // false match needs a CRC32C collision).
         const uint64_t off = BufferOffset();
-        const size_t drop = buffer_.size();
-        buffer_.clear();
+        const size_t drop = kHeaderSize + length;
+        buffer_.remove_prefix(drop);
         Report(off, drop, "checksum mismatch");
         return kBadRecord;
       }

@@ -60,6 +60,15 @@ class Reader {
   // length to keep if everything after it is to be dropped.
   uint64_t LastRecordEnd() const { return last_record_end_; }
 
+  // True while every damage reported so far is of the kind an interrupted
+  // append leaves: a record or header cut off by the end of the file, or
+  // zero-filled space. False once anything else (a checksum mismatch, a
+  // bad length, an unknown type...) was reported: bytes that were written
+  // whole and changed since. Files written with sync before they are
+  // relied on (the MANIFEST) may drop the former at their end, never the
+  // latter.
+  bool OnlyCutShort() const { return only_cut_short_; }
+
  private:
   // Outcomes of ReadPhysicalRecord besides a record type.
   enum : unsigned int {
@@ -69,7 +78,9 @@ class Reader {
   };
 
   unsigned int ReadPhysicalRecord(Slice* result, uint64_t* offset);
-  void Report(uint64_t offset, size_t bytes, const std::string& what);
+  // cut_short: the damage is an append cut off (see OnlyCutShort).
+  void Report(uint64_t offset, size_t bytes, const std::string& what,
+              bool cut_short = false);
   // Offset of the first byte still in buffer_.
   uint64_t BufferOffset() const {
     return end_of_buffer_offset_ - buffer_.size();
@@ -85,6 +96,8 @@ class Reader {
   uint64_t end_of_buffer_offset_ = 0;  // file offset just past buffer_
   uint64_t last_record_offset_ = 0;
   uint64_t last_record_end_ = 0;
+  bool only_cut_short_ = true;
+  bool last_report_cut_short_ = false;
 };
 
 }  // namespace log

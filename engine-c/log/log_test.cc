@@ -137,6 +137,7 @@ class LogTest : public testing::Test {
       out.push_back(record.ToString());
       last_record_end_ = reader.LastRecordEnd();
     }
+    reader_only_cut_short_ = reader.OnlyCutShort();
     return out;
   }
 
@@ -163,6 +164,7 @@ class LogTest : public testing::Test {
   std::unique_ptr<Writer> writer_;
   Collector collector_;
   uint64_t last_record_end_ = 0;
+  bool reader_only_cut_short_ = true;  // of the last ReadAll
 };
 
 TEST_F(LogTest, EmptyFile) {
@@ -307,6 +309,7 @@ TEST_F(LogTest, TornTailTruncatedPayload) {
   EXPECT_TRUE(ReportsContain("record truncated at end of file"))
       << ReportMessages();
   EXPECT_EQ(kHeaderSize + 3, collector_.reports[0].offset);
+  EXPECT_TRUE(reader_only_cut_short_);
 }
 
 TEST_F(LogTest, TornTailTruncatedHeader) {
@@ -316,6 +319,7 @@ TEST_F(LogTest, TornTailTruncatedHeader) {
   EXPECT_EQ((std::vector<std::string>{"foo"}), ReadAll());
   EXPECT_TRUE(ReportsContain("record header truncated at end of file"))
       << ReportMessages();
+  EXPECT_TRUE(reader_only_cut_short_);
 }
 
 TEST_F(LogTest, TornTailInFragmentedRecord) {
@@ -328,17 +332,37 @@ TEST_F(LogTest, TornTailInFragmentedRecord) {
 }
 
 TEST_F(LogTest, BadChecksumInTheMiddle) {
-  // Damage in the first block drops the rest of that block; the records
-  // in later blocks are read, so a caller can tell it is not a torn tail.
+  // A record failing its checksum is dropped alone; the records after it,
+  // in the same block or later ones, are read, so a caller can tell the
+  // damage is not a torn tail even when the log is a single block.
   Write("foo");
   Write("bar");
   Write(BigString("y", kBlockSize));  // pushes the next record past block 1
   Write("after");
   IncrementByte(kHeaderSize + 1, 1);  // a payload byte of "foo"
   std::vector<std::string> got = ReadAll();
-  EXPECT_EQ((std::vector<std::string>{"after"}), got);
+  ASSERT_EQ(3u, got.size());
+  EXPECT_EQ("bar", got[0]);
+  EXPECT_EQ("after", got[2]);
   EXPECT_TRUE(ReportsContain("checksum mismatch at offset 0"))
       << ReportMessages();
+  EXPECT_FALSE(reader_only_cut_short_);
+}
+
+TEST_F(LogTest, BadLengthDropsTheRestOfTheBlock) {
+  // A damaged length makes the next header land inside a payload, which
+  // fails its own checks in turn: the damage spreads over the rest of the
+  // block, never into a record read as good.
+  Write("foo");
+  Write("bar");
+  Write(BigString("y", kBlockSize));
+  Write("after");
+  IncrementByte(4, 1);  // the length of "foo": 3 -> 4
+  std::vector<std::string> got = ReadAll();
+  for (const std::string& r : got) {
+    EXPECT_TRUE(r == "bar" || r == "after" || r.size() > 1000) << r;
+  }
+  EXPECT_FALSE(collector_.reports.empty());
 }
 
 TEST_F(LogTest, ChecksumNotVerifiedWhenOff) {

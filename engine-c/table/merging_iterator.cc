@@ -190,6 +190,17 @@ class MergingIterator final : public Iterator {
         // Every entry of the child is before the position: start at its end.
         c.iter->SeekToLast();
       }
+      // A child written to concurrently (the memtable) may have gained
+      // entries after k since the Seek above, and SeekToLast then lands on
+      // one: step back until the child comes after current in reverse
+      // order. Those entries are newer than any reader's sequence; left
+      // in place they would take the heap top from current, and current's
+      // own entry (at or past a caller's upper bound) would be returned.
+      while (c.iter->Valid()) {
+        const int cmp = comparator_->Compare(c.iter->key(), k);
+        if (cmp < 0 || (cmp == 0 && c.index < current->index)) break;
+        c.iter->Prev();
+      }
     }
     direction_ = kReverse;
     BuildHeap();

@@ -34,6 +34,13 @@ class Arena {
     return memory_usage_.load(std::memory_order_relaxed);
   }
 
+  // Bytes handed out so far plus the blocks' bookkeeping: MemoryUsage()
+  // without the unused tail of the current block. A memtable compares this
+  // with its write buffer size, so a block just allocated does not count
+  // as full before anything is in it.
+  // REQUIRES: called by the thread that allocates, or with it excluded.
+  size_t UsedBytes() const { return MemoryUsage() - alloc_bytes_remaining_; }
+
  private:
   char* AllocateFallback(size_t bytes);
   char* AllocateNewBlock(size_t block_bytes);

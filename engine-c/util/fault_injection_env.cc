@@ -22,18 +22,40 @@ class FaultyWritableFile final : public WritableFile {
   }
   Status Flush() override {
     Status s = env_->CheckFault(FaultInjectionEnv::kAppend, base_->Name());
-    return s.ok() ? base_->Flush() : s;
+    if (s.ok()) s = base_->Flush();
+    if (s.ok()) {
+      const uint64_t size = base_->Size();
+      MutexLock l(&mu_);
+      flushed_ = size;
+    }
+    return s;
   }
   Status Sync() override {
     Status s = env_->CheckFault(FaultInjectionEnv::kSync, base_->Name());
     if (s.ok()) s = base_->Sync();
-    if (s.ok()) env_->NoteSynced(base_->Name(), base_->Size());
+    if (s.ok()) {
+      const uint64_t size = base_->Size();
+      MutexLock l(&mu_);
+      flushed_ = size;
+      NoteSyncedLocked(size);
+    }
     return s;
   }
+  // May run beside Append, Flush and Sync (DBImpl::SyncWAL): it counts as
+  // synced only what was flushed when it started.
   Status SyncData() override {
     Status s = env_->CheckFault(FaultInjectionEnv::kSync, base_->Name());
-    if (s.ok()) s = base_->SyncData();
-    if (s.ok()) env_->NoteSynced(base_->Name(), base_->Size());
+    if (!s.ok()) return s;
+    uint64_t flushed;
+    {
+      MutexLock l(&mu_);
+      flushed = flushed_;
+    }
+    s = base_->SyncData();
+    if (s.ok()) {
+      MutexLock l(&mu_);
+      NoteSyncedLocked(flushed);
+    }
     return s;
   }
   // Closing hands buffered bytes to the OS even when the power is off:
@@ -43,8 +65,19 @@ class FaultyWritableFile final : public WritableFile {
   const std::string& Name() const override { return base_->Name(); }
 
  private:
+  // Reports a sync of the first size bytes unless a later one was
+  // reported already (a SyncData may end after a Sync that covered more).
+  void NoteSyncedLocked(uint64_t size) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (size <= synced_) return;
+    synced_ = size;
+    env_->NoteSynced(base_->Name(), size);
+  }
+
   FaultInjectionEnv* const env_;
   std::unique_ptr<WritableFile> base_;
+  Mutex mu_;
+  uint64_t flushed_ GUARDED_BY(mu_) = 0;  // bytes handed to the OS
+  uint64_t synced_ GUARDED_BY(mu_) = 0;   // bytes reported synced
 };
 
 class FaultySequentialFile final : public SequentialFile {

@@ -31,7 +31,8 @@ func ReadReport(path string) (*Report, error) {
 // etcd). When a target ran a workload several times (rounds alternating
 // between the systems, to even out a noisy machine), the table gives the
 // median of its runs' ops/s and of their p99s. Ratios are A/B: a throughput
-// ratio above 1 and a p99 ratio below 1 favour A.
+// ratio above 1 and a p99 ratio below 1 favour A. The last column counts
+// the failed requests of all runs, A's then B's.
 func WriteComparison(w io.Writer, reports []*Report) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("nothing to compare")
@@ -73,9 +74,9 @@ func WriteComparison(w io.Writer, reports []*Report) error {
 			return fmt.Errorf("%s: targets %v, other workloads compare %s with %s", g.name, g.targets, a, b)
 		}
 	}
-	fmt.Fprintf(w, "| workload | op | clients | runs | %s ops/s | %s ops/s | ops/s %s/%s | %s p99 | %s p99 | p99 %s/%s |\n",
-		a, b, a, b, a, b, a, b)
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| workload | op | clients | runs | %s ops/s | %s ops/s | ops/s %s/%s | %s p99 | %s p99 | p99 %s/%s | errors %s/%s |\n",
+		a, b, a, b, a, b, a, b, a, b)
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range groups {
 		ra, rb := g.runs[a], g.runs[b]
 		for _, x := range ra[0].Results {
@@ -91,8 +92,9 @@ func WriteComparison(w io.Writer, reports []*Report) error {
 			if len(rb) != len(ra) {
 				runs = fmt.Sprintf("%d/%d", len(ra), len(rb))
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %.0f | %s | %s | %s | %s |\n", g.name, x.Op, g.clients, runs,
-				opsA, opsB, ratio(opsA, opsB), fmtUs(p99A), fmtUs(p99B), ratio(float64(p99A), float64(p99B)))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %.0f | %.0f | %s | %s | %s | %s | %d/%d |\n", g.name, x.Op, g.clients, runs,
+				opsA, opsB, ratio(opsA, opsB), fmtUs(p99A), fmtUs(p99B), ratio(float64(p99A), float64(p99B)),
+				errorsOf(ra, x.Op), errorsOf(rb, x.Op))
 		}
 	}
 	return nil
@@ -116,6 +118,17 @@ func medians(runs []*Report, op string) (float64, int64, error) {
 	// of two runs.
 	m := (len(ops) - 1) / 2
 	return ops[m], p99[m], nil
+}
+
+// errorsOf sums the failed requests of op over runs.
+func errorsOf(runs []*Report, op string) int64 {
+	n := int64(0)
+	for _, r := range runs {
+		if res := findOp(r, op); res != nil {
+			n += res.Errors
+		}
+	}
+	return n
 }
 
 func findOp(r *Report, op string) *OpResult {

@@ -92,7 +92,7 @@ func TestJSONRoundTripAndComparison(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"| shale ops/s | etcd ops/s |", "| put | write | 64 | 3 | 3000 | 1000 | 3.00× | 2.00ms | 4.00ms | 0.50× |"} {
+	for _, want := range []string{"| shale ops/s | etcd ops/s |", "| put | write | 64 | 3 | 3000 | 1000 | 3.00× | 2.00ms | 4.00ms | 0.50× | 0/0 |"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, s)
 		}
