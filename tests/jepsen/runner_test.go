@@ -58,6 +58,10 @@ type run struct {
 	mu    sync.Mutex
 	spans []span
 	skip  map[string]string
+	// ranges counts the ranges the split/merge storm has made (from 1);
+	// noMerge is set once Merge answered Unimplemented.
+	ranges  int
+	noMerge bool
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -109,7 +113,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	res := runResult{name: cfg.nemesis.name}
 	dir := t.TempDir()
 	c := startCluster(t, dir, cfg.nodes)
-	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}}
+	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}, ranges: 1}
 	r.h = newHistory(time.Now())
 	if why := netAvailable(); why != "" {
 		r.netErr = why
@@ -335,8 +339,12 @@ func countKeys(cl *client.Client) (int, error) {
 	return n, nil
 }
 
-// probeEveryRange writes one key inside every range (its start key, or a
-// key below every workload key for the first range), all within timeout.
+// probeSuffix makes the probe key of a range: its start key followed by
+// this, which sorts right after the start key (so inside the range) and
+// is never a workload key. The set's final read skips such keys.
+const probeSuffix = "\x00probe"
+
+// probeEveryRange writes one key inside every range, all within timeout.
 func probeEveryRange(cl *client.Client, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -357,10 +365,7 @@ func probeEveryRange(cl *client.Client, timeout time.Duration) error {
 		pause(ctx, 100*time.Millisecond)
 	}
 	for _, r := range rs {
-		key := r.start
-		if len(key) == 0 {
-			key = []byte("\x00probe")
-		}
+		key := append(append([]byte{}, r.start...), probeSuffix...)
 		for {
 			err := cl.Put(ctx, key, []byte("probe"))
 			if err == nil {

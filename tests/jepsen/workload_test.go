@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,7 +217,9 @@ func readAll(cl *client.Client, timeout time.Duration) (map[string]string, error
 				err = e
 				break
 			}
-			out[string(kv.Key)] = string(kv.Value)
+			if !strings.HasSuffix(string(kv.Key), probeSuffix) {
+				out[string(kv.Key)] = string(kv.Value)
+			}
 		}
 		cancel()
 		if err == nil {
