@@ -39,8 +39,9 @@ func (s *adminServer) Split(ctx context.Context, req *kvpb.SplitRequest) (*kvpb.
 	if err := s.n.limits.checkKey("split_key", req.GetSplitKey()); err != nil {
 		return nil, err
 	}
-	// A concurrent split can move the key to another range: find it
-	// again (a few times).
+	// A concurrent split can move the key to another range, and this
+	// node's view of the ranges can trail the leader's: find it again
+	// (a few times, backing off).
 	for attempt := 0; ; attempt++ {
 		rangeID := s.n.rangeIDForKey(req.GetSplitKey())
 		if rangeID == 0 {
@@ -64,8 +65,17 @@ func (s *adminServer) Split(ctx context.Context, req *kvpb.SplitRequest) (*kvpb.
 		}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.SplitResponse, error) {
 			return c.Split(ctx, req)
 		})
-		if !moved || attempt == 2 {
+		// Aborted also comes back from a leader this request was
+		// forwarded to: its own lookups moved on.
+		if (!moved && status.Code(err) != codes.Aborted) || attempt == 9 {
 			return resp, err
+		}
+		// This node's view of the ranges (its replicas, its copy of
+		// meta) trails the leader that applied the split by a moment.
+		select {
+		case <-ctx.Done():
+			return resp, err
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
 		}
 	}
 }

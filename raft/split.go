@@ -165,6 +165,12 @@ func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(splitKey) > 0 && !keys.ContainsUserKey(desc, splitKey) {
+		// The caller routed by a view older than this leader's: the key
+		// went to another range in a split this replica has applied.
+		return nil, nil, fmt.Errorf("%w: %q is no longer in range %d [%q, %q)", ErrSplitMoved, clipKey(splitKey),
+			rangeID, clipKey(desc.GetStartKey()), clipKey(desc.GetEndKey()))
+	}
 	if err := checkSplitKey(desc, splitKey); err != nil {
 		return nil, nil, err
 	}

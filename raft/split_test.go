@@ -58,9 +58,14 @@ func TestSplit(t *testing.T) {
 	if _, err := c.put(ctx, keys.FirstUserRangeID, "k05", "d"); err != nil {
 		t.Fatal(err)
 	}
-	// A second split of the same generation is rejected.
-	if _, _, err := l.store.Split(ctx, keys.FirstUserRangeID, []byte("k10")); !errors.Is(err, ErrSplitKey) {
-		t.Fatalf("split at the new range boundary: err = %v; want ErrSplitKey", err)
+	// Splitting the left-hand range again at the boundary is a stale
+	// route: the key is now the right-hand range's (the node looks it up
+	// again), and at that range's start it is no split key at all.
+	if _, _, err := l.store.Split(ctx, keys.FirstUserRangeID, []byte("k10")); !errors.Is(err, ErrSplitMoved) {
+		t.Fatalf("split of the left-hand range at the new boundary: err = %v; want ErrSplitMoved", err)
+	}
+	if _, _, err := l.store.Split(ctx, rid, []byte("k10")); !errors.Is(err, ErrSplitKey) {
+		t.Fatalf("split of the right-hand range at its start: err = %v; want ErrSplitKey", err)
 	}
 	waitFor(t, 10*time.Second, "meta holding both halves", func() bool {
 		ds, err := c.leader(keys.MetaRangeID).store.MetaLookup([]byte("k05"), 1)
