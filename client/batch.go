@@ -34,7 +34,7 @@ func checkBatchInRange(d *kvpb.RangeDescriptor, muts []Mutation) error {
 			ok = containsSpan(d, op.DeleteRange.GetStartKey(), op.DeleteRange.GetEndKey())
 		}
 		if !ok {
-			return &Error{Op: "Batch", kind: ErrInvalidArgument,
+			return &Error{Op: "Batch", kind: ErrInvalidArgument, cause: ErrBatchSpansRanges,
 				Msg: "the batch spans more than one range (key " + quote(mutationStart(m.m)) + " is outside " +
 					describeRange(d) + "); a batch is atomic only within one range: split it by range"}
 		}

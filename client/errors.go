@@ -33,6 +33,10 @@ var (
 	ErrInternal = errors.New("client: internal error")
 	// ErrClosed: the Client is closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrBatchSpansRanges: an atomic Batch named keys of more than one
+	// range. Such an error also matches ErrInvalidArgument; nothing was
+	// applied. Split the batch by range, or write its keys one by one.
+	ErrBatchSpansRanges = errors.New("client: batch spans more than one range")
 	// ErrPermissionDenied: the node did not accept the client's
 	// credentials (no or an unknown certificate or token: gRPC code
 	// Unauthenticated), or their role does not allow the request

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -86,8 +87,12 @@ func TestCheckBatchInRange(t *testing.T) {
 		{DeleteOp([]byte("a"))},
 		{DeleteRangeOp([]byte("c"), nil)},
 	} {
-		if err := checkBatchInRange(d, muts); err == nil {
+		err := checkBatchInRange(d, muts)
+		if err == nil {
 			t.Fatalf("batch %v accepted for range [b, m)", muts)
+		}
+		if !errors.Is(err, ErrBatchSpansRanges) || !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("batch %v: err = %v; want ErrBatchSpansRanges and ErrInvalidArgument", muts, err)
 		}
 	}
 }
