@@ -38,6 +38,26 @@ class StringSequentialFile final : public SequentialFile {
   size_t pos_ = 0;
 };
 
+// A RandomAccessFile over a string (how SST reads see a file).
+class StringRandomAccessFile final : public RandomAccessFile {
+ public:
+  explicit StringRandomAccessFile(std::string data) : data_(std::move(data)) {}
+  Status Read(uint64_t offset, size_t n, Slice* result,
+              char* scratch) const override {
+    if (offset >= data_.size()) {
+      *result = Slice(scratch, 0);
+      return Status::OK();
+    }
+    n = std::min<size_t>(n, data_.size() - offset);
+    memcpy(scratch, data_.data() + offset, n);
+    *result = Slice(scratch, n);
+    return Status::OK();
+  }
+
+ private:
+  const std::string data_;
+};
+
 // Collects appended bytes: how seed files are built in memory.
 class StringSink final : public WritableFile {
  public:

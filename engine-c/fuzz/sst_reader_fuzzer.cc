@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_util.h"
 #include "table/filter_policy.h"
 #include "table/table.h"
 #include "table/table_builder.h"
@@ -42,46 +43,6 @@
 
 namespace shale {
 namespace {
-
-// The fuzz input as a file (the harness's stand-in for a file on disk; the
-// table layer is what is under test).
-class StringFile final : public RandomAccessFile {
- public:
-  explicit StringFile(std::string data) : data_(std::move(data)) {}
-  Status Read(uint64_t offset, size_t n, Slice* result,
-              char* scratch) const override {
-    if (offset >= data_.size()) {
-      *result = Slice(scratch, 0);
-      return Status::OK();
-    }
-    n = std::min<size_t>(n, data_.size() - offset);
-    memcpy(scratch, data_.data() + offset, n);
-    *result = Slice(scratch, n);
-    return Status::OK();
-  }
-
- private:
-  const std::string data_;
-};
-
-// Collects appended bytes: how the seed SST is built in memory.
-class StringSink final : public WritableFile {
- public:
-  Status Append(const Slice& data) override {
-    data_.append(data.data(), data.size());
-    return Status::OK();
-  }
-  Status Flush() override { return Status::OK(); }
-  Status Sync() override { return Status::OK(); }
-  Status Close() override { return Status::OK(); }
-  uint64_t Size() const override { return data_.size(); }
-  const std::string& Name() const override { return name_; }
-  std::string& data() { return data_; }
-
- private:
-  std::string data_;
-  const std::string name_ = "seed.sst";
-};
 
 const FilterPolicy* Bloom() {
   static const FilterPolicy* policy = NewBloomFilterPolicy(10);
@@ -100,7 +61,7 @@ TableOptions Options(Cache* cache) {
 
 const std::string& SeedTable() {
   static const std::string* seed = [] {
-    StringSink sink;
+    fuzz::StringSink sink;
     TableBuilder builder(Options(nullptr), &sink);
     for (int i = 0; i < 300; i++) {
       char key[16];
@@ -122,9 +83,9 @@ void Found(void* arg, size_t, const Slice& k, const Slice& v) {
 void ReadEverything(const std::string& file, bool verify) {
   std::unique_ptr<Cache> cache(NewLRUCache(64 << 10));
   std::unique_ptr<Table> table;
-  Status s =
-      Table::Open(Options(cache.get()), std::make_unique<StringFile>(file),
-                  file.size(), 1, 0, "fuzz.sst", &table);
+  Status s = Table::Open(Options(cache.get()),
+                         std::make_unique<fuzz::StringRandomAccessFile>(file),
+                         file.size(), 1, 0, "fuzz.sst", &table);
   if (!s.ok()) return;
   TableReadOptions ro;
   ro.verify_checksums = verify;
