@@ -295,6 +295,21 @@ Compaction* CompactionPicker::Pick(Version* v,
     Compaction* c = PickTrivialMove(v, level, running);
     if (c != nullptr) return c;
   }
+  // An L0 compaction that will take L1 over its target rewrites there L1
+  // files that must leave L1 right after. Those that can leave for free
+  // (nothing under them in L2) leave first.
+  if (scores[0] >= 1 && scores[1] < 1 && levels > 2) {
+    uint64_t bytes = 0;
+    for (int level = 0; level < 2; level++) {
+      for (const FileMetaData* f : v->files(level)) {
+        if (!f->being_compacted) bytes += f->file_size;
+      }
+    }
+    if (bytes > MaxBytesForLevel(1)) {
+      Compaction* c = PickTrivialMove(v, 1, running);
+      if (c != nullptr) return c;
+    }
+  }
   for (int i = 0; i < levels; i++) {
     const int level = order[i];
     if (scores[level] < 1) break;

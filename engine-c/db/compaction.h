@@ -6,7 +6,11 @@
 // max_bytes_for_level_base * multiplier^(n-1). Among the levels with a
 // score >= 1, a trivial move (below) is taken first, whatever the scores:
 // it writes nothing and shrinks the level that the next compaction would
-// otherwise rewrite. Then the level with the highest score compacts. From
+// otherwise rewrite. Likewise, when an L0 compaction is due that will take
+// L1 over its target, L1 files with nothing under them in L2 move down
+// before it: they would have to leave L1 right after, and the L0
+// compaction would rewrite them first. Then the level with the highest
+// score compacts. From
 // L0 every L0 file goes (they overlap each other), and while a flush is
 // under way the L0 compaction waits for its file (as long as L0 holds
 // fewer than twice level0_file_num_compaction_trigger files): it rewrites

@@ -205,6 +205,41 @@ TEST_F(CompactionPickerTest, TrivialMoveGoesBeforeAnL0Compaction) {
   EXPECT_EQ(1u, l0->inputs(1).size());
 }
 
+TEST_F(CompactionPickerTest, FreeMovesBeforeAnL0CompactionThatOverfillsL1) {
+  // L1 (1.5 MiB) is under its 2 MiB target, but the L0 compaction due
+  // (1 MiB) will take it over: the L1 file with nothing under it in L2
+  // moves down first instead of being rewritten and moved right after.
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "f", kMiB);
+  const uint64_t movable = Add(1, "p", "t", kMiB / 2);
+  Add(2, "a", "f", 4 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(1, c->level());
+  EXPECT_TRUE(c->IsTrivialMove());
+  EXPECT_EQ(std::vector<uint64_t>{movable}, Numbers(c->inputs(0)));
+  ApplyMove(c);
+  Compaction* l0 = Pick();
+  ASSERT_NE(nullptr, l0);
+  EXPECT_EQ(0, l0->level());
+  EXPECT_EQ(1u, l0->inputs(1).size());
+}
+
+TEST_F(CompactionPickerTest, NoEarlyMoveWhenL1StaysWithinItsTarget) {
+  // L1 + L0 = 1.5 MiB, under the 2 MiB target: L1 stays as it is (moving
+  // its data down early would only make L2 denser sooner).
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 8);
+  Add(1, "a", "f", kMiB / 2);
+  Add(1, "p", "t", kMiB / 2);
+  Add(2, "a", "f", 4 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ(2u, c->inputs(1).size());
+}
+
 TEST_F(CompactionPickerTest, L0WaitsForAFlushUnderWay) {
   for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
   Apply();
