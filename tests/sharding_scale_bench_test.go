@@ -122,7 +122,9 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 				}
 				cancel()
 				if err != nil {
-					failed.Add(hi - lo)
+					if n := failed.Add(hi - lo); n <= int64(5*batch) {
+						b.Logf("a write of %d keys failed after %v: %v", hi-lo, time.Since(start).Round(time.Millisecond), err)
+					}
 					continue
 				}
 				done.Add(hi - lo)
@@ -130,16 +132,19 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 		}()
 	}
 	// Report every tenth of the load.
+	// Besides keys/s, which follows whatever else the machine runs, each
+	// slice reports the nodes' CPU time per key written, which does not.
 	slice := int64(keys / 10)
-	last, lastT := int64(0), start
+	last, lastT, lastCPU := int64(0), start, c.cpuSeconds()
 	for {
 		time.Sleep(200 * time.Millisecond)
 		d := done.Load() + failed.Load()
 		if d-last >= slice || d >= int64(keys) {
-			now := time.Now()
+			now, cpu := time.Now(), c.cpuSeconds()
 			ranges := rangeCountTB(cl)
-			b.Logf("keys %8d-%8d: %8.0f keys/s, %d ranges", last, d, float64(d-last)/now.Sub(lastT).Seconds(), ranges)
-			last, lastT = d, now
+			b.Logf("keys %8d-%8d: %8.0f keys/s, %5.1f µs of node CPU per key, %d ranges", last, d,
+				float64(d-last)/now.Sub(lastT).Seconds(), (cpu-lastCPU)*1e6/float64(max(d-last, 1)), ranges)
+			last, lastT, lastCPU = d, now, cpu
 		}
 		if d >= int64(keys) {
 			break
@@ -182,4 +187,36 @@ func rangeCountTB(cl *client.Client) int {
 		return -1
 	}
 	return len(rs.GetRanges())
+}
+
+// cpuSeconds is the CPU time (user + system) the cluster's running node
+// processes have used, from /proc; 0 where /proc is unreadable.
+func (c *testCluster) cpuSeconds() float64 {
+	// Linux reports these times in USER_HZ ticks, 100 a second on every
+	// architecture Go supports.
+	const ticksPerSecond = 100
+	var total float64
+	for _, n := range c.all() {
+		n.mu.Lock()
+		cmd := n.cmd
+		n.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces) start at
+		// the state, field 3; utime and stime are fields 14 and 15.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (u + st) / ticksPerSecond
+	}
+	return total
 }
