@@ -65,6 +65,8 @@ type Node struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	faults faultState // the injected faults of a test build (faults_on.go)
 }
 
 // New opens the node's engine in cfg.DataDir, initializes the store
@@ -78,7 +80,10 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
 	}
 	engineDir := filepath.Join(cfg.DataDir, "engine")
-	db, err := storage.Open(engineDir, &cfg.Engine)
+	engineOpts := cfg.Engine
+	// A test build (faults_on.go) opens the engine over its fault layer.
+	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
+	db, err := storage.Open(engineDir, &engineOpts)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
 	}

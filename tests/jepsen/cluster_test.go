@@ -79,7 +79,8 @@ var (
 )
 
 // shaleBinary returns $SHALE_BIN or builds cmd/shale once per test process
-// (stamped with the engine library's digest, as the Makefile does).
+// (stamped with the engine library's digest, as the Makefile does), with
+// the `faults` tag so that the slow-disk nemesis can drive it.
 func shaleBinary(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("SHALE_BIN"); b != "" {
@@ -99,10 +100,10 @@ func shaleBinary(t testing.TB) string {
 			ldflags = "-X github.com/shaledb/shale/storage.engineStamp=" + hex.EncodeToString(sum[:8])
 		}
 		buildBin = filepath.Join(dir, "shale")
-		cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", buildBin, "./cmd/shale")
+		cmd := exec.Command("go", "build", "-tags", "faults", "-ldflags", ldflags, "-o", buildBin, "./cmd/shale")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/shale: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build -tags faults ./cmd/shale: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -47,7 +47,7 @@ var nemeses = []*nemesis{
 	{name: "transfer-storm", inject: transferStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "split-merge-storm", unavailable: needSplit, inject: splitMergeStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "membership", inject: changeMembership, holdMin: 2 * time.Second, holdMax: 5 * time.Second},
-	{name: "slow-disk", unavailable: noSlowDisk},
+	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 }
 
 // combined is the nemesis that runs two of the others at once, chosen at
@@ -89,11 +89,6 @@ func needSplit(r *run) string {
 		return "the admin Split RPC answers Unimplemented (sharding has not landed)"
 	}
 	return ""
-}
-
-// noSlowDisk: the engine has no fsync-delay fault hook to drive.
-func noSlowDisk(*run) string {
-	return "the engine has no fsync-delay hook (engine.h exposes no fault layer)"
 }
 
 // netFault heals by flushing every iptables rule.
