@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/status"
+	"github.com/shaledb/shale/api/kvpb"
 )
 
 // The slow-disk nemesis slows the fsyncs of some nodes' engines (and, a
@@ -103,21 +103,66 @@ func (f slowDiskFault) heal(r *run) error {
 	return errors.Join(errs...)
 }
 
-// slowDisk slows the disks of one node (a range's leader half the time),
-// a minority or a majority, then moves a range's leadership onto one of
-// them.
+// replicaGroup is one range's voters and leader, as Ranges reports them.
+type replicaGroup struct {
+	rangeID uint64
+	leader  uint64 // 0: unknown
+	voters  []*node
+}
+
+// replicaGroups lists every range's voters among the running nodes, in
+// range order; nil if Ranges does not answer (in combination with a
+// partition, say).
+func replicaGroups(r *run) []replicaGroup {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := r.admin().Ranges(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []replicaGroup
+	for _, rs := range resp.GetRanges() {
+		g := replicaGroup{rangeID: rs.GetDescriptor_().GetRangeId(), leader: rs.GetLeaderNodeId()}
+		for _, rd := range rs.GetDescriptor_().GetReplicas() {
+			if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+				continue
+			}
+			if nd := r.c.node(rd.GetNodeId()); nd != nil && !nd.isRemoved() {
+				g.voters = append(g.voters, nd)
+			}
+		}
+		if len(g.voters) > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rangeID < out[j].rangeID })
+	return out
+}
+
+// slowDisk slows the disks of some of a random range's voters (so that
+// the delays land on a replica group): its leader, one other voter, or a
+// majority of them; a quarter of the time a majority of all nodes. Then
+// it moves a range's leadership onto a slowed node.
 func slowDisk(r *run, rng *rand.Rand) (fault, string, error) {
+	groups := replicaGroups(r)
 	all := shuffled(r, rng)
+	group := all // without Ranges: the whole cluster
+	var leader *node
+	if len(groups) > 0 {
+		g := groups[rng.IntN(len(groups))]
+		group = append([]*node(nil), g.voters...)
+		rng.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
+		leader = r.c.node(g.leader)
+	}
 	var victims []*node
 	switch k := rng.IntN(4); {
-	case k < 2: // one node
-		victims = all[:1]
-		if k == 0 {
-			victims = []*node{randomLeader(r, rng)}
-		}
-	case k == 2: // a minority
-		victims = all[:max(1, (len(all)-1)/2)]
-	default: // a majority
+	case k == 0 && leader != nil: // the group's leader
+		victims = []*node{leader}
+	case k <= 1: // one voter
+		victims = group[:1]
+	case k == 2: // a majority of the group
+		victims = group[:len(group)/2+1]
+	default: // a majority of the cluster
 		victims = all[:len(all)/2+1]
 	}
 	delay := time.Duration(20+rng.IntN(381)) * time.Millisecond
@@ -125,13 +170,12 @@ func slowDisk(r *run, rng *rand.Rand) (fault, string, error) {
 	q := url.Values{"ops": {"sync"}, "delay": {delay.String()}, "jitter": {jitter.String()}}
 	desc := fmt.Sprintf("fsync +%v-%v", delay, delay+jitter)
 	if rng.IntN(3) == 0 {
-		// Appends too, more lightly: each also holds the engine's write
-		// queue, so a slow append slows the node's every write.
+		// Appends too: each holds the engine's write queue, so a slow
+		// append slows every write of the node, not only synced ones.
 		q.Set("ops", "sync,append")
 		desc = fmt.Sprintf("fsync and append +%v-%v", delay, delay+jitter)
 	}
 	f := slowDiskFault{}
-	var slowed []*node
 	for _, nd := range victims {
 		if !nd.running() || nd.isPaused() {
 			continue // down already (in combination): nothing to slow
@@ -144,35 +188,45 @@ func slowDisk(r *run, rng *rand.Rand) (fault, string, error) {
 			return f, "", fmt.Errorf("slowing n%d's disk: %w", nd.id, err)
 		}
 		f.nodes = append(f.nodes, nd)
-		slowed = append(slowed, nd)
 	}
-	desc = "slow disk " + names(slowed) + ": " + desc
-	if len(slowed) == 0 {
+	desc = "slow disk " + names(f.nodes) + ": " + desc
+	if len(f.nodes) == 0 {
 		return f, desc + " (every chosen node is down)", nil
 	}
-	return f, desc + "; " + leadOnto(r, rng, slowed), nil
+	return f, desc + "; " + leadOnto(r, rng, groups, f.nodes), nil
 }
 
-// leadOnto hands the leadership of a range that no slowed node leads to a
-// slowed node, and says what it did.
-func leadOnto(r *run, rng *rand.Rand, slowed []*node) string {
-	ls := r.c.leaders(500 * time.Millisecond)
-	var candidates []uint64
-	for id, li := range ls {
-		if !containsNode(slowed, li.node) {
-			candidates = append(candidates, id)
+// leadOnto hands the leadership of a range that no slowed node leads but
+// one has a voter of to that slowed node, and says what it did.
+func leadOnto(r *run, rng *rand.Rand, groups []replicaGroup, slowed []*node) string {
+	type move struct {
+		rangeID, from uint64
+		to            *node
+	}
+	var moves []move
+	for _, g := range groups {
+		if g.leader == 0 || containsNode(slowed, g.leader) {
+			continue
+		}
+		for _, nd := range g.voters {
+			if containsNode(slowed, nd.id) {
+				moves = append(moves, move{g.rangeID, g.leader, nd})
+			}
 		}
 	}
-	if len(candidates) == 0 {
-		return "slowed nodes lead every range"
+	if len(moves) == 0 {
+		return "no range to move onto a slowed node"
 	}
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i] < candidates[j] })
-	rangeID := candidates[rng.IntN(len(candidates))]
-	target := slowed[rng.IntN(len(slowed))]
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	m := moves[rng.IntN(len(moves))]
+	// A slowed target catches up and campaigns at the pace of its disk.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.admin().TransferLeader(ctx, rangeID, target.id); err != nil {
-		return fmt.Sprintf("r%d transfer to n%d: %v", rangeID, target.id, status.Code(err))
+	if err := r.admin().TransferLeader(ctx, m.rangeID, m.to.id); err != nil {
+		msg := err.Error()
+		if len(msg) > 100 {
+			msg = msg[:100] + "..."
+		}
+		return fmt.Sprintf("r%d transfer n%d->n%d: %s", m.rangeID, m.from, m.to.id, msg)
 	}
-	return fmt.Sprintf("r%d n%d->n%d", rangeID, ls[rangeID].node, target.id)
+	return fmt.Sprintf("r%d n%d->n%d", m.rangeID, m.from, m.to.id)
 }
