@@ -215,7 +215,7 @@ func leadOnto(r *run, rng *rand.Rand, groups []replicaGroup, slowed []*node) str
 		}
 	}
 	if len(moves) == 0 {
-		return "no range to move onto a slowed node"
+		return "no leadership to move: slowed nodes lead every range they hold a voter of"
 	}
 	m := moves[rng.IntN(len(moves))]
 	// A slowed target catches up and campaigns at the pace of its disk.
