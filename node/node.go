@@ -62,11 +62,11 @@ type Node struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+	// faults: the injected faults of a test build (faults_on.go).
+	faults faultState
 
 	stopOnce sync.Once
 	stopErr  error
-
-	faults faultState // the injected faults of a test build (faults_on.go)
 }
 
 // New opens the node's engine in cfg.DataDir, initializes the store
