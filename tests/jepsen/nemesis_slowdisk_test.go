@@ -197,25 +197,36 @@ func slowDisk(r *run, rng *rand.Rand) (fault, string, error) {
 }
 
 // leadOnto hands the leadership of a range that no slowed node leads but
-// one has a voter of to that slowed node, and says what it did.
+// one holds a voter of to that slowed node. When slowed nodes lead every
+// such range already, it moves one from a slowed leader to another slowed
+// voter instead: an election among slow disks (a vote waits for its
+// HardState to be synced). It says what it did.
 func leadOnto(r *run, rng *rand.Rand, groups []replicaGroup, slowed []*node) string {
 	type move struct {
 		rangeID, from uint64
 		to            *node
 	}
-	var moves []move
+	var onto, between []move
 	for _, g := range groups {
-		if g.leader == 0 || containsNode(slowed, g.leader) {
+		if g.leader == 0 {
 			continue
 		}
 		for _, nd := range g.voters {
-			if containsNode(slowed, nd.id) {
-				moves = append(moves, move{g.rangeID, g.leader, nd})
+			switch {
+			case !containsNode(slowed, nd.id) || nd.id == g.leader:
+			case containsNode(slowed, g.leader):
+				between = append(between, move{g.rangeID, g.leader, nd})
+			default:
+				onto = append(onto, move{g.rangeID, g.leader, nd})
 			}
 		}
 	}
+	moves := onto
 	if len(moves) == 0 {
-		return "no leadership to move: slowed nodes lead every range they hold a voter of"
+		moves = between
+	}
+	if len(moves) == 0 {
+		return "no leadership to move: the slowed nodes lead every range they hold a voter of, alone"
 	}
 	m := moves[rng.IntN(len(moves))]
 	// A slowed target catches up and campaigns at the pace of its disk.
