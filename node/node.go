@@ -62,6 +62,8 @@ type Node struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+	// faults: the injected faults of a test build (faults_on.go).
+	faults faultState
 
 	stopOnce sync.Once
 	stopErr  error
@@ -78,7 +80,10 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
 	}
 	engineDir := filepath.Join(cfg.DataDir, "engine")
-	db, err := storage.Open(engineDir, &cfg.Engine)
+	engineOpts := cfg.Engine
+	// A test build (faults_on.go) opens the engine over its fault layer.
+	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
+	db, err := storage.Open(engineDir, &engineOpts)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
 	}
