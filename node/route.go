@@ -201,6 +201,10 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		return nil
 	case command.CodeKeyOutOfRange:
 		return n.keyMismatch(h.GetRangeId(), r.Descriptor(), op+": "+res.Message)
+	case command.CodeRangeFrozen:
+		// Frozen for a merge: nothing was written; after the merge the
+		// keys are the left-hand range's.
+		return unavailable(50*time.Millisecond, "%s: not applied: %s", op, res.Message)
 	case command.CodeDedupWindowExpired:
 		// Whether the first attempt applied is no longer known.
 		st := status.Newf(codes.Unknown, "%s: the outcome of the write is unknown: %s", op, res.Message)
