@@ -167,6 +167,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
 	n.store.SetRemoteMeta(remoteMeta{s: &adminServer{n: n}})
+	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
 	n.bgWG.Add(2)

@@ -89,6 +89,10 @@ type Config struct {
 	// committed): the coordinator normally finishes in well under a
 	// second (10 s).
 	MergeFreezeTimeout time.Duration
+	// AppliedWaiter checks, before a merge is proposed, that every replica
+	// of the frozen range has applied its freeze (it asks their nodes).
+	// Merges fail without one; the node layer provides it.
+	AppliedWaiter AppliedWaiter
 
 	// Workers is the size of the worker pool processing ranges
 	// (GOMAXPROCS, at least 2).

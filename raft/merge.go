@@ -72,6 +72,17 @@ var ErrMergeInvalid = errors.New("raft: invalid merge")
 // nodes; the caller must move them first (and may then retry).
 var ErrMergeNotColocated = errors.New("raft: the ranges to merge are not on the same nodes")
 
+// AppliedWaiter waits until every replica of a range (as desc places
+// them) has applied index, asking their nodes; it fails when ctx ends
+// first (a node down, a replica behind).
+type AppliedWaiter interface {
+	WaitApplied(ctx context.Context, desc *kvpb.RangeDescriptor, index uint64) error
+}
+
+// SetAppliedWaiter installs the waiter merges use (see
+// Config.AppliedWaiter). Call before Start.
+func (s *Store) SetAppliedWaiter(w AppliedWaiter) { s.cfg.AppliedWaiter = w }
+
 // freezeRecord is the replicated state of a frozen range: the merge it is
 // frozen for.
 //
@@ -127,7 +138,10 @@ func (r *Replica) setFrozenLocked(f *freezeRecord) {
 		r.frozenSince = time.Time{}
 	}
 	r.mu.Lock()
-	r.mu.frozen = f != nil
+	r.mu.frozenInto = 0
+	if f != nil {
+		r.mu.frozenInto = f.left
+	}
 	r.mu.Unlock()
 }
 
@@ -136,7 +150,32 @@ func (r *Replica) setFrozenLocked(f *freezeRecord) {
 func (r *Replica) Frozen() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.mu.frozen
+	return r.mu.frozenInto != 0
+}
+
+// retireIfMergedInto handles a snapshot of desc's range that overlaps this
+// replica: if this replica is frozen for a merge into that range and the
+// snapshot covers its whole span, the merge committed (only a merge
+// widens a range over a frozen neighbour) and this node missed it in the
+// log; the replica is destroyed so the snapshot can apply, and true is
+// returned. The snapshot brings the span's data.
+func (r *Replica) retireIfMergedInto(desc *kvpb.RangeDescriptor) bool {
+	r.mu.RLock()
+	into, mine := r.mu.frozenInto, r.mu.desc
+	r.mu.RUnlock()
+	if into == 0 || into != desc.GetRangeId() || mine == nil ||
+		bytes.Compare(desc.GetStartKey(), mine.GetStartKey()) > 0 ||
+		(len(desc.GetEndKey()) != 0 && (len(mine.GetEndKey()) == 0 || bytes.Compare(desc.GetEndKey(), mine.GetEndKey()) < 0)) {
+		return false
+	}
+	r.in.Lock()
+	r.in.inspect = append(r.in.inspect, func(r *Replica) {
+		r.store.cfg.Logger.Info("retiring a frozen range covered by a snapshot of the range it merged into", "range", r.rangeID, "into", into)
+		r.removed = true
+	})
+	r.in.Unlock()
+	r.store.sched.enqueue(r)
+	return true
 }
 
 // FrozenError is the error for a request refused by a frozen range.
@@ -488,6 +527,9 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 	if !l.IsLeader() {
 		return nil, l.notLeaderError()
 	}
+	if s.cfg.AppliedWaiter == nil {
+		return nil, fmt.Errorf("%w: this store cannot check the replicas of a range (no AppliedWaiter)", ErrMergeInvalid)
+	}
 	s.mergeMu.Lock()
 	defer s.mergeMu.Unlock()
 	ldesc, err := l.waitNotJoint(ctx)
@@ -556,7 +598,11 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 }
 
 // proposeMerge proposes the Merge command once rr's freeze (at freezeIdx)
-// has applied here, and returns the merged descriptor.
+// has applied on every replica of rr, and returns the merged descriptor.
+// A replica that cannot apply it in time (its node is down) fails the
+// merge: once the merge commits, the other replicas of rr are gone, and a
+// replica that missed the freeze could never catch up, nor could its
+// node's replica of the merged range apply the merge.
 func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.RangeDescriptor, freezeIdx uint64) (*kvpb.RangeDescriptor, error) {
 	if _, err := rr.waitApplied(ctx, freezeIdx); err != nil {
 		return nil, err
@@ -564,6 +610,12 @@ func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.Ra
 	frozen := rr.Descriptor()
 	if !rr.Frozen() || frozen == nil {
 		return nil, unavailablef(rr.rangeID, "range %d is no longer frozen", rr.rangeID)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.MergeFreezeTimeout/2)
+	err := s.cfg.AppliedWaiter.WaitApplied(wctx, frozen, freezeIdx)
+	cancel()
+	if err != nil {
+		return nil, unavailablef(rr.rangeID, "not every replica of range %d applied its freeze in time: %v", rr.rangeID, err)
 	}
 	cmd := &command.Command{Kind: command.KindMerge, ExpectedGeneration: ldesc.GetGeneration(), FreezeIndex: freezeIdx, Right: cloneDesc(frozen)}
 	res, _, err := l.propose(ctx, cmd, false)

@@ -7,9 +7,45 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
 )
+
+// clusterWaiter is the test clusters' AppliedWaiter: it reads the
+// replicas of the running stores (a stopped node's never catches up).
+type clusterWaiter struct{ c **testCluster }
+
+func (w clusterWaiter) WaitApplied(ctx context.Context, desc *kvpb.RangeDescriptor, index uint64) error {
+	for _, rd := range desc.GetReplicas() {
+		for {
+			s := (*w.c).running()[rd.GetNodeId()]
+			if s != nil {
+				if r, err := s.Replica(desc.GetRangeId()); err == nil && r.AppliedIndex() >= index {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %d has not applied range %d up to %d: %w", rd.GetNodeId(), desc.GetRangeId(), index, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// newMergeCluster starts a test cluster whose stores can merge.
+func newMergeCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	var c *testCluster
+	c = newTestCluster(t, n, func(cfg *Config) {
+		cfg.AppliedWaiter = clusterWaiter{c: &c}
+		if tweak != nil {
+			tweak(cfg)
+		}
+	})
+	return c
+}
 
 // splitForMerge writes k00..k19, splits the first user range at k10 and
 // returns the right-hand range's ID once every node has it.
@@ -20,6 +56,7 @@ func splitForMerge(t *testing.T, c *testCluster, ctx context.Context) uint64 {
 			t.Fatal(err)
 		}
 	}
+	c.leader(keys.MetaRangeID)
 	_, right, err := c.leader(keys.FirstUserRangeID).store.Split(ctx, keys.FirstUserRangeID, []byte("k10"))
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +105,7 @@ func dedupPut(ctx context.Context, c *testCluster, rangeID, seq uint64, key, val
 // it back), its dedup records answer retries on the merged range, and
 // meta holds one descriptor again.
 func TestMerge(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	c := newMergeCluster(t, 3, nil)
 	ctx := ctxT(t, 60*time.Second)
 	rid := splitForMerge(t, c, ctx)
 	if _, err := dedupPut(ctx, c, rid, 1, "k15", "dedup"); err != nil {
@@ -133,6 +170,7 @@ func TestMerge(t *testing.T) {
 		}
 	}
 	// The merged range splits again.
+	c.leader(keys.MetaRangeID)
 	if _, _, err := c.leader(keys.FirstUserRangeID).store.Split(ctx, keys.FirstUserRangeID, []byte("k10")); err != nil {
 		t.Fatalf("split after the merge: %v", err)
 	}
@@ -144,7 +182,7 @@ func TestMerge(t *testing.T) {
 // range moves past the merge's generation and the right one is unfrozen
 // and takes writes again; a merge then succeeds.
 func TestMergeFreezeSettledByLeader(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.MergeFreezeTimeout = 500 * time.Millisecond })
+	c := newMergeCluster(t, 3, func(cfg *Config) { cfg.MergeFreezeTimeout = 500 * time.Millisecond })
 	ctx := ctxT(t, 60*time.Second)
 	rid := splitForMerge(t, c, ctx)
 	ld := c.leader(keys.FirstUserRangeID).store.mustReplica(keys.FirstUserRangeID).Descriptor()
@@ -187,18 +225,21 @@ func TestMergeFreezeSettledByLeader(t *testing.T) {
 	}
 }
 
-// TestMergeNodeDownResumes: a node down during the merge applies it when
-// it comes back, after its replica of the right-hand range has replayed
-// the writes and the freeze (its left-hand replica waits for it), and ends
-// with the same data.
-func TestMergeNodeDownResumes(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+// TestMergeNodeDown: a merge refuses to commit while a replica of the
+// right-hand range is down (it could never catch up once the others are
+// gone): it is aborted and the right-hand range takes writes again. Once
+// the node is back the merge succeeds, and that node applies it too, after
+// its replica of the right-hand range has replayed the writes it missed.
+func TestMergeNodeDown(t *testing.T) {
+	c := newMergeCluster(t, 3, func(cfg *Config) { cfg.MergeFreezeTimeout = 2 * time.Second })
 	ctx := ctxT(t, 60*time.Second)
 	rid := splitForMerge(t, c, ctx)
 	down := uint64(3)
-	if c.leader(keys.FirstUserRangeID).id == down {
-		if err := c.storeOf(down).TransferLeader(ctx, keys.FirstUserRangeID, 1); err != nil {
-			t.Fatal(err)
+	for _, id := range []uint64{keys.FirstUserRangeID, rid} {
+		if c.leader(id).id == down {
+			if err := c.storeOf(down).TransferLeader(ctx, id, 1); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	c.stop(down)
@@ -207,14 +248,30 @@ func TestMergeNodeDownResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := c.leader(keys.FirstUserRangeID).store.Merge(ctx, keys.FirstUserRangeID); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("merge with a replica down: err = %v; want ErrUnavailable", err)
+	}
+	if c.leader(rid).store.mustReplica(rid).Frozen() {
+		t.Fatal("the right-hand range stays frozen after a failed merge")
+	}
+	if _, err := c.put(ctx, rid, "k11", "after"); err != nil {
+		t.Fatalf("write after the aborted merge: %v", err)
+	}
+	c.start(down)
+	c.waitApplied(rid, c.leader(rid).store.mustReplica(rid).AppliedIndex())
 	if _, err := c.leader(keys.FirstUserRangeID).store.Merge(ctx, keys.FirstUserRangeID); err != nil {
 		t.Fatal(err)
 	}
-	c.start(down)
 	waitMerged(t, c, rid, "")
-	for i := 10; i < 20; i++ {
-		if v, _ := c.get(down, fmt.Sprintf("k%02d", i)); v != "late" {
-			t.Fatalf("node %d: k%02d = %q after resuming the merge; want late", down, i, v)
+	for _, id := range c.ids() {
+		for i := 10; i < 20; i++ {
+			want := "late"
+			if i == 11 {
+				want = "after"
+			}
+			if v, _ := c.get(id, fmt.Sprintf("k%02d", i)); v != want {
+				t.Fatalf("node %d: k%02d = %q after the merge; want %q", id, i, v, want)
+			}
 		}
 	}
 }

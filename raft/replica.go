@@ -127,8 +127,9 @@ type Replica struct {
 		lastLeaseRead time.Time
 		waiters       []*appliedWaiter
 		destroyed     bool
-		// frozen: a freeze for a merge is applied (merge.go).
-		frozen bool
+		// frozenInto: a freeze for a merge into this range is applied
+		// (merge.go); 0 when not frozen.
+		frozenInto uint64
 	}
 }
 
@@ -175,7 +176,9 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if r.frozen, err = loadFreeze(db, rangeID); err != nil {
 		return nil, err
 	}
-	r.mu.frozen = r.frozen != nil
+	if r.frozen != nil {
+		r.mu.frozenInto = r.frozen.left
+	}
 	rn, err := etcdraft.NewRawNode(s.raftConfig(r))
 	if err != nil {
 		return nil, fmt.Errorf("raft: range %d: %w", rangeID, err)
