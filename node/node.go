@@ -44,6 +44,7 @@ type Node struct {
 	live    liveness
 	load    loadTracker
 	hb      heartbeats
+	merger  mergeCandidates
 	metrics *metrics
 	started time.Time
 

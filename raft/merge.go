@@ -558,6 +558,16 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 		return nil, unavailablef(rdesc.GetRangeId(), "range %d is busy (frozen for another merge, or changing replicas); retry", rdesc.GetRangeId())
 	}
 	rightID := rdesc.GetRangeId()
+	// Every replica of the right-hand range must be up and caught up
+	// (it will have to apply the freeze): check before freezing, so a
+	// node that is down fails the merge at once instead of after a
+	// freeze that blocks writes.
+	pctx, cancel := context.WithTimeout(ctx, min(2*time.Second, s.cfg.MergeFreezeTimeout/4))
+	err = s.cfg.AppliedWaiter.WaitApplied(pctx, rdesc, rr.AppliedIndex())
+	cancel()
+	if err != nil {
+		return nil, unavailablef(rdesc.GetRangeId(), "a replica of range %d is not caught up: %v", rdesc.GetRangeId(), err)
+	}
 	freeze := &command.Command{Kind: command.KindFreeze, ExpectedGeneration: rdesc.GetGeneration(),
 		LeftRangeID: leftID, LeftGeneration: ldesc.GetGeneration()}
 	res, freezeIdx, err := rr.propose(ctx, freeze, true)
