@@ -570,6 +570,7 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 	}
 	freeze := &command.Command{Kind: command.KindFreeze, ExpectedGeneration: rdesc.GetGeneration(),
 		LeftRangeID: leftID, LeftGeneration: ldesc.GetGeneration()}
+	s.cfg.Logger.Info("merge: freezing the right-hand range", "range", leftID, "right", rightID, "generation", ldesc.GetGeneration())
 	res, freezeIdx, err := rr.propose(ctx, freeze, true)
 	if err == nil {
 		err = res.Err()
@@ -583,6 +584,7 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 		merged, err = s.proposeMerge(ctx, l, rr, ldesc, freezeIdx)
 	}
 	if err != nil {
+		s.cfg.Logger.Info("merge failed; aborting it", "range", leftID, "right", rightID, "err", err)
 		// The freeze may have applied: make the merge impossible (or find
 		// it done) and lift the freeze, on a context of its own.
 		actx, cancel := context.WithTimeout(s.ctx, s.cfg.MergeFreezeTimeout)
