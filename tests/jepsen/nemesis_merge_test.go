@@ -21,12 +21,12 @@ import (
 
 // mergeKillFault stops the storm, then restarts the node it killed.
 type mergeKillFault struct {
-	storm  *storm
+	storm *storm
 	// merged and split count the merges and splits that succeeded.
 	merged, split *atomic.Int64
-	victim *node
-	wg     *sync.WaitGroup
-	killed *bool
+	victim        *node
+	wg            *sync.WaitGroup
+	killed        *bool
 }
 
 func (f mergeKillFault) heal(r *run) error {
