@@ -42,7 +42,7 @@ func (f mergeKillFault) heal(r *run) error {
 }
 
 func mergeKill(r *run, rng *rand.Rand) (fault, string, error) {
-	all := r.c.nodes(false)
+	all := metaHolders(r)
 	victim := all[rng.IntN(len(all))]
 	f := mergeKillFault{victim: victim, wg: &sync.WaitGroup{}, killed: new(bool), merged: new(atomic.Int64), split: new(atomic.Int64)}
 	var once sync.Once
@@ -50,6 +50,7 @@ func mergeKill(r *run, rng *rand.Rand) (fault, string, error) {
 	// that lands it anywhere in the merge's steps.
 	killAfter := 1 + rng.IntN(3)
 	merges := 0
+	var splits [][]byte // split points made by this storm, not merged yet
 	f.storm = startStorm(300*time.Millisecond, rng, func(ctx context.Context, rng *rand.Rand) error {
 		nodes := r.c.nodes(false)
 		nd := nodes[rng.IntN(len(nodes))]
@@ -63,13 +64,19 @@ func mergeKill(r *run, rng *rand.Rand) (fault, string, error) {
 		defer done()
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if rng.IntN(3) == 0 {
-			_, err = admin.Split(actx, &kvpb.SplitRequest{SplitKey: splitKey(rng)})
+		// Split, or merge a range back into its left-hand neighbour: the
+		// key just before a split point is in the range ending there.
+		if len(splits) < 2 || rng.IntN(4) == 0 {
+			k := splitKey(rng)
+			_, err = admin.Split(actx, &kvpb.SplitRequest{SplitKey: k})
 			if err == nil {
 				f.split.Add(1)
+				splits = append(splits, k)
 			}
 			return err
 		}
+		i := rng.IntN(len(splits))
+		at := splits[i]
 		merges++
 		if merges == killAfter {
 			delay := time.Duration(rng.IntN(150)) * time.Millisecond
@@ -83,13 +90,44 @@ func mergeKill(r *run, rng *rand.Rand) (fault, string, error) {
 				}()
 			})
 		}
-		_, err = admin.Merge(actx, &kvpb.MergeRequest{Key: splitKey(rng)})
+		_, err = admin.Merge(actx, &kvpb.MergeRequest{Key: at[:len(at)-1]})
 		if err == nil {
 			f.merged.Add(1)
+			splits = append(splits[:i], splits[i+1:]...)
 		}
 		return err
 	})
 	return f, fmt.Sprintf("merges (and splits) every ~300ms, SIGKILL n%d during merge #%d", victim.id, killAfter), nil
+}
+
+// metaHolders returns the nodes holding a replica of meta (all of them if
+// that cannot be read). The victim is one of them: a node restarted
+// without its start flags finds its peers only through its copy of meta
+// (a gap of node restarts reported separately, not a merge's).
+func metaHolders(r *run) []*node {
+	all := r.c.nodes(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rs, err := r.admin().Ranges(ctx)
+	if err != nil {
+		return all
+	}
+	var out []*node
+	for _, rg := range rs.GetRanges() {
+		if d := rg.GetDescriptor_(); d.GetRangeId() == 1 {
+			for _, nd := range all {
+				for _, rd := range d.GetReplicas() {
+					if rd.GetNodeId() == nd.id {
+						out = append(out, nd)
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
 }
 
 func indexOf(nodes []*node, nd *node) int {
