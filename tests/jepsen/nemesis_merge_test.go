@@ -48,7 +48,7 @@ func mergeKill(r *run, rng *rand.Rand) (fault, string, error) {
 	var once sync.Once
 	// The kill comes with one of the first merges, after a random delay
 	// that lands it anywhere in the merge's steps.
-	killAfter := 1 + rng.IntN(3)
+	killAfter := 2 + rng.IntN(4)
 	merges := 0
 	var splits [][]byte // split points made by this storm, not merged yet
 	f.storm = startStorm(300*time.Millisecond, rng, func(ctx context.Context, rng *rand.Rand) error {
