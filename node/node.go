@@ -44,6 +44,7 @@ type Node struct {
 	live    liveness
 	load    loadTracker
 	hb      heartbeats
+	merger  mergeCandidates
 	metrics *metrics
 	started time.Time
 
@@ -172,6 +173,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.httpAddr.Store(&ha)
 	n.store.SetPeerAddress(n.ident.NodeID, ga)
 	n.store.SetRemoteMeta(remoteMeta{s: &adminServer{n: n}})
+	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
 	n.bgWG.Add(2)

@@ -120,6 +120,7 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 		return
 	}
 	r.maybeRenewLeaseLocked(now)
+	r.maybeAbortStaleFreezeLocked(now)
 	cfg := &r.store.cfg
 	if r.lastDedupGC.IsZero() {
 		// Start counting when leadership starts: no GC storm after a

@@ -209,6 +209,11 @@ func (r *Replica) commitSnapshotLocked(in *incomingSnapshot, sa logstore.Snapsho
 	r.mu.desc = desc
 	r.mu.leaseExpiry = time.Time{}
 	r.mu.Unlock()
+	frozen, err := loadFreeze(r.store.cfg.Engine, r.rangeID)
+	if err != nil {
+		return err
+	}
+	r.setFrozenLocked(frozen)
 	r.publishAppliedLocked()
 	r.store.cfg.Logger.Info("applied snapshot", "range", r.rangeID, "index", in.index(), "entries", len(in.kvs))
 	return nil

@@ -84,6 +84,9 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.ReplicationFactor, "replication-factor", 3, "voters per range that placement keeps when enough nodes are live")
 	fs.IntVar(&o.MaxMovesPerPass, "placement-max-moves", 4, "replica moves one placement pass starts")
 	fs.BoolVar(&o.DisablePlacement, "disable-placement", false, "turn the placement controller off")
+	fs.Uint64Var(&o.MergeSizeBytes, "merge-size", 0, "merge adjacent ranges each smaller than this many bytes once cold for --merge-delay (0: a quarter of --split-size)")
+	fs.DurationVar(&o.MergeDelay, "merge-delay", 5*time.Minute, "how long two adjacent ranges must stay small and cold before they are merged")
+	fs.BoolVar(&o.DisableAutoMerge, "disable-auto-merge", false, "turn automatic merges off (manual merges still work)")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
 
