@@ -66,6 +66,8 @@ type Replica struct {
 	metaPushing atomic.Bool
 	// maintenance timers (wall clock; only for pacing background work).
 	lastDedupGC    time.Time
+	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
+	dedup dedupCache
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
 	// applyBatch and overlay are reused by every apply.

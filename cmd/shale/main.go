@@ -76,6 +76,9 @@ func run(args []string) error {
 	}
 	slog.SetDefault(logger)
 	logSettings(logger, fs, sources)
+	if err := setGCPercent(s.gcPercent); err != nil {
+		return err
+	}
 
 	var members []*kvpb.NodeDescriptor
 	if s.initialCluster != "" {
