@@ -93,7 +93,9 @@ func TestDedupRetriesThroughTheCache(t *testing.T) {
 			CAS: command.CAS{Key: []byte(fmt.Sprintf("k-%d-%d", client, seq)), ExpectAbsent: true, NewValue: []byte("v")}})
 	}
 	// A DedupGC with a cutoff before every record: it deletes nothing.
-	gc := func() *pb.Entry { return entry(&command.Command{Kind: command.KindDedupGC, Header: command.Header{ProposerTime: 1}}) }
+	gc := func() *pb.Entry {
+		return entry(&command.Command{Kind: command.KindDedupGC, Header: command.Header{ProposerTime: 1}})
+	}
 	apply := func(ents ...*pb.Entry) []command.Result {
 		return applyInChunks(t, r, ents, func() int { return len(ents) })
 	}

@@ -65,9 +65,9 @@ type Replica struct {
 	metaPushed  atomic.Uint64
 	metaPushing atomic.Bool
 	// maintenance timers (wall clock; only for pacing background work).
-	lastDedupGC    time.Time
+	lastDedupGC time.Time
 	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
-	dedup dedupCache
+	dedup          dedupCache
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
 	// applyBatch and overlay are reused by every apply.
