@@ -65,11 +65,11 @@ type Replica struct {
 	metaPushed  atomic.Uint64
 	metaPushing atomic.Bool
 	// maintenance timers (wall clock; only for pacing background work).
-	lastDedupGC time.Time
-	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
-	dedup          dedupCache
+	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
+	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
+	dedup dedupCache
 	// applyBatch and overlay are reused by every apply.
 	apply applyState
 
