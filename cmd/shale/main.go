@@ -79,6 +79,9 @@ func run(args []string) error {
 	if err := setGCPercent(s.gcPercent); err != nil {
 		return err
 	}
+	if err := setGOMAXPROCS(s.gomaxprocs, os.Getenv); err != nil {
+		return err
+	}
 
 	var members []*kvpb.NodeDescriptor
 	if s.initialCluster != "" {
