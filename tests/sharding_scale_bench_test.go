@@ -197,13 +197,11 @@ func (c *testCluster) cpuSeconds() float64 {
 	const ticksPerSecond = 100
 	var total float64
 	for _, n := range c.all() {
-		n.mu.Lock()
-		cmd := n.cmd
-		n.mu.Unlock()
-		if cmd == nil || cmd.Process == nil {
+		pid := n.proc.Pid()
+		if pid == 0 {
 			continue
 		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
 		}
