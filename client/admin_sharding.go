@@ -25,7 +25,10 @@ func (c *Client) Split(ctx context.Context, key []byte) (left, right *kvpb.Range
 	return resp.GetLeft(), resp.GetRight(), nil
 }
 
-// Merge merges the range holding key with its right-hand neighbour.
+// Merge merges the range holding key with its right-hand neighbour and
+// returns the merged descriptor. The right-hand range's replicas are moved
+// to the left-hand range's nodes first if they are elsewhere. No data is
+// copied. The last range has no neighbour: merging it is refused.
 func (c *Client) Merge(ctx context.Context, key []byte) (*kvpb.RangeDescriptor, error) {
 	var resp *kvpb.MergeResponse
 	err := c.do(ctx, "Merge", true, func(ctx context.Context, e *endpoint) (err error) {
@@ -35,6 +38,7 @@ func (c *Client) Merge(ctx context.Context, key []byte) (*kvpb.RangeDescriptor, 
 	if err != nil {
 		return nil, err
 	}
+	c.cache.insert(resp.GetMerged(), 0)
 	return resp.GetMerged(), nil
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/shaledb/shale/raft/keys"
 )
 
-// The sharding operations of the Admin service: Split, Merge,
-// Decommission, and UpdateMeta (node to node). docs/sharding.md explains
+// The sharding operations of the Admin service: Split, Merge (in
+// admin_merge.go), Decommission, and UpdateMeta (node to node). docs/sharding.md explains
 // them.
 
 // rangeIDForKey returns the ID of the user range holding key, as this node
@@ -78,10 +78,6 @@ func (s *adminServer) Split(ctx context.Context, req *kvpb.SplitRequest) (*kvpb.
 		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
 		}
 	}
-}
-
-func (s *adminServer) Merge(ctx context.Context, req *kvpb.MergeRequest) (*kvpb.MergeResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "Merge: merging ranges is not implemented yet (docs/sharding.md, \"Merges\")")
 }
 
 // UpdateMeta serves a node without a replica of meta: it proposes the meta

@@ -59,6 +59,9 @@ func casCmd(req *kvpb.CompareAndSwapRequest) *command.Command {
 // waits for it to apply. The returned error is a status for the client.
 func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, cmd *command.Command) (command.Result, uint64, error) {
 	cmd.ClientID, cmd.RequestSeq = h.GetClientId(), h.GetRequestSeq()
+	if r.Frozen() {
+		return command.Result{}, 0, n.raftError(op, r.FrozenError())
+	}
 	n.awaitLeader(ctx, r)
 	res, idx, err := n.store.Propose(ctx, r.RangeID(), cmd)
 	if err != nil {

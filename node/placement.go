@@ -254,6 +254,10 @@ func (n *Node) placementPass(ctx context.Context) int {
 		views[minN].leaders++
 		moves++
 	}
+	// 5. Automatic merges (merger.go).
+	if !o.DisableAutoMerge && stillLeader() {
+		moves += n.mergePass(ctx, s, descs, hb, now)
+	}
 	return moves
 }
 

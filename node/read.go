@@ -25,6 +25,13 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 	if err != nil {
 		return 0, n.raftError(op, err)
 	}
+	// A range frozen for a merge serves no linearizable read: once the
+	// merge commits, writes to its keys go to the left-hand range, which
+	// this replica does not see. The barrier waited for the commit index,
+	// so a read that began after the freeze committed sees the freeze.
+	if r.Frozen() {
+		return 0, n.raftError(op, r.FrozenError())
+	}
 	return idx, nil
 }
 

@@ -40,6 +40,17 @@ func (n *Node) replicaFor(h *kvpb.RequestHeader, key []byte) (*raft.Replica, *kv
 	if id := h.GetRangeId(); id != 0 {
 		r, err = n.store.Replica(id)
 		if err != nil {
+			// A range that was here and is gone may have been merged into
+			// a neighbour held here: point the client at it rather than at
+			// meta, which may not know of the merge yet.
+			if !n.store.Retired(id) {
+				return nil, nil, rangeNotFound(id)
+			}
+			if lr, lerr := n.store.ReplicaForKey(key); lerr == nil && lr.Descriptor() != nil {
+				d := lr.Descriptor()
+				return nil, nil, n.keyMismatch(id, d, fmt.Sprintf("range %d is not on node %d; key %q is in range %d",
+					id, n.ident.NodeID, clip(key), d.GetRangeId()))
+			}
 			return nil, nil, rangeNotFound(id)
 		}
 	} else {
@@ -201,6 +212,10 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		return nil
 	case command.CodeKeyOutOfRange:
 		return n.keyMismatch(h.GetRangeId(), r.Descriptor(), op+": "+res.Message)
+	case command.CodeRangeFrozen:
+		// Frozen for a merge: nothing was written; after the merge the
+		// keys are the left-hand range's.
+		return unavailable(50*time.Millisecond, "%s: not applied: %s", op, res.Message)
 	case command.CodeDedupWindowExpired:
 		// Whether the first attempt applied is no longer known.
 		st := status.Newf(codes.Unknown, "%s: the outcome of the write is unknown: %s", op, res.Message)

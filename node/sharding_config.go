@@ -34,6 +34,21 @@ type ShardingOptions struct {
 	MaxMovesPerPass int
 	// DisablePlacement turns the controller off.
 	DisablePlacement bool
+
+	// MergeSizeBytes: two adjacent ranges each smaller than this (and
+	// together under half SplitSizeBytes) are merged once they have also
+	// been cold for MergeDelay (SplitSizeBytes/4).
+	MergeSizeBytes uint64
+	// MergeQPS: a range serving fewer requests per second than this is
+	// cold (SplitQPS/4; with load splits off, 625).
+	MergeQPS float64
+	// MergeDelay is how long a pair must stay small and cold before the
+	// placement controller merges it, so that a fresh split (by hand or
+	// by load) is not undone at once (5 min).
+	MergeDelay time.Duration
+	// DisableAutoMerge turns automatic merges off (manual merges still
+	// work).
+	DisableAutoMerge bool
 }
 
 func (o *ShardingOptions) setDefaults() {
@@ -57,5 +72,17 @@ func (o *ShardingOptions) setDefaults() {
 	}
 	if o.MaxMovesPerPass <= 0 {
 		o.MaxMovesPerPass = 4
+	}
+	if o.MergeSizeBytes == 0 {
+		o.MergeSizeBytes = o.SplitSizeBytes / 4
+	}
+	if o.MergeQPS <= 0 {
+		o.MergeQPS = 625
+		if o.SplitQPS > 0 {
+			o.MergeQPS = o.SplitQPS / 4
+		}
+	}
+	if o.MergeDelay <= 0 {
+		o.MergeDelay = 5 * time.Minute
 	}
 }

@@ -63,6 +63,11 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 			if err != nil {
 				return nil, false, err
 			}
+			if !cmd.Kind.IsWrite() {
+				// A DedupGC, a split, any command but a client write may
+				// change the dedup state behind the cache.
+				r.dedup.clear()
+			}
 			if cmd.ProposerNode == r.store.cfg.NodeID {
 				if p := r.proposals[cmd.ProposalID]; p != nil {
 					delete(r.proposals, cmd.ProposalID)
@@ -70,6 +75,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 				}
 			}
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			r.dedup.clear()
 			res, newCS, propID, err := r.applyConfChangeLocked(e)
 			if err != nil {
 				return nil, false, err
@@ -98,6 +104,9 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 			return nil, false, err
 		}
 	}
+	if len(r.merges) > 0 {
+		r.finishMergesLocked()
+	}
 	return acks, confChanged, nil
 }
 
@@ -123,6 +132,10 @@ func (r *Replica) applyNormalLocked(e *pb.Entry, cmd *command.Command) (command.
 func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
 	a := &r.apply
 	desc := r.desc
+	if r.frozen != nil && refusedWhileFrozen(cmd.Kind) {
+		return command.Result{Code: command.CodeRangeFrozen,
+			Message: fmt.Sprintf("range %d is frozen for a merge into range %d", r.rangeID, r.frozen.left)}, nil
+	}
 	switch cmd.Kind {
 	case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch:
 		for i := range cmd.Mutations {
@@ -195,6 +208,18 @@ func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
 
 	case command.KindPutDescriptors:
 		return r.applyPutDescriptorsLocked(cmd)
+
+	case command.KindFreeze:
+		return r.applyFreezeLocked(cmd)
+
+	case command.KindUnfreeze:
+		return r.applyUnfreezeLocked(cmd)
+
+	case command.KindMerge:
+		return r.applyMergeLocked(cmd)
+
+	case command.KindMergeAbort:
+		return r.applyMergeAbortLocked(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }
@@ -319,6 +344,17 @@ func (r *Replica) applyPutDescriptorLocked(cmd *command.Command) (command.Result
 		return command.Result{}, err
 	}
 	key := metaKeyFor(d)
+	// The ranges that own one end key over time have growing generations
+	// (a split's right-hand side and a merge's result are both above the
+	// range they replace), so a copy of another range at d's key that is
+	// not older than d is newer news: d is stale (e.g. a range merged away).
+	if cur, found, err := a.get(key); err != nil {
+		return command.Result{}, err
+	} else if found {
+		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() && cd.GetGeneration() >= d.GetGeneration() {
+			return command.Result{}, nil
+		}
+	}
 	if oldKey != nil && string(oldKey) != string(key) {
 		a.del(oldKey)
 	}

@@ -142,6 +142,8 @@ func (r *Replica) applyConfChangeLocked(e *pb.Entry) (command.Result, *pb.ConfSt
 			reject = command.Result{Code: command.CodeMalformed, Message: err.Error()}
 		case cmd.Kind != command.KindChangeReplicas:
 			reject = command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("conf change carries a %v command", cmd.Kind)}
+		case r.frozen != nil:
+			reject = command.Result{Code: command.CodeRangeFrozen, Message: fmt.Sprintf("range %d is frozen for a merge", r.rangeID)}
 		case cmd.ExpectedGeneration != cur.GetGeneration() || cmd.Descriptor.GetRangeId() != r.rangeID ||
 			cmd.Descriptor.GetGeneration() <= cur.GetGeneration():
 			reject = command.Result{Code: command.CodeDescriptorChanged,

@@ -84,6 +84,15 @@ type Config struct {
 	// MetaCheckInterval is how often each range's leader checks that meta
 	// holds its current descriptor, and repairs it if not (10 s).
 	MetaCheckInterval time.Duration
+	// MergeFreezeTimeout is how long a range may stay frozen for a merge
+	// before its leader settles the merge itself (aborting it unless it
+	// committed): the coordinator normally finishes in well under a
+	// second (10 s).
+	MergeFreezeTimeout time.Duration
+	// AppliedWaiter checks, before a merge is proposed, that every replica
+	// of the frozen range has applied its freeze (it asks their nodes).
+	// Merges fail without one; the node layer provides it.
+	AppliedWaiter AppliedWaiter
 
 	// Workers is the size of the worker pool processing ranges
 	// (GOMAXPROCS, at least 2).
@@ -155,6 +164,9 @@ func (c *Config) setDefaults() error {
 	def64(&c.DedupSeqWindow, 8192)
 	if c.DedupGCInterval <= 0 {
 		c.DedupGCInterval = time.Minute
+	}
+	if c.MergeFreezeTimeout <= 0 {
+		c.MergeFreezeTimeout = 10 * time.Second
 	}
 	if c.MetaCheckInterval <= 0 {
 		c.MetaCheckInterval = 10 * time.Second

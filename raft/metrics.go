@@ -19,6 +19,7 @@ type Metrics struct {
 	snapshotsSent     prometheus.Counter
 	snapshotsReceived prometheus.Counter
 	splits            prometheus.Counter
+	merges            prometheus.Counter
 	logTruncations    prometheus.Counter
 	dedupHits         prometheus.Counter
 
@@ -48,6 +49,7 @@ func newMetrics() *Metrics {
 		snapshotsSent:     counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
 		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
 		splits:            counter("range_splits_total", "Range splits this node proposed and saw applied."),
+		merges:            counter("range_merges_total", "Ranges merged into their left-hand neighbour on this node."),
 		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
 		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
 
@@ -59,7 +61,7 @@ func newMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
-		m.snapshotsReceived, m.splits, m.logTruncations, m.dedupHits} {
+		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

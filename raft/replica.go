@@ -60,6 +60,16 @@ type Replica struct {
 	// splits are the right-hand ranges of splits applied in this batch,
 	// to create once it is written (split.go).
 	splits []*kvpb.RangeDescriptor
+	// Merges (merge.go): frozen is the applied freeze record (nil when not
+	// frozen) and frozenSince when this leader first saw it; merges are
+	// the replicas taken over in this batch (their raftMu held until it
+	// is written); deferredApply are apply messages waiting for a merged
+	// range's freeze to apply on this node.
+	frozen        *freezeRecord
+	frozenSince   time.Time
+	mergeAborting atomic.Bool
+	merges        []*Replica
+	deferredApply []*pb.Message
 	// metaPushed is the generation this leader last stored in meta through
 	// another node; metaPushing is set while it does (split.go).
 	metaPushed  atomic.Uint64
@@ -68,6 +78,8 @@ type Replica struct {
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
+	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
+	dedup dedupCache
 	// applyBatch and overlay are reused by every apply.
 	apply applyState
 
@@ -117,6 +129,9 @@ type Replica struct {
 		lastLeaseRead time.Time
 		waiters       []*appliedWaiter
 		destroyed     bool
+		// frozenInto: a freeze for a merge into this range is applied
+		// (merge.go); 0 when not frozen.
+		frozenInto uint64
 	}
 }
 
@@ -160,6 +175,12 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		peerNodes: make(map[uint64]uint64),
 	}
 	r.apply.init(s.cfg.Engine)
+	if r.frozen, err = loadFreeze(db, rangeID); err != nil {
+		return nil, err
+	}
+	if r.frozen != nil {
+		r.mu.frozenInto = r.frozen.left
+	}
 	rn, err := etcdraft.NewRawNode(s.raftConfig(r))
 	if err != nil {
 		return nil, fmt.Errorf("raft: range %d: %w", rangeID, err)

@@ -70,9 +70,7 @@ func (r *Replica) handleInboxLocked() {
 		r.rn.TransferLeader(transferTo)
 	}
 	st := r.rn.BasicStatus()
-	for _, p := range props {
-		r.proposeLocked(p, st)
-	}
+	r.proposeAllLocked(props, st)
 	if len(reads) > 0 {
 		if st.RaftState == etcdraft.StateLeader {
 			r.startReadRoundLocked(reads)
@@ -120,6 +118,7 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 		return
 	}
 	r.maybeRenewLeaseLocked(now)
+	r.maybeAbortStaleFreezeLocked(now)
 	cfg := &r.store.cfg
 	if r.lastDedupGC.IsZero() {
 		// Start counting when leadership starts: no GC storm after a

@@ -49,6 +49,9 @@ type appendWork struct {
 // applied.
 // REQUIRES: raftMu.
 func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, err error) {
+	if err := r.applyDeferredLocked(); err != nil {
+		return nil, nil, err
+	}
 	for i := 0; i < 4 && r.rn.HasReady(); i++ {
 		rd := r.rn.Ready()
 		r.noteLeadershipLocked()
@@ -73,7 +76,7 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 				}
 				works = append(works, w)
 			case etcdraft.LocalApplyThread:
-				if err := r.applyMessageLocked(m); err != nil {
+				if err := r.applyOrDeferLocked(m); err != nil {
 					return nil, nil, err
 				}
 			default:

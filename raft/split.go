@@ -405,6 +405,10 @@ func (s *Store) checkSnapshotOverlap(desc *kvpb.RangeDescriptor) error {
 			continue
 		}
 		if spansOverlap(od, desc) {
+			if o.retireIfMergedInto(desc) {
+				return fmt.Errorf("%w: snapshot of range %d overlaps range %d, which merged into it; retry once it is retired",
+					ErrUnavailable, desc.GetRangeId(), od.GetRangeId())
+			}
 			return fmt.Errorf("%w: snapshot of range %d [%q, %q) overlaps local range %d [%q, %q); retry once it has split",
 				ErrUnavailable, desc.GetRangeId(), clipKey(desc.GetStartKey()), clipKey(desc.GetEndKey()),
 				od.GetRangeId(), clipKey(od.GetStartKey()), clipKey(od.GetEndKey()))

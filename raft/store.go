@@ -45,6 +45,8 @@ type Store struct {
 	// changeMu serializes membership changes and leadership transfers
 	// started on this node.
 	changeMu sync.Mutex
+	// mergeMu serializes the merges coordinated by this node.
+	mergeMu sync.Mutex
 
 	mu struct {
 		sync.RWMutex

@@ -29,6 +29,8 @@ type settings struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	gcPercent       int
+	gomaxprocs      int
 	compression     string
 	eng             node.EngineOptions
 	raft            node.RaftOptions
@@ -53,6 +55,8 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for running requests")
+	fs.IntVar(&s.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target, as GOGC (heap growth in percent between collections); 0 keeps the runtime's (GOGC or 100)")
+	fs.IntVar(&s.gomaxprocs, "gomaxprocs", 0, "Go scheduler threads (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else the CPUs available plus 2")
 
 	d := node.EngineDefaults()
 	fs.Uint64Var(&s.eng.WriteBufferSize, "engine-write-buffer-size", 0, fmt.Sprintf("memtable size in bytes (0: engine default, %d)", d.WriteBufferSize))
@@ -84,6 +88,9 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.IntVar(&o.ReplicationFactor, "replication-factor", 3, "voters per range that placement keeps when enough nodes are live")
 	fs.IntVar(&o.MaxMovesPerPass, "placement-max-moves", 4, "replica moves one placement pass starts")
 	fs.BoolVar(&o.DisablePlacement, "disable-placement", false, "turn the placement controller off")
+	fs.Uint64Var(&o.MergeSizeBytes, "merge-size", 0, "merge adjacent ranges each smaller than this many bytes once cold for --merge-delay (0: a quarter of --split-size)")
+	fs.DurationVar(&o.MergeDelay, "merge-delay", 5*time.Minute, "how long two adjacent ranges must stay small and cold before they are merged")
+	fs.BoolVar(&o.DisableAutoMerge, "disable-auto-merge", false, "turn automatic merges off (manual merges still work)")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
 

@@ -31,6 +31,12 @@
 //	                  (left and right: kvpb.RangeDescriptor, protobuf)
 //	alloc_range_id := (empty)                                        (kind 12)
 //	put_descriptors:= count:uvarint desc:bytes{count}                (kind 13)
+//	freeze         := expected_generation:uvarint left_range_id:uvarint
+//	                  left_generation:uvarint                        (kind 14)
+//	unfreeze       := left_range_id:uvarint left_generation:uvarint  (kind 15)
+//	merge          := expected_generation:uvarint freeze_index:uvarint
+//	                  right:bytes (kvpb.RangeDescriptor, protobuf)   (kind 16)
+//	merge_abort    := expected_generation:uvarint right_range_id:uvarint (kind 17)
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -77,6 +83,10 @@ const (
 	KindSplit          Kind = 11
 	KindAllocRangeID   Kind = 12
 	KindPutDescriptors Kind = 13
+	KindFreeze         Kind = 14
+	KindUnfreeze       Kind = 15
+	KindMerge          Kind = 16
+	KindMergeAbort     Kind = 17
 )
 
 func (k Kind) String() string {
@@ -107,6 +117,14 @@ func (k Kind) String() string {
 		return "AllocRangeID"
 	case KindPutDescriptors:
 		return "PutDescriptors"
+	case KindFreeze:
+		return "Freeze"
+	case KindUnfreeze:
+		return "Unfreeze"
+	case KindMerge:
+		return "Merge"
+	case KindMergeAbort:
+		return "MergeAbort"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -178,13 +196,27 @@ type Command struct {
 	// NodeID is set for KindRemoveNode: the node to take out of the
 	// registry.
 	NodeID uint64
-	// ExpectedGeneration, for KindChangeReplicas and KindSplit, is the
-	// generation of the descriptor the change was computed from; the
-	// change is rejected at apply time if the range has moved on.
+	// ExpectedGeneration, for KindChangeReplicas, KindSplit, KindFreeze,
+	// KindMerge and KindMergeAbort, is the generation of the descriptor
+	// the change was computed from; the change is rejected at apply time
+	// if the range has moved on.
 	ExpectedGeneration uint64
-	// Right is set for KindSplit: the new right-hand range. Descriptor is
-	// then the narrowed left-hand one.
+	// Right is set for KindSplit (the new right-hand range; Descriptor is
+	// then the narrowed left-hand one) and KindMerge (the frozen
+	// right-hand range to take over).
 	Right *kvpb.RangeDescriptor
+	// LeftRangeID and LeftGeneration, for KindFreeze and KindUnfreeze,
+	// name the merge the freeze is for: the left-hand range and the
+	// generation its merge command is computed from.
+	LeftRangeID    uint64
+	LeftGeneration uint64
+	// FreezeIndex is set for KindMerge: the index of the right-hand
+	// range's freeze, which every replica of it must have applied before
+	// the merge applies beside it.
+	FreezeIndex uint64
+	// RightRangeID is set for KindMergeAbort: the range whose merge into
+	// this one is abandoned.
+	RightRangeID uint64
 	// Descriptors is set for KindPutDescriptors: meta copies to store
 	// together, each only if newer than the one stored.
 	Descriptors []*kvpb.RangeDescriptor
@@ -285,6 +317,27 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			}
 			dst = appendBytes(dst, b)
 		}
+	case KindFreeze:
+		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
+		dst = binary.AppendUvarint(dst, c.LeftRangeID)
+		dst = binary.AppendUvarint(dst, c.LeftGeneration)
+	case KindUnfreeze:
+		dst = binary.AppendUvarint(dst, c.LeftRangeID)
+		dst = binary.AppendUvarint(dst, c.LeftGeneration)
+	case KindMerge:
+		if c.Right == nil {
+			return nil, errors.New("command: Merge needs the right-hand descriptor")
+		}
+		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
+		dst = binary.AppendUvarint(dst, c.FreezeIndex)
+		b, err := proto.Marshal(c.Right)
+		if err != nil {
+			return nil, fmt.Errorf("command: encoding descriptor: %w", err)
+		}
+		dst = appendBytes(dst, b)
+	case KindMergeAbort:
+		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
+		dst = binary.AppendUvarint(dst, c.RightRangeID)
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -397,6 +450,20 @@ func Decode(data []byte, c *Command) error {
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			c.Descriptors = append(c.Descriptors, d.descriptor())
 		}
+	case KindFreeze:
+		c.ExpectedGeneration = d.uvarint()
+		c.LeftRangeID = d.uvarint()
+		c.LeftGeneration = d.uvarint()
+	case KindUnfreeze:
+		c.LeftRangeID = d.uvarint()
+		c.LeftGeneration = d.uvarint()
+	case KindMerge:
+		c.ExpectedGeneration = d.uvarint()
+		c.FreezeIndex = d.uvarint()
+		c.Right = d.descriptor()
+	case KindMergeAbort:
+		c.ExpectedGeneration = d.uvarint()
+		c.RightRangeID = d.uvarint()
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}
@@ -495,4 +562,19 @@ func (d *decoder) mutationBody(k Kind) Mutation {
 		m.Value = d.bytes()
 	}
 	return m
+}
+
+// PeekKind returns the kind of an encoded command without decoding its
+// body (false if data is not a command of this version).
+func PeekKind(data []byte) (Kind, bool) {
+	if len(data) == 0 || data[0] != Version {
+		return 0, false
+	}
+	d := decoder{buf: data[1:]}
+	for i := 0; i < 4; i++ {
+		d.uvarint()
+	}
+	d.fixed64()
+	k := Kind(d.byte())
+	return k, d.err == nil
 }

@@ -32,6 +32,10 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindPutDescriptor, Descriptor: desc},
 		{Header: h, Kind: KindChangeReplicas, ExpectedGeneration: 3, Descriptor: desc},
 		{Header: h, Kind: KindRemoveNode, NodeID: 4},
+		{Header: h, Kind: KindFreeze, ExpectedGeneration: 9, LeftRangeID: 2, LeftGeneration: 7},
+		{Header: h, Kind: KindUnfreeze, LeftRangeID: 2, LeftGeneration: 7},
+		{Header: h, Kind: KindMerge, ExpectedGeneration: 7, FreezeIndex: 1 << 40, Right: desc},
+		{Header: h, Kind: KindMergeAbort, ExpectedGeneration: 7, RightRangeID: 3},
 	}
 }
 
@@ -151,7 +155,9 @@ func TestResultRoundTrip(t *testing.T) {
 
 func equal(a, b *Command) bool {
 	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
-		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID {
+		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID ||
+		a.LeftRangeID != b.LeftRangeID || a.LeftGeneration != b.LeftGeneration ||
+		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || !proto.Equal(a.Right, b.Right) {
 		return false
 	}
 	for i := range a.Mutations {
@@ -166,4 +172,20 @@ func equal(a, b *Command) bool {
 		return false
 	}
 	return proto.Equal(a.Node, b.Node) && proto.Equal(a.Descriptor, b.Descriptor)
+}
+
+// TestPeekKind: the kind is read without decoding the body.
+func TestPeekKind(t *testing.T) {
+	for _, c := range sampleCommands() {
+		data, err := c.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, ok := PeekKind(data); !ok || k != c.Kind {
+			t.Fatalf("PeekKind = %v, %v; want %v", k, ok, c.Kind)
+		}
+	}
+	if _, ok := PeekKind([]byte{Version, 0x80}); ok {
+		t.Fatal("PeekKind of a truncated header succeeded")
+	}
 }

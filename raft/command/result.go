@@ -54,6 +54,10 @@ const (
 	CodeMalformed Code = 4
 	// CodeNotMeta: a meta command reached a range other than meta.
 	CodeNotMeta Code = 5
+	// CodeRangeFrozen: the range is frozen for a merge into its left-hand
+	// neighbour and takes no writes or changes. Nothing was written; the
+	// request may be retried (after the merge, on the merged range).
+	CodeRangeFrozen Code = 6
 )
 
 func (c Code) String() string {
@@ -70,6 +74,8 @@ func (c Code) String() string {
 		return "malformed command"
 	case CodeNotMeta:
 		return "not the meta range"
+	case CodeRangeFrozen:
+		return "range frozen for a merge"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }

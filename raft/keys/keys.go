@@ -67,6 +67,8 @@ const (
 	suffixDescriptor   = 'd'
 	suffixDedupFloor   = 'f'
 	suffixDedupRecord  = 'q'
+	suffixMerged       = 'm'
+	suffixFreeze       = 'z'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -226,6 +228,18 @@ func DecodeDedupFloorKey(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("keys: %x is not a dedup floor key", key)
 	}
 	return binary.BigEndian.Uint64(key[11:]), nil
+}
+
+// FreezeKey holds range rangeID's freeze record while it is frozen for a
+// merge into its left-hand neighbour (raft/merge.go).
+func FreezeKey(rangeID uint64) []byte {
+	return rangeKey(RangeLocalPrefix, rangeID, suffixFreeze, 0)
+}
+
+// MergedKey marks, in range leftID's replicated state, that range rightID
+// was merged into it, so that an abort of that merge can tell it happened.
+func MergedKey(leftID, rightID uint64) []byte {
+	return binary.BigEndian.AppendUint64(rangeKey(RangeLocalPrefix, leftID, suffixMerged, 8), rightID)
 }
 
 // RangeLocalSpan returns the span of every range-local key of rangeID: the

@@ -52,6 +52,7 @@ var nemeses = []*nemesis{
 	{name: "pause", inject: pauseNode, holdMin: 2 * electionTimeout, holdMax: 5 * electionTimeout},
 	{name: "transfer-storm", inject: transferStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "split-merge-storm", unavailable: needSplit, inject: splitMergeStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
+	{name: "merge-kill", unavailable: needSplit, inject: mergeKill, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "membership", inject: changeMembership, holdMin: 2 * time.Second, holdMax: 5 * time.Second},
 	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
 }

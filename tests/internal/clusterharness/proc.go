@@ -94,6 +94,16 @@ func (p *Proc) Starts() int {
 	return p.starts
 }
 
+// Pid is the current process's ID, 0 before the first start.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Running reports whether the process was started and has not exited (a
 // paused process is running).
 func (p *Proc) Running() bool {
