@@ -230,14 +230,14 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 // once it ends instead of being turned away. The caller then proposes or
 // reads, and gets NotLeader with a hint if the leader is elsewhere.
 func (n *Node) awaitLeader(ctx context.Context, r *raft.Replica) {
-	if r.Status().Leader != 0 {
+	if r.HasLeader() {
 		return
 	}
 	cfg := n.store.Config()
 	deadline := time.Now().Add(2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for r.Status().Leader == 0 && time.Now().Before(deadline) {
+	for !r.HasLeader() && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return

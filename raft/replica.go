@@ -267,6 +267,15 @@ func (r *Replica) AppliedIndex() uint64 {
 	return r.mu.applied
 }
 
+// HasLeader reports whether this replica knows a leader of its range. It
+// is Status().Leader != 0 without copying the status (and its descriptor):
+// every write asks it.
+func (r *Replica) HasLeader() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.leader != 0
+}
+
 // IsLeader reports whether this replica believes it is the leader.
 func (r *Replica) IsLeader() bool {
 	r.mu.RLock()
