@@ -161,6 +161,9 @@ func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) 
 	if !r.IsLeader() {
 		return nil, nil, r.notLeaderError()
 	}
+	if r.Frozen() {
+		return nil, nil, r.FrozenError()
+	}
 	desc, err := r.waitNotJoint(ctx)
 	if err != nil {
 		return nil, nil, err
