@@ -497,6 +497,11 @@ func (r *Replica) mergesReadyLocked(ents []*pb.Entry) bool {
 		}
 		rr, err := r.store.Replica(cmd.Right.GetRangeId())
 		if err != nil {
+			// No replica here yet (a message or snapshot creates it):
+			// wait if the merge would apply, else let it be rejected.
+			if r.mergeWouldApplyLocked(&cmd) {
+				return false
+			}
 			continue
 		}
 		rr.mu.RLock()
@@ -507,6 +512,16 @@ func (r *Replica) mergesReadyLocked(ents []*pb.Entry) bool {
 		}
 	}
 	return true
+}
+
+// mergeWouldApplyLocked reports whether cmd passes the replicated checks
+// of applyMergeLocked against the current state (entries before it in the
+// same batch may still change that).
+// REQUIRES: raftMu.
+func (r *Replica) mergeWouldApplyLocked(cmd *command.Command) bool {
+	cur, right := r.desc, cmd.Right
+	return r.frozen == nil && cur != nil && right != nil && cmd.ExpectedGeneration == cur.GetGeneration() &&
+		len(cur.GetEndKey()) != 0 && bytes.Equal(cur.GetEndKey(), right.GetStartKey()) && sameNodes(cur, right)
 }
 
 // Merge merges range leftID with its right-hand neighbour and returns the

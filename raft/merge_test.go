@@ -133,9 +133,15 @@ func TestMerge(t *testing.T) {
 	if _, err := c.storeOf(l.id).Replica(rid); err != nil {
 		t.Fatal(err)
 	}
+	gen := l.store.mustReplica(keys.FirstUserRangeID).Descriptor().GetGeneration()
 	merged, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A late abort of that merge finds it done and changes nothing.
+	abort := &command.Command{Kind: command.KindMergeAbort, ExpectedGeneration: gen, RightRangeID: rid}
+	if res, _, err := c.leader(keys.FirstUserRangeID).store.Propose(ctx, keys.FirstUserRangeID, abort); err != nil || !res.Found {
+		t.Fatalf("abort after the merge: %+v, %v; want found (merged)", res, err)
 	}
 	if merged.GetRangeId() != keys.FirstUserRangeID || len(merged.GetEndKey()) != 0 {
 		t.Fatalf("merged descriptor %v", merged)
