@@ -127,17 +127,22 @@ test-go: go-build
 	@docker info >/dev/null 2>&1 || echo "test-go: TestComposeSmoke will skip: no Docker engine (docker info fails)"
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
+	$(GO) test -tags faults -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) -run 'Fault|DiskDelay' ./node
 
 # Every nemesis of tests/jepsen for CHAOS_TIME each, then a per-nemesis
 # table (docs/testing.md). CHAOS_SEED replays a schedule; CHAOS_NEMESES
 # picks nemeses (comma-separated); CHAOS_NODES sizes the cluster (5).
+# The runs use bin/shale-faults: the node built with the `faults` tag,
+# which serves the slow-disk endpoint (node/faults_on.go) and which no
+# other target builds. It links the same engine library.
 CHAOS_TIME    ?= 1m
 CHAOS_SEED    ?=
 CHAOS_NEMESES ?=
 CHAOS_NODES   ?= 5
 
 chaos: go-build
-	SHALE_BIN=$(CURDIR)/bin/shale SHALE_CHAOS_TIME=$(CHAOS_TIME) SHALE_CHAOS_SEED=$(CHAOS_SEED) \
+	$(GO) build -tags faults -ldflags "$(GO_LDFLAGS)" -o bin/shale-faults ./cmd/shale
+	SHALE_BIN=$(CURDIR)/bin/shale-faults SHALE_CHAOS_TIME=$(CHAOS_TIME) SHALE_CHAOS_SEED=$(CHAOS_SEED) \
 	  SHALE_CHAOS_NEMESES=$(CHAOS_NEMESES) SHALE_CHAOS_NODES=$(CHAOS_NODES) \
 	  nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -v -run '^TestChaos$$' ./tests/jepsen
 
@@ -167,6 +172,7 @@ lint: engine
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags faults ./node ./cmd/shale
 	@if [ -n "$(CLANG_FORMAT_FILES)" ]; then clang-format --dry-run --Werror $(CLANG_FORMAT_FILES); fi
 
 clean:

@@ -31,6 +31,11 @@ var (
 	// ErrInternal: a node failed in a way that is not the caller's fault
 	// (an engine I/O error, corruption, a bug). Reads may be retried.
 	ErrInternal = errors.New("client: internal error")
+	// ErrNotFound: the request named something that does not exist: a
+	// node or range unknown to the cluster (admin requests). A missing key
+	// is not an error: Get answers found == false, BatchGet Found ==
+	// false. Nothing was changed.
+	ErrNotFound = errors.New("client: not found")
 	// ErrClosed: the Client is closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrBatchSpansRanges: an atomic Batch named keys of more than one
@@ -153,7 +158,12 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 		// Stale routing: the request was not applied.
 		e.kind = ErrUnavailable
 		c.retry = routing
-		if !routing {
+		switch {
+		case routing:
+		case st.Code() == codes.NotFound:
+			// The node's verdict on what the request named.
+			e.kind = ErrNotFound
+		default:
 			e.kind = ErrInternal
 		}
 	case codes.Unknown:

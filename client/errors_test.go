@@ -45,6 +45,7 @@ func TestClassify(t *testing.T) {
 		{"disk full", status.Error(codes.ResourceExhausted, "disk full"), nil, true, ErrResourceExhausted, false, 0},
 		{"stale routing", statusErr(t, codes.FailedPrecondition, "not leader", &kvpb.NotLeader{RangeId: 1}), nil, true, ErrUnavailable, true, 0},
 		{"range not here", statusErr(t, codes.NotFound, "range 9", &kvpb.RangeNotFound{RangeId: 9}), nil, false, ErrUnavailable, true, 0},
+		{"unknown node", status.Error(codes.NotFound, "Decommission: node 9 is not registered"), nil, true, ErrNotFound, false, 0},
 		{"corruption", status.Error(codes.DataLoss, "checksum"), nil, false, ErrInternal, false, 0},
 		{"our deadline, write", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, true, ErrAmbiguous, false, 0},
 		{"our deadline, read", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, false, ErrUnavailable, false, 0},

@@ -14,6 +14,8 @@ import (
 //	                and the reason
 //	/metrics        Prometheus metrics (metrics.go)
 //	/debug/pprof/   Go profiles
+//	/debug/faults/  in test builds only, a slow disk (faults_on.go); 404
+//	                in every other build (faults_off.go)
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", n.serveHealthz)
@@ -25,6 +27,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	n.registerFaultHandlers(mux)
 	return mux
 }
 

@@ -63,6 +63,11 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 			if err != nil {
 				return nil, false, err
 			}
+			if !cmd.Kind.IsWrite() {
+				// A DedupGC, a split, any command but a client write may
+				// change the dedup state behind the cache.
+				r.dedup.clear()
+			}
 			if cmd.ProposerNode == r.store.cfg.NodeID {
 				if p := r.proposals[cmd.ProposalID]; p != nil {
 					delete(r.proposals, cmd.ProposalID)
@@ -70,6 +75,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 				}
 			}
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			r.dedup.clear()
 			res, newCS, propID, err := r.applyConfChangeLocked(e)
 			if err != nil {
 				return nil, false, err

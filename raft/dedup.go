@@ -81,28 +81,37 @@ func decodeDedupFloor(v []byte) (uint64, int64, error) {
 // REQUIRES: raftMu.
 func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result, error) {
 	a := &r.apply
-	recKey := keys.DedupRecordKey(r.rangeID, cmd.ClientID, cmd.RequestSeq)
-	v, found, err := a.get(recKey)
+	dc, err := r.dedupClientLocked(cmd.ClientID)
 	if err != nil {
 		return command.Result{}, err
 	}
-	if found {
-		_, res, err := decodeDedupRecord(v)
+	recKey := keys.DedupRecordKey(r.rangeID, cmd.ClientID, cmd.RequestSeq)
+	// The cache says when there is certainly no record (a seq above every
+	// recorded one); otherwise the record is read.
+	if has, known := dc.recorded(cmd.RequestSeq); has || !known {
+		v, found, err := a.get(recKey)
 		if err != nil {
-			return command.Result{}, fmt.Errorf("client %d seq %d: %w", cmd.ClientID, cmd.RequestSeq, err)
+			return command.Result{}, err
 		}
-		r.store.metrics.dedupHits.Inc()
-		return res, nil
-	}
-	floorKey := keys.DedupFloorKey(r.rangeID, cmd.ClientID)
-	var floor uint64
-	if fv, ok, err := a.get(floorKey); err != nil {
-		return command.Result{}, err
-	} else if ok {
-		if floor, _, err = decodeDedupFloor(fv); err != nil {
-			return command.Result{}, fmt.Errorf("client %d: %w", cmd.ClientID, err)
+		if found {
+			_, res, err := decodeDedupRecord(v)
+			if err != nil {
+				return command.Result{}, fmt.Errorf("client %d seq %d: %w", cmd.ClientID, cmd.RequestSeq, err)
+			}
+			r.store.metrics.dedupHits.Inc()
+			return res, nil
+		}
+		if has {
+			// The engine is the truth; the cache is wrong (a bug).
+			r.store.cfg.Logger.Error("dedup cache out of step with the engine; emptied", "range", r.rangeID,
+				"client", cmd.ClientID, "seq", cmd.RequestSeq)
+			r.dedup.clear()
+			if dc, err = r.dedupClientLocked(cmd.ClientID); err != nil {
+				return command.Result{}, err
+			}
 		}
 	}
+	floor := dc.floor
 	if cmd.RequestSeq < floor {
 		return command.Result{Code: command.CodeDedupWindowExpired,
 			Message: fmt.Sprintf("client %d request %d is older than the dedup window (floor %d)", cmd.ClientID, cmd.RequestSeq, floor)}, nil
@@ -113,11 +122,13 @@ func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result,
 		return res, err
 	}
 	a.put(recKey, encodeDedupRecord(cmd.ProposerTime, &res))
+	dc.record(cmd.RequestSeq)
 	if s := cmd.RequestSeq; s >= dedupSeqWindow && s%dedupGCStride == 0 {
 		if nf := s - dedupSeqWindow; nf > floor {
 			span := keys.DedupClientSpan(r.rangeID, cmd.ClientID, 0, nf)
 			a.delRange(span.Start, span.End)
-			a.put(floorKey, encodeDedupFloor(nf, cmd.ProposerTime))
+			a.put(keys.DedupFloorKey(r.rangeID, cmd.ClientID), encodeDedupFloor(nf, cmd.ProposerTime))
+			dc.floor = nf
 		}
 	}
 	return res, nil

@@ -13,21 +13,36 @@ import (
 // lookup after the first attempt's record). Reads fall through to the
 // engine, which holds exactly the applied state before the batch.
 //
+// Most batches are never read from (client writes whose dedup state is
+// cached, dedup_cache.go), so staging a write only appends it to a list;
+// the map from key to last write is built when a read first needs it and
+// kept up to date from then on. A map that grew large is dropped rather
+// than cleared, since clearing costs its capacity, not its length.
+//
 // REQUIRES: the owning replica's raftMu.
 type applyState struct {
 	db    *storage.DB
 	batch *storage.Batch
-	// points holds the last point write of each key; ranges every range
-	// deletion, in order; seq orders the two.
-	points map[string]overlayPoint
+	// points holds the point writes staged, in order; their keys are
+	// copied into keys (values are kept as given: the caller must not
+	// modify them until the batch is written).
+	points []overlayPoint
+	keys   []byte
+	// index maps a key to the position in points of its last write, for
+	// points[:indexed]; nil until a read needs it.
+	index   map[string]int
+	indexed int
+	// ranges holds every range deletion, in order; seq orders them and
+	// the point writes.
 	ranges []overlayRange
 	seq    int
 }
 
 type overlayPoint struct {
-	value   []byte
-	deleted bool
-	seq     int
+	keyStart, keyEnd int // in applyState.keys
+	value            []byte
+	deleted          bool
+	seq              int
 }
 
 type overlayRange struct {
@@ -35,30 +50,50 @@ type overlayRange struct {
 	seq        int
 }
 
+// overlayScanMax is the number of staged writes below which a read scans
+// them instead of building the index.
+const overlayScanMax = 16
+
+// overlayIndexKeep is the largest index that is cleared for reuse; a
+// larger one is dropped.
+const overlayIndexKeep = 256
+
 func (a *applyState) init(db *storage.DB) {
 	a.db = db
 	a.batch = storage.NewBatch(4 << 10)
-	a.points = make(map[string]overlayPoint)
 }
 
 // reset empties the batch and the overlay (after the batch was written).
 func (a *applyState) reset() {
 	a.batch.Reset()
-	clear(a.points)
+	clear(a.points) // drop the values
+	a.points = a.points[:0]
+	a.keys = a.keys[:0]
+	if len(a.index) > overlayIndexKeep {
+		a.index = nil
+	} else {
+		clear(a.index)
+	}
+	a.indexed = 0
 	a.ranges = a.ranges[:0]
 	a.seq = 0
 }
 
+func (a *applyState) stage(key, value []byte, deleted bool) {
+	a.seq++
+	start := len(a.keys)
+	a.keys = append(a.keys, key...)
+	a.points = append(a.points, overlayPoint{keyStart: start, keyEnd: len(a.keys), value: value, deleted: deleted, seq: a.seq})
+}
+
 func (a *applyState) put(key, value []byte) {
 	a.batch.Put(key, value)
-	a.seq++
-	a.points[string(key)] = overlayPoint{value: value, seq: a.seq}
+	a.stage(key, value, false)
 }
 
 func (a *applyState) del(key []byte) {
 	a.batch.Delete(key)
-	a.seq++
-	a.points[string(key)] = overlayPoint{deleted: true, seq: a.seq}
+	a.stage(key, nil, true)
 }
 
 func (a *applyState) delRange(start, end []byte) {
@@ -70,10 +105,35 @@ func (a *applyState) delRange(start, end []byte) {
 	a.ranges = append(a.ranges, overlayRange{start: start, end: end, seq: a.seq})
 }
 
+// lastWrite returns the last point write staged for key.
+func (a *applyState) lastWrite(key []byte) (overlayPoint, bool) {
+	if len(a.points) <= overlayScanMax && a.index == nil {
+		for i := len(a.points) - 1; i >= 0; i-- {
+			p := a.points[i]
+			if bytes.Equal(a.keys[p.keyStart:p.keyEnd], key) {
+				return p, true
+			}
+		}
+		return overlayPoint{}, false
+	}
+	if a.index == nil {
+		a.index = make(map[string]int, len(a.points))
+	}
+	for ; a.indexed < len(a.points); a.indexed++ {
+		p := a.points[a.indexed]
+		a.index[string(a.keys[p.keyStart:p.keyEnd])] = a.indexed
+	}
+	i, ok := a.index[string(key)]
+	if !ok {
+		return overlayPoint{}, false
+	}
+	return a.points[i], true
+}
+
 // get reads key as of the writes staged so far. found is false for a
 // missing key. The value must not be modified.
 func (a *applyState) get(key []byte) (value []byte, found bool, err error) {
-	p, ok := a.points[string(key)]
+	p, ok := a.lastWrite(key)
 	for i := len(a.ranges) - 1; i >= 0; i-- {
 		rg := a.ranges[i]
 		if ok && rg.seq < p.seq {

@@ -199,28 +199,76 @@ func (r *Replica) submit(p *proposal) (command.Result, uint64, error) {
 // proposeLocked hands one queued proposal to Raft (phase 1 of a round).
 // REQUIRES: raftMu.
 func (r *Replica) proposeLocked(p *proposal, st etcdraft.BasicStatus) {
+	r.proposeAllLocked([]*proposal{p}, st)
+}
+
+// proposeAllLocked hands the queued proposals to Raft, in order. The
+// command entries among them go in as ONE MsgProp (a configuration change
+// goes alone, after the entries queued before it): Raft appends them
+// together and sends each follower one MsgApp for all of them, where one
+// Propose per entry would make it send one MsgApp per entry and per
+// follower, each acknowledged separately. Under load, proposals pile up
+// while a round runs, so this is where the node batches its writes.
+// REQUIRES: raftMu.
+func (r *Replica) proposeAllLocked(props []*proposal, st etcdraft.BasicStatus) {
+	var batch []*proposal
+	for _, p := range props {
+		if !r.admitProposalLocked(p, st) {
+			continue
+		}
+		if p.cc != nil {
+			r.stepProposalsLocked(batch, st)
+			batch = batch[:0]
+			r.stepProposalsLocked([]*proposal{p}, st)
+			continue
+		}
+		batch = append(batch, p)
+	}
+	r.stepProposalsLocked(batch, st)
+}
+
+// admitProposalLocked finishes p if it may not be proposed (abandoned by
+// its caller, not the leader, no leader to forward to) and otherwise marks
+// it proposed. It reports whether p is to be handed to Raft.
+// REQUIRES: raftMu.
+func (r *Replica) admitProposalLocked(p *proposal, st etcdraft.BasicStatus) bool {
 	if p.ctx.Err() != nil {
 		if p.state.CompareAndSwap(propQueued, propFinished) {
 			p.done <- proposalResult{err: unavailablef(r.rangeID, "abandoned before it entered the log: %v", p.ctx.Err())}
 		}
-		return
+		return false
 	}
 	if !p.forward && st.RaftState != etcdraft.StateLeader {
 		p.finish(proposalResult{err: r.notLeaderErrorFrom(st)})
-		return
+		return false
 	}
 	if p.forward && st.Lead == etcdraft.None {
 		p.finish(proposalResult{err: unavailablef(r.rangeID, "no leader")})
+		return false
+	}
+	// false: abandoned by its caller just now.
+	return p.state.CompareAndSwap(propQueued, propProposed)
+}
+
+// stepProposalsLocked hands admitted proposals to Raft in one step: one
+// configuration change, or any number of command entries. Raft takes all
+// of them or none, so a refusal is a definite failure for each.
+// REQUIRES: raftMu.
+func (r *Replica) stepProposalsLocked(ps []*proposal, st etcdraft.BasicStatus) {
+	if len(ps) == 0 {
 		return
 	}
-	if !p.state.CompareAndSwap(propQueued, propProposed) {
-		return // abandoned by its caller just now
-	}
 	var err error
-	if p.cc != nil {
-		err = r.rn.ProposeConfChange(p.cc)
+	if ps[0].cc != nil {
+		err = r.rn.ProposeConfChange(ps[0].cc)
 	} else {
-		err = r.rn.Propose(p.data)
+		ents := make([]pb.Entry, len(ps))
+		ptrs := make([]*pb.Entry, len(ps))
+		for i, p := range ps {
+			ents[i].Data = p.data
+			ptrs[i] = &ents[i]
+		}
+		err = r.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(r.replicaID), Entries: ptrs})
 	}
 	if err != nil {
 		// Not in the log: a definite failure.
@@ -228,16 +276,21 @@ func (r *Replica) proposeLocked(p *proposal, st etcdraft.BasicStatus) {
 		if errors.Is(err, etcdraft.ErrProposalDropped) {
 			reason = "dropped by Raft (leader changing, a transfer under way, or too many uncommitted entries)"
 		}
-		r.store.metrics.proposalsDropped.Inc()
-		p.finish(proposalResult{err: unavailablef(r.rangeID, "proposal not accepted: %s", reason)})
+		r.store.metrics.proposalsDropped.Add(float64(len(ps)))
+		for _, p := range ps {
+			p.finish(proposalResult{err: unavailablef(r.rangeID, "proposal not accepted: %s", reason)})
+		}
 		return
 	}
-	r.store.metrics.proposals.Inc()
-	p.term, p.lead = st.GetTerm(), st.Lead
-	p.proposedAt = time.Now()
-	r.proposals[p.id] = p
-	if p.cc != nil {
-		r.ccPending = append(r.ccPending, p)
+	r.store.metrics.proposals.Add(float64(len(ps)))
+	now := time.Now()
+	for _, p := range ps {
+		p.term, p.lead = st.GetTerm(), st.Lead
+		p.proposedAt = now
+		r.proposals[p.id] = p
+		if p.cc != nil {
+			r.ccPending = append(r.ccPending, p)
+		}
 	}
 }
 

@@ -78,6 +78,8 @@ type Replica struct {
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
+	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
+	dedup dedupCache
 	// applyBatch and overlay are reused by every apply.
 	apply applyState
 

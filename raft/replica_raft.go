@@ -70,9 +70,7 @@ func (r *Replica) handleInboxLocked() {
 		r.rn.TransferLeader(transferTo)
 	}
 	st := r.rn.BasicStatus()
-	for _, p := range props {
-		r.proposeLocked(p, st)
-	}
+	r.proposeAllLocked(props, st)
 	if len(reads) > 0 {
 		if st.RaftState == etcdraft.StateLeader {
 			r.startReadRoundLocked(reads)

@@ -182,6 +182,7 @@ func checkSnapshotState(in *incomingSnapshot) error {
 // the round's batch: the range's replicated state and log are replaced.
 // REQUIRES: raftMu.
 func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs *pb.HardState) logstore.SnapshotApply {
+	r.dedup.clear() // the snapshot replaces the dedup state
 	del := func(sp keys.Span) { b.DeleteRange(sp.Start, sp.End) }
 	del(keys.RangeLocalSpan(r.rangeID))
 	if r.desc != nil {
@@ -200,6 +201,7 @@ func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs
 // REQUIRES: raftMu.
 func (r *Replica) commitSnapshotLocked(in *incomingSnapshot, sa logstore.SnapshotApply) error {
 	r.ls.CommitSnapshot(sa)
+	r.dedup.clear() // the snapshot replaced the dedup state
 	desc, err := logstore.LoadDescriptor(r.store.cfg.Engine, r.rangeID)
 	if err != nil {
 		return err

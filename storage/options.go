@@ -122,6 +122,11 @@ type Options struct {
 	UseMmapReads bool
 	// BytesPerSync syncs SSTs incrementally every this many bytes (0: off).
 	BytesPerSync uint64
+
+	// FaultInjection, for tests only, opens the database over the engine's
+	// fault-injection file layer so that SetIODelay can slow its disk
+	// down. It costs a little on every file operation.
+	FaultInjection bool
 }
 
 // MaxLevels is the largest NumLevels the engine supports.
@@ -253,6 +258,9 @@ func (o *Options) toC(c *C.shale_options_t) {
 		c.use_mmap_reads = 1
 	}
 	setU64(&c.bytes_per_sync, o.BytesPerSync)
+	if o.FaultInjection {
+		c.fault_injection = 1
+	}
 }
 
 func setU64(dst *C.uint64_t, v uint64) {

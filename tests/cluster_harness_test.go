@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
+	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // The cluster tests run real shale processes on loopback. Every node gets
@@ -45,13 +44,7 @@ type clusterNode struct {
 	grpcAddr string
 	httpAddr string
 	dataDir  string
-	logPath  string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
-	starts  int
+	proc     *clusterharness.Proc // the process: start, signals, log
 }
 
 type testCluster struct {
@@ -130,8 +123,8 @@ func (c *testCluster) newNode(id uint64) *clusterNode {
 		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
 		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
 		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
-		logPath:  filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)),
 	}
+	cn.proc = clusterharness.NewProc(cn.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
 	c.mu.Lock()
 	c.nodes[id] = cn
 	c.mu.Unlock()
@@ -140,12 +133,11 @@ func (c *testCluster) newNode(id uint64) *clusterNode {
 
 func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	port, err := clusterharness.FreePortOn(ip)
 	if err != nil {
-		t.Fatalf("cannot listen on %s (the tests need 127.0.0.0/8 on loopback): %v", ip, err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (c *testCluster) node(id uint64) *clusterNode {
@@ -172,80 +164,19 @@ func (c *testCluster) start(id uint64, firstArgs ...string) {
 	c.t.Helper()
 	shale, _ := binaries(c.t)
 	cn := c.node(id)
-	cn.mu.Lock()
 	args := []string{"--listen", cn.grpcAddr, "--http", cn.httpAddr, "--data-dir", cn.dataDir, "--log-format", "json"}
 	args = append(args, c.extra...)
-	if cn.starts == 0 {
-		args = append(args, firstArgs...)
-	}
-	cn.starts++
-	logf, err := os.OpenFile(cn.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		cn.mu.Unlock()
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(shale, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		cn.mu.Unlock()
-		c.t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	cn.cmd, cn.exited = cmd, exited
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		cn.mu.Lock()
-		cn.exitErr = err
-		cn.mu.Unlock()
-		close(exited)
-	}()
-	cn.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-exited:
-			c.t.Fatalf("node %d exited during startup: %v\n%s", id, cn.err(), tail(cn.log(), 40))
-		default:
-		}
-		if resp, err := http.Get("http://" + cn.httpAddr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("node %d not healthy after 60s\n%s", id, tail(cn.log(), 40))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := cn.proc.Start(shale, args, firstArgs, 60*time.Second); err != nil {
+		c.t.Fatalf("node %d: %v", id, err)
 	}
 }
 
-func (cn *clusterNode) err() error {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return cn.exitErr
-}
+func (cn *clusterNode) err() error { return cn.proc.ExitErr() }
 
-func (cn *clusterNode) running() bool {
-	cn.mu.Lock()
-	ch := cn.exited
-	cn.mu.Unlock()
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return false
-	default:
-		return true
-	}
-}
+func (cn *clusterNode) running() bool { return cn.proc.Running() }
 
 // kill sends SIGKILL and waits until the process is gone.
-func (cn *clusterNode) kill() {
-	cn.signal(syscall.SIGKILL, 10*time.Second)
-}
+func (cn *clusterNode) kill() { cn.proc.Kill() }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (c *testCluster) stop(id uint64) {
@@ -259,7 +190,7 @@ func (c *testCluster) stop(id uint64) {
 			c.t.Errorf("node %d took %v to stop gracefully", id, took)
 		}
 	}()
-	if !cn.signal(syscall.SIGTERM, 30*time.Second) {
+	if !cn.proc.Signal(syscall.SIGTERM, 30*time.Second) {
 		c.t.Fatalf("node %d still running 30s after SIGTERM\n%s", id, tail(cn.log(), 40))
 	}
 	if err := cn.err(); err != nil {
@@ -267,39 +198,9 @@ func (c *testCluster) stop(id uint64) {
 	}
 }
 
-func (cn *clusterNode) signal(sig syscall.Signal, wait time.Duration) bool {
-	cn.mu.Lock()
-	cmd, ch := cn.cmd, cn.exited
-	cn.mu.Unlock()
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-ch:
-		return true
-	case <-time.After(wait):
-		return false
-	}
-}
+func (cn *clusterNode) log() string { return cn.proc.Log() }
 
-func (cn *clusterNode) log() string {
-	b, _ := os.ReadFile(cn.logPath)
-	return string(b)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tail(s string, n int) string { return clusterharness.Tail(s, n) }
 
 // endpoints returns the gRPC addresses of the given nodes (all if none).
 func (c *testCluster) endpoints(ids ...uint64) []string {

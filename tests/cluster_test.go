@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -384,14 +383,14 @@ func TestClusterPausedLeaderServesNoStaleRead(t *testing.T) {
 		t.Skipf("leadership moved before the pause (%v, %v)", rs.GetRaft(), err)
 	}
 	cn := c.node(old)
-	if err := cn.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := cn.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = cn.cmd.Process.Signal(syscall.SIGCONT)
+			_ = cn.proc.Resume()
 		}
 	}
 	defer resume()

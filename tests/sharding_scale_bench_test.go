@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,17 +26,33 @@ import (
 //
 // SHALE_SCALE_KEYS (default 200000) is the number of keys per run,
 // SHALE_SCALE_SPLIT the split size and memtable size in bytes (default
-// 2 MiB), SHALE_SCALE_WORKERS the concurrent writers (default 64). Keys
-// are 16 bytes in random order, values 100 bytes. docs/benchmarks.md,
-// "Scale", records the results.
+// 2 MiB), SHALE_SCALE_WORKERS the concurrent writers (default 64),
+// SHALE_SCALE_BATCH the keys per write (default 1: Put; more: WriteMany,
+// which groups them by range), SHALE_SCALE_RUNS the runs to make (default
+// "one-range,presplit-16,splitting"). Keys are 16 bytes in random order,
+// values 100 bytes. docs/benchmarks.md, "Scale", records the results.
 func BenchmarkShardingScale(b *testing.B) {
 	keys := envInt("SHALE_SCALE_KEYS", 200000)
 	split := envInt("SHALE_SCALE_SPLIT", 2<<20)
 	workers := envInt("SHALE_SCALE_WORKERS", 64)
+	batch := envInt("SHALE_SCALE_BATCH", 1)
+	runs := os.Getenv("SHALE_SCALE_RUNS")
+	if runs == "" {
+		runs = "one-range,presplit-16,splitting"
+	}
 	for i := 0; i < b.N; i++ {
-		b.Run("one-range", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 0) })
-		b.Run("presplit-16", func(b *testing.B) { scaleRun(b, keys, split, workers, false, 16) })
-		b.Run("splitting", func(b *testing.B) { scaleRun(b, keys, split, workers, true, 0) })
+		for _, run := range strings.Split(runs, ",") {
+			switch run {
+			case "one-range":
+				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, false, 0) })
+			case "presplit-16":
+				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, false, 16) })
+			case "splitting":
+				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, true, 0) })
+			default:
+				b.Fatalf("SHALE_SCALE_RUNS: unknown run %q (one-range, presplit-16, splitting)", run)
+			}
+		}
 	}
 }
 
@@ -49,7 +66,7 @@ func envInt(name string, def int) int {
 // scaleRun loads keys once: with automatic splits (auto), or into
 // presplit ranges cut at even key intervals before the load (0: one
 // range).
-func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
+func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit int) {
 	flags := []string{"--split-check-interval", "1s", "--split-size", strconv.Itoa(split), "--split-qps", "-1",
 		"--disable-placement=false", "--placement-interval", "2s",
 		// Small memtables, so that the size estimate (SST files only)
@@ -84,34 +101,50 @@ func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			muts := make([]client.Mutation, 0, batch)
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(keys) {
+				hi := next.Add(int64(batch))
+				lo := hi - int64(batch)
+				if lo >= int64(keys) {
 					return
 				}
-				k := fmt.Sprintf("key-%012d", order[i])
+				hi = min(hi, int64(keys))
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := cl.Put(ctx, []byte(k), value)
+				var err error
+				if batch == 1 {
+					err = cl.Put(ctx, []byte(fmt.Sprintf("key-%012d", order[lo])), value)
+				} else {
+					muts = muts[:0]
+					for _, i := range order[lo:hi] {
+						muts = append(muts, client.PutOp([]byte(fmt.Sprintf("key-%012d", i)), value))
+					}
+					err = cl.WriteMany(ctx, muts...)
+				}
 				cancel()
 				if err != nil {
-					failed.Add(1)
+					if n := failed.Add(hi - lo); n <= int64(5*batch) {
+						b.Logf("a write of %d keys failed after %v: %v", hi-lo, time.Since(start).Round(time.Millisecond), err)
+					}
 					continue
 				}
-				done.Add(1)
+				done.Add(hi - lo)
 			}
 		}()
 	}
 	// Report every tenth of the load.
+	// Besides keys/s, which follows whatever else the machine runs, each
+	// slice reports the nodes' CPU time per key written, which does not.
 	slice := int64(keys / 10)
-	last, lastT := int64(0), start
+	last, lastT, lastCPU := int64(0), start, c.cpuSeconds()
 	for {
 		time.Sleep(200 * time.Millisecond)
 		d := done.Load() + failed.Load()
 		if d-last >= slice || d >= int64(keys) {
-			now := time.Now()
+			now, cpu := time.Now(), c.cpuSeconds()
 			ranges := rangeCountTB(cl)
-			b.Logf("keys %8d-%8d: %8.0f writes/s, %d ranges", last, d, float64(d-last)/now.Sub(lastT).Seconds(), ranges)
-			last, lastT = d, now
+			b.Logf("keys %8d-%8d: %8.0f keys/s, %5.1f µs of node CPU per key, %d ranges", last, d,
+				float64(d-last)/now.Sub(lastT).Seconds(), (cpu-lastCPU)*1e6/float64(max(d-last, 1)), ranges)
+			last, lastT, lastCPU = d, now, cpu
 		}
 		if d >= int64(keys) {
 			break
@@ -119,8 +152,8 @@ func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
 	}
 	wg.Wait()
 	el := time.Since(start)
-	b.ReportMetric(float64(done.Load())/el.Seconds(), "writes/s")
-	b.Logf("%d keys in %v (%.0f writes/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
+	b.ReportMetric(float64(done.Load())/el.Seconds(), "keys/s")
+	b.Logf("%d keys in %v (%.0f keys/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
 	// Let placement settle, then report the balance.
 	time.Sleep(6 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -129,17 +162,19 @@ func scaleRun(b *testing.B, keys, split, workers int, auto bool, presplit int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	per := map[uint64]int{}
+	per, leaders := map[uint64]int{}, map[uint64]int{}
 	for _, r := range rs.GetRanges() {
 		for _, rd := range r.GetDescriptor_().GetReplicas() {
 			per[rd.GetNodeId()]++
 		}
+		leaders[r.GetLeaderNodeId()]++
 	}
 	lo, hi := 1<<30, 0
 	for _, n := range per {
 		lo, hi = min(lo, n), max(hi, n)
 	}
-	b.Logf("%d ranges; replicas per node %v (max/min %.2f)", len(rs.GetRanges()), per, float64(hi)/float64(lo))
+	b.Logf("%d ranges; replicas per node %v (max/min %.2f); leaders per node %v",
+		len(rs.GetRanges()), per, float64(hi)/float64(lo), leaders)
 	b.ReportMetric(float64(len(rs.GetRanges())), "ranges")
 	b.ReportMetric(float64(hi)/float64(lo), "max/min-replicas")
 }
@@ -152,4 +187,34 @@ func rangeCountTB(cl *client.Client) int {
 		return -1
 	}
 	return len(rs.GetRanges())
+}
+
+// cpuSeconds is the CPU time (user + system) the cluster's running node
+// processes have used, from /proc; 0 where /proc is unreadable.
+func (c *testCluster) cpuSeconds() float64 {
+	// Linux reports these times in USER_HZ ticks, 100 a second on every
+	// architecture Go supports.
+	const ticksPerSecond = 100
+	var total float64
+	for _, n := range c.all() {
+		pid := n.proc.Pid()
+		if pid == 0 {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces) start at
+		// the state, field 3; utime and stime are fields 14 and 15.
+		rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (u + st) / ticksPerSecond
+	}
+	return total
 }

@@ -76,6 +76,12 @@ func run(args []string) error {
 	}
 	slog.SetDefault(logger)
 	logSettings(logger, fs, sources)
+	if err := setGCPercent(s.gcPercent); err != nil {
+		return err
+	}
+	if err := setGOMAXPROCS(s.gomaxprocs, os.Getenv); err != nil {
+		return err
+	}
 
 	var members []*kvpb.NodeDescriptor
 	if s.initialCluster != "" {

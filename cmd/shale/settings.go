@@ -29,6 +29,8 @@ type settings struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	gcPercent       int
+	gomaxprocs      int
 	compression     string
 	eng             node.EngineOptions
 	raft            node.RaftOptions
@@ -53,6 +55,8 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for running requests")
+	fs.IntVar(&s.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target, as GOGC (heap growth in percent between collections); 0 keeps the runtime's (GOGC or 100)")
+	fs.IntVar(&s.gomaxprocs, "gomaxprocs", 0, "Go scheduler threads (GOMAXPROCS); 0: the GOMAXPROCS environment variable if set, else the CPUs available plus 2")
 
 	d := node.EngineDefaults()
 	fs.Uint64Var(&s.eng.WriteBufferSize, "engine-write-buffer-size", 0, fmt.Sprintf("memtable size in bytes (0: engine default, %d)", d.WriteBufferSize))

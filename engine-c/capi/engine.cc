@@ -20,13 +20,18 @@
 #include "db/snapshot.h"
 #include "db/sst_file_writer.h"
 #include "util/coding.h"
+#include "util/fault_injection_env.h"
 
 using shale::DBImpl;
 using shale::DBIter;
+using shale::FaultInjectionEnv;
 using shale::Slice;
 using shale::Status;
 
 struct shale_db_t {
+  // The fault-injection layer the DB was opened over, or null. Declared
+  // first so that it is destroyed after the DB that uses it.
+  std::unique_ptr<shale::FaultInjectionEnv> fault_env;
   std::unique_ptr<DBImpl> rep;
 };
 
@@ -173,6 +178,7 @@ void shale_options_init(shale_options_t* opts) {
   opts->cache_index_and_filter_blocks = d.cache_index_and_filter_blocks;
   opts->use_mmap_reads = d.use_mmap_reads;
   opts->bytes_per_sync = d.bytes_per_sync;
+  opts->fault_injection = 0;
 }
 
 void shale_read_options_init(shale_read_options_t* ro) {
@@ -190,10 +196,15 @@ shale_status_t shale_open(const shale_options_t* opts, const char* path,
   return Guard("open", [&] {
     shale::Options options;
     Status s = ToOptions(opts, &options);
+    std::unique_ptr<FaultInjectionEnv> fault_env;
+    if (opts->fault_injection != 0) {
+      fault_env = std::make_unique<FaultInjectionEnv>(shale::Env::Default());
+      options.env = fault_env.get();
+    }
     std::unique_ptr<DBImpl> impl;
     if (s.ok()) s = DBImpl::Open(options, path, &impl);
     if (!s.ok()) return ToC(s);
-    *db = new shale_db_t{std::move(impl)};
+    *db = new shale_db_t{std::move(fault_env), std::move(impl)};
     return Ok();
   });
 }
@@ -233,6 +244,39 @@ shale_status_t shale_write(shale_db_t* db, const shale_write_options_t* wo,
     options.no_slowdown = wo->no_slowdown != 0;
     return ToC(db->rep->Write(options, Slice(batch, batch_len)));
   });
+}
+
+// The C bits are the Env's (compared as integers: they are two enums).
+static_assert(
+    uint32_t{SHALE_IO_APPEND} == uint32_t{FaultInjectionEnv::kAppend} &&
+        uint32_t{SHALE_IO_SYNC} == uint32_t{FaultInjectionEnv::kSync} &&
+        uint32_t{SHALE_IO_CREATE} == uint32_t{FaultInjectionEnv::kCreate} &&
+        uint32_t{SHALE_IO_READ} == uint32_t{FaultInjectionEnv::kRead} &&
+        uint32_t{SHALE_IO_RENAME} == uint32_t{FaultInjectionEnv::kRename},
+    "SHALE_IO_* must equal FaultInjectionEnv::Op");
+
+shale_status_t shale_set_io_delay(shale_db_t* db, uint32_t ops,
+                                  uint64_t delay_micros,
+                                  uint64_t jitter_micros) {
+  if (db == nullptr) return NullArgument("set_io_delay");
+  if (db->fault_env == nullptr) {
+    return Error(SHALE_NOT_SUPPORTED,
+                 "set_io_delay: the database was not opened with "
+                 "fault_injection (a test-only option)");
+  }
+  if ((ops & ~static_cast<uint32_t>(FaultInjectionEnv::kAllOps)) != 0) {
+    return Error(SHALE_INVALID_ARGUMENT,
+                 "set_io_delay: unknown operation bits " + std::to_string(ops));
+  }
+  if (delay_micros > SHALE_MAX_IO_DELAY_MICROS ||
+      jitter_micros > SHALE_MAX_IO_DELAY_MICROS - delay_micros) {
+    return Error(SHALE_INVALID_ARGUMENT,
+                 "set_io_delay: delay " + std::to_string(delay_micros) +
+                     "us + jitter " + std::to_string(jitter_micros) +
+                     "us exceeds the 60 s limit");
+  }
+  db->fault_env->SetDelay(ops, delay_micros, jitter_micros);
+  return Ok();
 }
 
 shale_status_t shale_sync_wal(shale_db_t* db) {

@@ -14,6 +14,7 @@ Compaction::Compaction(Version* input_version, int level, int output_level,
       output_level_(output_level),
       input_version_(input_version),
       icmp_(icmp),
+      target_output_file_size_(options.target_file_size_base),
       max_output_file_size_(options.target_file_size_base),
       max_grandparent_overlap_(10 * options.target_file_size_base) {
   input_version_->Ref();
@@ -56,6 +57,10 @@ void Compaction::SetupBounds() {
       break;
     }
   }
+  // At the bottom of the data there is nothing to line up with.
+  align_outputs_ = !grandparents_.empty();
+  max_output_file_size_ =
+      align_outputs_ ? 2 * target_output_file_size_ : target_output_file_size_;
 }
 
 bool Compaction::IsTrivialMove() const {
@@ -78,24 +83,42 @@ void Compaction::AddInputDeletions(VersionEdit* edit) const {
   }
 }
 
-bool Compaction::ShouldStopBefore(const Slice& internal_key) {
+bool Compaction::ShouldStopBefore(const Slice& internal_key, bool output_open,
+                                  uint64_t output_bytes) {
   // Step past the grandparents that end before the key, counting the
-  // bytes the current output file overlaps.
+  // bytes and boundaries the open output has passed.
+  int crossed = 0;
   while (grandparent_index_ < grandparents_.size() &&
          icmp_->Compare(internal_key,
                         grandparents_[grandparent_index_]->largest.Encode()) >
              0) {
-    if (seen_key_) {
+    if (output_open) {
       overlapped_bytes_ += grandparents_[grandparent_index_]->file_size;
+      crossed++;
     }
     grandparent_index_++;
   }
-  seen_key_ = true;
-  if (overlapped_bytes_ > max_grandparent_overlap_) {
-    overlapped_bytes_ = 0;
-    return true;
+  bool stop = false;
+  if (output_open) {
+    if (output_bytes >= max_output_file_size_ ||
+        overlapped_bytes_ > max_grandparent_overlap_) {
+      stop = true;  // (without alignment the maximum is the target)
+    } else if (align_outputs_ && crossed > 0) {
+      // The output so far ends inside the grandparents it has passed: a
+      // clean place to end it. Each boundary already let pass raises the
+      // bar by 5% (more boundaries are likely to come before the target,
+      // so wait for a fuller file), from 50% of the target up to 90%.
+      const uint64_t percent =
+          50 + 5 * static_cast<uint64_t>(std::min(boundaries_passed_, 8));
+      stop = output_bytes >= target_output_file_size_ / 100 * percent;
+    }
+    boundaries_passed_ += crossed;
   }
-  return false;
+  if (stop) {
+    overlapped_bytes_ = 0;
+    boundaries_passed_ = 0;
+  }
+  return stop;
 }
 
 void Compaction::MarkFilesBeingCompacted(bool value) {
@@ -196,13 +219,57 @@ Compaction* CompactionPicker::Finish(
   }
   if (AnyBeingCompacted(c->inputs_[1])) return nullptr;
   c->SetupBounds();  // bounds of everything
+  if (!c->manual_ && c->level_ > 0 && !c->inputs_[1].empty()) {
+    ExpandLevelInputs(c);
+  }
   if (OutputRangeConflicts(c, running)) return nullptr;
   c->MarkFilesBeingCompacted(true);
   return owned.release();
 }
 
-Compaction* CompactionPicker::Pick(
-    Version* v, const std::vector<Compaction*>& running) const {
+void CompactionPicker::ExpandLevelInputs(Compaction* c) const {
+  Version* v = c->input_version_;
+  const std::vector<FileMetaData*>& files = v->files(c->level_);
+  const Slice lo(c->smallest_user_key()), hi(c->largest_user_key());
+  // Level files are sorted and disjoint, and the inputs are a run of them:
+  // widen the run while the next file lies wholly inside [lo, hi].
+  const auto first =
+      std::find(files.begin(), files.end(), c->inputs_[0].front());
+  if (first == files.end()) return;
+  size_t begin = first - files.begin();
+  size_t end = begin + c->inputs_[0].size();  // one past the run
+  auto inside = [&](const FileMetaData* f) {
+    return !f->being_compacted &&
+           icmp_->CompareUserKeys(f->smallest.user_key(), lo) >= 0 &&
+           icmp_->CompareUserKeys(f->largest.user_key(), hi) <= 0;
+  };
+  const uint64_t limit = 25 * options_.target_file_size_base;
+  uint64_t bytes = c->input_bytes();
+  while (begin > 0 && inside(files[begin - 1]) &&
+         bytes + files[begin - 1]->file_size <= limit) {
+    bytes += files[--begin]->file_size;
+  }
+  while (end < files.size() && inside(files[end]) &&
+         bytes + files[end]->file_size <= limit) {
+    bytes += files[end++]->file_size;
+  }
+  if (end - begin == c->inputs_[0].size()) return;
+  // The added files lie inside the output-level files already read, so
+  // they bring no new ones; the check guards the invariant all the same.
+  std::vector<FileMetaData*> expanded(files.begin() + begin,
+                                      files.begin() + end);
+  const Slice elo = expanded.front()->smallest.user_key();
+  const Slice ehi = expanded.back()->largest.user_key();
+  std::vector<FileMetaData*> below;
+  v->GetOverlappingInputs(c->output_level_, &elo, &ehi, &below);
+  if (below != c->inputs_[1]) return;
+  c->inputs_[0] = std::move(expanded);
+  c->SetupBounds();
+}
+
+Compaction* CompactionPicker::Pick(Version* v,
+                                   const std::vector<Compaction*>& running,
+                                   bool flush_pending) const {
   if (options_.disable_auto_compactions) return nullptr;
   const int levels = options_.num_levels;
   double scores[kMaxLevels];
@@ -211,7 +278,23 @@ Compaction* CompactionPicker::Pick(
   for (int i = 0; i < levels; i++) order[i] = i;
   std::stable_sort(order, order + levels,
                    [&](int a, int b) { return scores[a] > scores[b]; });
+  // L0 waits for a flush under way (below) only while it is shallower
+  // than twice the trigger, so writes never slow down for it.
+  const int l0_wait_limit =
+      std::min(2 * options_.level0_file_num_compaction_trigger,
+               options_.level0_slowdown_writes_trigger);
+  const bool l0_may_wait = v->NumFiles(0) < l0_wait_limit;
 
+  // Trivial moves first: they cost a MANIFEST record, and the data they
+  // move down is data that a compaction into this level (from L0 above
+  // all) would otherwise have to read and rewrite.
+  for (int i = 0; i < levels; i++) {
+    const int level = order[i];
+    if (scores[level] < 1) break;
+    if (level == 0) continue;
+    Compaction* c = PickTrivialMove(v, level, running);
+    if (c != nullptr) return c;
+  }
   for (int i = 0; i < levels; i++) {
     const int level = order[i];
     if (scores[level] < 1) break;
@@ -219,44 +302,74 @@ Compaction* CompactionPicker::Pick(
       bool l0_busy = false;
       for (const Compaction* r : running) l0_busy |= r->level() == 0;
       if (l0_busy || AnyBeingCompacted(v->files(0))) continue;
+      // An L0 compaction rewrites all the L1 files under L0 (usually the
+      // whole of L1) however few L0 files it takes. While a flush is about
+      // to add another L0 file, wait for it and take it too.
+      if (flush_pending && l0_may_wait) continue;
       auto* c = new Compaction(v, 0, 1, options_, icmp_);
       c->inputs_[0] = v->files(0);
       Compaction* result = Finish(c, running);
       if (result != nullptr) return result;
       continue;
     }
-    // The file whose compaction rewrites the fewest bytes below per byte
-    // of its own.
-    struct Candidate {
-      FileMetaData* file;
-      double ratio;
-      bool alone;  // nothing in level + 1 overlaps it
-    };
-    std::vector<Candidate> candidates;
-    std::vector<FileMetaData*> overlap;
-    for (FileMetaData* f : v->files(level)) {
-      if (f->being_compacted) continue;
-      const Slice lo = f->smallest.user_key(), hi = f->largest.user_key();
-      v->GetOverlappingInputs(level + 1, &lo, &hi, &overlap);
-      uint64_t overlap_bytes = 0;
-      for (const FileMetaData* o : overlap) overlap_bytes += o->file_size;
-      candidates.push_back(Candidate{
-          f,
-          static_cast<double>(overlap_bytes) /
-              static_cast<double>(std::max<uint64_t>(f->file_size, 1)),
-          overlap.empty()});
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& a, const Candidate& b) {
-                       return a.ratio < b.ratio;
-                     });
-    for (const Candidate& cand : candidates) {
-      auto* c = new Compaction(v, level, level + 1, options_, icmp_);
-      c->inputs_[0].push_back(cand.file);
-      if (cand.alone) ExtendTrivialMove(v, level, &c->inputs_[0]);
-      Compaction* result = Finish(c, running);
-      if (result != nullptr) return result;
-    }
+    Compaction* c = PickLevelCompaction(v, level, running);
+    if (c != nullptr) return c;
+  }
+  return nullptr;
+}
+
+Compaction* CompactionPicker::PickTrivialMove(
+    Version* v, int level, const std::vector<Compaction*>& running) const {
+  for (FileMetaData* f : v->files(level)) {
+    if (f->being_compacted) continue;
+    const Slice lo = f->smallest.user_key(), hi = f->largest.user_key();
+    if (v->OverlapInLevel(level + 1, &lo, &hi)) continue;
+    auto* c = new Compaction(v, level, level + 1, options_, icmp_);
+    c->inputs_[0].push_back(f);
+    ExtendTrivialMove(v, level, &c->inputs_[0]);
+    Compaction* result = Finish(c, running);
+    if (result == nullptr) continue;
+    // Too much overlap two levels down makes it a rewrite after all; the
+    // scored pass below decides about those.
+    if (result->IsTrivialMove()) return result;
+    result->MarkFilesBeingCompacted(false);
+    delete result;
+  }
+  return nullptr;
+}
+
+Compaction* CompactionPicker::PickLevelCompaction(
+    Version* v, int level, const std::vector<Compaction*>& running) const {
+  // The file whose compaction rewrites the fewest bytes below per byte of
+  // its own.
+  struct Candidate {
+    FileMetaData* file;
+    double ratio;
+    bool alone;  // nothing in level + 1 overlaps it
+  };
+  std::vector<Candidate> candidates;
+  std::vector<FileMetaData*> overlap;
+  for (FileMetaData* f : v->files(level)) {
+    if (f->being_compacted) continue;
+    const Slice lo = f->smallest.user_key(), hi = f->largest.user_key();
+    v->GetOverlappingInputs(level + 1, &lo, &hi, &overlap);
+    uint64_t overlap_bytes = 0;
+    for (const FileMetaData* o : overlap) overlap_bytes += o->file_size;
+    candidates.push_back(
+        Candidate{f,
+                  static_cast<double>(overlap_bytes) /
+                      static_cast<double>(std::max<uint64_t>(f->file_size, 1)),
+                  overlap.empty()});
+  }
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.ratio < b.ratio; });
+  for (const Candidate& cand : candidates) {
+    auto* c = new Compaction(v, level, level + 1, options_, icmp_);
+    c->inputs_[0].push_back(cand.file);
+    if (cand.alone) ExtendTrivialMove(v, level, &c->inputs_[0]);
+    Compaction* result = Finish(c, running);
+    if (result != nullptr) return result;
   }
   return nullptr;
 }

@@ -3,14 +3,32 @@
 //
 // Picking. Each level gets a score: L0 its file count over
 // level0_file_num_compaction_trigger, Ln (n >= 1) its bytes over its target
-// max_bytes_for_level_base * multiplier^(n-1). The level with the highest
-// score >= 1 compacts first. From L0 every L0 file goes (they overlap each
-// other); from Ln one file goes, the one whose overlap with Ln+1 is
-// smallest relative to its own size (RocksDB's kMinOverlappingRatio,
-// which keeps write amplification low), together with the Ln+1 files it
-// overlaps. A file with nothing to merge with below moves down without
-// being rewritten, and so do up to three of its neighbours that have
-// nothing below them either.
+// max_bytes_for_level_base * multiplier^(n-1). Among the levels with a
+// score >= 1, a trivial move (below) is taken first, whatever the scores:
+// it writes nothing and shrinks the level that the next compaction would
+// otherwise rewrite. Then the level with the highest score compacts. From
+// L0 every L0 file goes (they overlap each other), and while a flush is
+// under way the L0 compaction waits for its file (as long as L0 holds
+// fewer than twice level0_file_num_compaction_trigger files): it rewrites
+// the L1 files under L0 however few L0 files it takes, so one more L0 file
+// in it costs little and saves a rewrite of L1 later. From Ln one file goes,
+// the one whose overlap with Ln+1 is smallest relative to its own size
+// (RocksDB's kMinOverlappingRatio, which keeps write amplification low),
+// together with the Ln+1 files it overlaps, and then every Ln neighbour
+// that lies inside the key range of those Ln+1 files (they ride along
+// without adding a byte to rewrite below). A file with nothing to merge
+// with below moves down without being rewritten, and so do up to three of
+// its neighbours that have nothing below them either.
+//
+// Output files. Outputs are cut near target_file_size_base. When the
+// output level is not the bottom of the data, a cut is placed where the
+// key stream crosses a boundary between files of the level below the
+// output (the grandparents) as soon as the output is half the target or
+// more (a little more for each boundary it has already let pass, up to
+// 90%), and an output may grow to twice the target waiting for such a
+// boundary. An output whose ends line up with the grandparents' does not
+// drag a partly-overlapped grandparent file into its own later
+// compaction.
 //
 // Concurrency. Input files are marked being_compacted. A candidate is
 // skipped if any file it would read is being compacted, or if its output
@@ -53,6 +71,8 @@ class Compaction {
     return inputs_[0].size() + inputs_[1].size();
   }
   uint64_t input_bytes() const;
+  // The size outputs aim for, and the size at which one is always cut.
+  uint64_t target_output_file_size() const { return target_output_file_size_; }
   uint64_t max_output_file_size() const { return max_output_file_size_; }
   // Nothing older than the inputs lies below the output level.
   bool bottommost() const { return bottommost_; }
@@ -69,10 +89,16 @@ class Compaction {
   // Adds the deletion of every input file to edit.
   void AddInputDeletions(VersionEdit* edit) const;
 
-  // True if the output file should end before internal_key because it
-  // already overlaps too much of the level below the output level (which
-  // would make its own compaction expensive). Call with each key in order.
-  bool ShouldStopBefore(const Slice& internal_key);
+  // True if the output file being written (output_bytes long so far; 0
+  // and output_open false if none is open) should end before internal_key:
+  // it reached max_output_file_size(), or it already overlaps too much of
+  // the level below the output level (which would make its own compaction
+  // expensive), or internal_key is past the end of a grandparent file and
+  // the output is large enough to end there (see the file comment). Call
+  // with the first internal key of each user key, in order; after a true
+  // result the caller must start a new output with internal_key.
+  bool ShouldStopBefore(const Slice& internal_key, bool output_open,
+                        uint64_t output_bytes);
 
   // Marks (or clears) the inputs as being compacted. REQUIRES: DB mutex.
   void MarkFilesBeingCompacted(bool value);
@@ -90,16 +116,20 @@ class Compaction {
   const int output_level_;
   Version* const input_version_;  // referenced while the compaction lives
   const InternalKeyComparator* const icmp_;
+  const uint64_t target_output_file_size_;
   uint64_t max_output_file_size_;
-  uint64_t max_grandparent_overlap_;
+  const uint64_t max_grandparent_overlap_;
+  // Cut outputs at grandparent boundaries (not the bottom of the data).
+  bool align_outputs_ = false;
   bool bottommost_ = false;
   bool manual_ = false;
   std::vector<FileMetaData*> inputs_[2];
   // Files of output_level + 1 overlapping the compaction.
   std::vector<FileMetaData*> grandparents_;
   size_t grandparent_index_ = 0;
-  bool seen_key_ = false;
+  // Grandparent bytes and boundaries the open output has passed.
   uint64_t overlapped_bytes_ = 0;
+  int boundaries_passed_ = 0;
   std::string smallest_user_key_;
   std::string largest_user_key_;
 };
@@ -123,9 +153,11 @@ class CompactionPicker {
   uint64_t EstimatePendingBytes(const Version* v) const;
 
   // The next automatic compaction of v, or nullptr if none is needed or
-  // possible now. The result references v and has its inputs marked.
+  // possible now. flush_pending: a memtable is waiting for or in its flush
+  // to L0. The result references v and has its inputs marked.
   // REQUIRES: DB mutex held.
-  Compaction* Pick(Version* v, const std::vector<Compaction*>& running) const;
+  Compaction* Pick(Version* v, const std::vector<Compaction*>& running,
+                   bool flush_pending) const;
 
   // A compaction of the files of level overlapping [begin, end] (nullptr:
   // unbounded) into level + 1 - or, with into_same_level, rewritten in
@@ -139,9 +171,27 @@ class CompactionPicker {
 
  private:
   // Completes c (level inputs chosen): adds the overlapping output-level
-  // files, checks for conflicts. Returns nullptr (deleting c) on conflict.
+  // files, widens the level inputs (ExpandLevelInputs) unless c is manual,
+  // checks for conflicts. Returns nullptr (deleting c) on conflict.
   Compaction* Finish(Compaction* c,
                      const std::vector<Compaction*>& running) const;
+  // c reads one or more files of level (>= 1) and the files of level + 1
+  // they overlap. Adds the neighbouring level files that lie wholly inside
+  // the key range c already covers, as long as none is being compacted,
+  // the output-level inputs stay the same and c reads at most 25 target
+  // file sizes (RocksDB's default max_compaction_bytes): they reach
+  // level + 1 now at no extra cost below, instead of costing a rewrite of
+  // the same level + 1 files later.
+  void ExpandLevelInputs(Compaction* c) const;
+  // A trivial move out of level (>= 1), if one is possible: the first file
+  // of level that overlaps nothing in level + 1, with its movable
+  // neighbours (ExtendTrivialMove). REQUIRES: DB mutex held.
+  Compaction* PickTrivialMove(Version* v, int level,
+                              const std::vector<Compaction*>& running) const;
+  // The compaction of level (>= 1) into level + 1 by the smallest overlap
+  // ratio (see the file comment), or nullptr. REQUIRES: DB mutex held.
+  Compaction* PickLevelCompaction(
+      Version* v, int level, const std::vector<Compaction*>& running) const;
   bool AnyBeingCompacted(const std::vector<FileMetaData*>& files) const;
   // *inputs is one file of level (>= 1) that overlaps nothing in level + 1.
   // Widens it to up to kMaxMultiTrivialMove neighbouring files whose range

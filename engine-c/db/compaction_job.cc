@@ -125,9 +125,8 @@ Status CompactionJob::Run() {
         !has_prev || icmp_->CompareUserKeys(user_key, prev_user_key) != 0;
     if (new_user_key) {
       // Outputs end only between user keys.
-      const bool stop = c_->ShouldStopBefore(key);
-      if (builder_ != nullptr &&
-          (stop || builder_->FileSize() >= c_->max_output_file_size())) {
+      const bool open = builder_ != nullptr;
+      if (c_->ShouldStopBefore(key, open, open ? builder_->FileSize() : 0)) {
         s = FinishOutput(&user_key);
         if (!s.ok()) return s;
         lower_.assign(user_key.data(), user_key.size());

@@ -1,8 +1,9 @@
 // CompactionJob: runs one Compaction - merges its inputs, keeps what the
 // snapshot stripes require (compaction_iterator.h) and writes the result as
 // files of at most max_output_file_size, split only between user keys (all
-// versions of a key stay in one file) and early where an output would
-// overlap too much of the next level.
+// versions of a key stay in one file), and early where an output would
+// overlap too much of the next level or can end on a file boundary of that
+// level (Compaction::ShouldStopBefore).
 //
 // Range tombstones of the inputs are merged, and each output file gets the
 // pieces between its split points: file i covers [split_i, split_i+1) of

@@ -26,6 +26,29 @@ class DBCompactionTest : public test::DBTestBase {
     options_.block_size = 1024;
   }
 
+  ~DBCompactionTest() override {
+    // The database goes first: it may be waiting on the gate, and it uses
+    // the gate's Env until it is closed.
+    if (gate_ != nullptr) gate_->Release();
+    db_.reset();
+  }
+
+  // Makes the next Reopen use an Env whose SST creations the test can
+  // hold (SstGateEnv).
+  test::SstGateEnv* UseGate() {
+    gate_ = std::make_unique<test::SstGateEnv>(env_);
+    options_.env = gate_.get();
+    return gate_.get();
+  }
+
+  // Waits (up to 10 s) until n SST creations wait at the gate.
+  void WaitForHeld(int n) {
+    for (int i = 0; i < 10000 && gate_->waiting() < n; i++) {
+      env_->SleepForMicroseconds(1000);
+    }
+    ASSERT_EQ(n, gate_->waiting());
+  }
+
   static std::string Key(int i) {
     char buf[16];
     snprintf(buf, sizeof(buf), "key%06d", i);
@@ -57,6 +80,8 @@ class DBCompactionTest : public test::DBTestBase {
     db_->GetStats(&st);
     return st;
   }
+
+  std::unique_ptr<test::SstGateEnv> gate_;
 };
 
 TEST_F(DBCompactionTest, FlushWritesL0AndRetiresWal) {
@@ -111,10 +136,11 @@ TEST_F(DBCompactionTest, AutomaticCompactionBuildsLevels) {
   const DBStats st = Stats();
   EXPECT_GT(st.compaction_count, 0u);
   EXPECT_GT(st.compaction_bytes_written, 0u);
-  // Each file is within the target size plus one block of slack.
+  // Each file is within twice the target size (an output waiting for a
+  // boundary of the level below) plus one block of slack.
   for (int l = 1; l < options_.num_levels; l++) {
     for (const FileMetaData& f : db_->TEST_LevelFiles(l)) {
-      EXPECT_LT(f.file_size, options_.target_file_size_base + 8192);
+      EXPECT_LT(f.file_size, 2 * options_.target_file_size_base + 8192);
     }
   }
   // Everything reads back, by Get and by scan.
@@ -326,15 +352,20 @@ TEST_F(DBCompactionTest, IteratorPinsFilesThroughCompaction) {
 }
 
 TEST_F(DBCompactionTest, NoSlowdownWriterGetsBusyDuringStall) {
-  options_.disable_auto_compactions = true;
+  // The L0 compaction is held at its first output file, so L0 stays at
+  // the slowdown trigger.
+  test::SstGateEnv* gate = UseGate();
   options_.level0_file_num_compaction_trigger = 2;
   options_.level0_slowdown_writes_trigger = 2;
   options_.level0_stop_writes_trigger = 3;
   Reopen();
-  for (int i = 0; i < 2; i++) {
-    ASSERT_TRUE(Put("k" + std::to_string(i), "v").ok());
-    ASSERT_TRUE(db_->Flush(true).ok());
-  }
+  ASSERT_TRUE(Put("k0", "v").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  gate->HoldAfter(1);  // the next flush's file; then the compaction waits
+  ASSERT_TRUE(Put("k1", "v").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  WaitForHeld(1);
+  ASSERT_EQ(2, NumFiles(0));
   WriteBatch b;
   b.Put("x", "y");
   WriteOptions wo;
@@ -345,19 +376,24 @@ TEST_F(DBCompactionTest, NoSlowdownWriterGetsBusyDuringStall) {
   EXPECT_EQ("NOT_FOUND", Get("x"));  // nothing written
   // A normal write is slowed, not refused.
   ASSERT_TRUE(db_->Write(WriteOptions(), b.Data()).ok());
-  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  gate->Release();
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  EXPECT_EQ(0, NumFiles(0));
   EXPECT_TRUE(db_->Write(wo, b.Data()).ok());
 }
 
 TEST_F(DBCompactionTest, WritesStopAndMemoryStaysBounded) {
-  // With compaction off, L0 fills to the stop trigger and writers wait;
-  // memory stays at the memtable limit. A manual compaction frees them.
-  options_.disable_auto_compactions = true;
-  options_.level0_slowdown_writes_trigger = 3;
-  options_.level0_stop_writes_trigger = 4;
+  // With the L0 compaction held at its first output file (and every later
+  // SST with it), L0 sits at the stop trigger and writers wait; memory
+  // stays at the memtable limit. Letting the compaction go frees them.
+  test::SstGateEnv* gate = UseGate();
+  options_.level0_file_num_compaction_trigger = 2;
+  options_.level0_slowdown_writes_trigger = 2;
+  options_.level0_stop_writes_trigger = 2;
   options_.max_write_buffer_number = 2;
   options_.delayed_write_rate = 64 << 20;
   Reopen();
+  gate->HoldAfter(2);  // two flushes' files
   std::atomic<bool> done{false};
   std::thread writer([&] {
     std::string v(1000, 'x');
@@ -366,29 +402,62 @@ TEST_F(DBCompactionTest, WritesStopAndMemoryStaysBounded) {
     }
     done = true;
   });
+  WaitForHeld(1);
+  // The writer fills what memory it may, then stops.
   uint64_t max_memtable = 0;
-  bool stalled = false;
-  for (int i = 0; i < 2000 && !done; i++) {
+  for (int i = 0; i < 100; i++) {
     const DBStats st = Stats();
     max_memtable = std::max(max_memtable, st.memtable_bytes);
-    if (st.level_files[0] >= 4) {
-      stalled = true;
-      break;
-    }
-    env_->SleepForMicroseconds(5000);
-  }
-  EXPECT_TRUE(stalled);
-  EXPECT_LE(max_memtable, 3u * options_.write_buffer_size);
-  // Each manual compaction lets the writer on until L0 fills again.
-  for (int i = 0; i < 200 && !done; i++) {
-    ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
     env_->SleepForMicroseconds(2000);
   }
+  EXPECT_FALSE(done);
+  EXPECT_EQ(2, NumFiles(0));
+  EXPECT_LE(max_memtable, 3u * options_.write_buffer_size);
+  WriteBatch b;
+  b.Put("x", "y");
+  WriteOptions wo;
+  wo.no_slowdown = true;
+  const Status s = db_->Write(wo, b.Data());
+  EXPECT_EQ(Status::kBusy, s.code()) << s.ToString();
+  gate->Release();
   writer.join();
   EXPECT_TRUE(done);
-  EXPECT_LE(Stats().level_files[0], 4u);
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  EXPECT_LT(Stats().level_files[0], 2u);
   EXPECT_GT(Stats().stall_micros, 0u);
   EXPECT_EQ(std::string(1000, 'x'), Get(Key(1499)));
+}
+
+TEST_F(DBCompactionTest, NoL0StallWithAutoCompactionsDisabled) {
+  // As in RocksDB: with automatic compaction off nothing would ever bring
+  // L0 back under the triggers, so they do not stop or slow writes.
+  options_.disable_auto_compactions = true;
+  options_.level0_file_num_compaction_trigger = 2;
+  options_.level0_slowdown_writes_trigger = 2;
+  options_.level0_stop_writes_trigger = 3;
+  Reopen();
+  for (int i = 0; i < 5; i++) {
+    ASSERT_TRUE(Put("k" + std::to_string(i), "v").ok());
+    ASSERT_TRUE(db_->Flush(true).ok());
+  }
+  ASSERT_EQ(5, NumFiles(0));
+  WriteBatch b;
+  b.Put("x", "y");
+  WriteOptions wo;
+  wo.no_slowdown = true;  // would be Busy if L0 slowed writes
+  Status s = db_->Write(wo, b.Data());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // Many memtables' worth: each switch adds an L0 file, far past the stop
+  // trigger, and the writes go on.
+  Fill(500, 1000);
+  ASSERT_TRUE(db_->Flush(true).ok());
+  EXPECT_GT(NumFiles(0), 8);
+  EXPECT_EQ(0, NumFiles(1));
+  EXPECT_EQ("y", Get("x"));
+  // A manual compaction still works, and the data reads back.
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  EXPECT_EQ(0, NumFiles(0));
+  EXPECT_EQ("v", Get("k4"));
 }
 
 TEST_F(DBCompactionTest, DisableWalWritesSurviveClose) {

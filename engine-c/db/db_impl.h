@@ -318,6 +318,9 @@ class DBImpl {
   uint64_t delayed_write_next_micros_ GUARDED_BY(mutex_) = 0;
   // The write leader is waiting for a stop condition to clear.
   bool write_stopped_ GUARDED_BY(mutex_) = false;
+  // While write_stopped_: why, as the Busy status a no_slowdown writer
+  // arriving then gets at once.
+  Status write_stop_status_ GUARDED_BY(mutex_);
 
   SnapshotList snapshots_ GUARDED_BY(mutex_);
 

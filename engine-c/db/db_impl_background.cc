@@ -41,7 +41,8 @@ void DBImpl::BackgroundLoop() {
       flush_running_ = false;
     } else if (bg_error_.ok() && static_cast<int>(running_compactions_.size()) <
                                      max_compactions_) {
-      Compaction* c = picker_.Pick(versions_->current(), running_compactions_);
+      Compaction* c = picker_.Pick(versions_->current(), running_compactions_,
+                                   !imm_.empty());
       if (c == nullptr) {
         bg_work_cv_.Wait();
         continue;

@@ -15,6 +15,10 @@
 //   - when max_write_buffer_number memtables are full, or at
 //     level0_stop_writes_trigger L0 files, writes wait for a flush or
 //     compaction.
+// With disable_auto_compactions the two L0 triggers do not apply (as in
+// RocksDB): nothing would ever compact L0 on its own, so a stop there
+// would last until someone ran a manual compaction. Memory still stays
+// bounded by the memtable limit.
 // A writer with no_slowdown fails with Busy instead of waiting.
 
 #include <algorithm>
@@ -43,6 +47,8 @@ Status DBImpl::Write(const WriteOptions& options, const Slice& batch) {
 
   MutexLock l(&mutex_);
   if (closing_) return Status::Closed("write: the database is closing");
+  // A writer that must not wait does not queue behind a stopped leader.
+  if (w.no_slowdown && write_stopped_) return write_stop_status_;
   writers_.push_back(&w);
   while (!w.done && &w != writers_.front()) w.cv.Wait();
   if (w.done) return w.status;
@@ -210,7 +216,10 @@ Status DBImpl::MakeRoomForWrite(bool no_slowdown, uint64_t bytes) {
   bool allow_delay = true;
   while (true) {
     if (!bg_error_.ok()) return bg_error_;
-    const int l0_files = versions_->current()->NumFiles(0);
+    // L0 counts only while compaction can bring it down (see above).
+    const int l0_files = options_.disable_auto_compactions
+                             ? 0
+                             : versions_->current()->NumFiles(0);
     if (allow_delay && l0_files >= options_.level0_slowdown_writes_trigger) {
       // Slow down, once per write, to let compaction catch up.
       const Status busy = Status::Busy(
@@ -254,6 +263,7 @@ Status DBImpl::MakeRoomForWrite(bool no_slowdown, uint64_t bytes) {
       // Exclusive sections queued behind (a manual flush or compaction,
       // which may be what ends the stall) need not wait for it.
       write_stopped_ = true;
+      write_stop_status_ = busy;
       for (Writer* q : writers_) {
         if (q->exclusive) q->cv.Signal();
       }

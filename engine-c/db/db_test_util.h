@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,109 @@ class DBTestBase : public testing::Test {
   const std::string dbname_;
   Options options_;
   std::unique_ptr<DBImpl> db_;
+};
+
+// The real Env, except that the creation of SST files can be held: after
+// HoldAfter(n), n more SSTs are created and the next ones wait in
+// NewWritableFile until Release(). A test uses it to keep a background
+// compaction (or flush) waiting at its first output file while the
+// foreground goes on.
+class SstGateEnv final : public Env {
+ public:
+  explicit SstGateEnv(Env* base) : base_(base) {}
+
+  void HoldAfter(int n) {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = true;
+    allowed_ = n;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+  // SST creations waiting now.
+  int waiting() {
+    std::lock_guard<std::mutex> l(mu_);
+    return waiting_;
+  }
+
+  Status NewWritableFile(const std::string& fname,
+                         std::unique_ptr<WritableFile>* result) override {
+    if (fname.size() > 4 && fname.compare(fname.size() - 4, 4, ".sst") == 0) {
+      std::unique_lock<std::mutex> l(mu_);
+      if (held_ && allowed_ > 0) {
+        allowed_--;
+      } else {
+        waiting_++;
+        cv_.wait(l, [this] { return !held_; });
+        waiting_--;
+      }
+    }
+    return base_->NewWritableFile(fname, result);
+  }
+
+  Status NewSequentialFile(const std::string& fname,
+                           std::unique_ptr<SequentialFile>* result) override {
+    return base_->NewSequentialFile(fname, result);
+  }
+  Status NewRandomAccessFile(const std::string& fname,
+                             std::unique_ptr<RandomAccessFile>* result,
+                             bool use_mmap) override {
+    return base_->NewRandomAccessFile(fname, result, use_mmap);
+  }
+  Status NewAppendableFile(const std::string& fname,
+                           std::unique_ptr<WritableFile>* result) override {
+    return base_->NewAppendableFile(fname, result);
+  }
+  bool FileExists(const std::string& fname) override {
+    return base_->FileExists(fname);
+  }
+  Status GetChildren(const std::string& dir,
+                     std::vector<std::string>* result) override {
+    return base_->GetChildren(dir, result);
+  }
+  Status RemoveFile(const std::string& fname) override {
+    return base_->RemoveFile(fname);
+  }
+  Status CreateDir(const std::string& dirname) override {
+    return base_->CreateDir(dirname);
+  }
+  Status RemoveDir(const std::string& dirname) override {
+    return base_->RemoveDir(dirname);
+  }
+  Status GetFileSize(const std::string& fname, uint64_t* size) override {
+    return base_->GetFileSize(fname, size);
+  }
+  Status RenameFile(const std::string& src,
+                    const std::string& target) override {
+    return base_->RenameFile(src, target);
+  }
+  Status TruncateFile(const std::string& fname, uint64_t size) override {
+    return base_->TruncateFile(fname, size);
+  }
+  Status LinkFile(const std::string& src, const std::string& target) override {
+    return base_->LinkFile(src, target);
+  }
+  Status SyncDir(const std::string& dirname) override {
+    return base_->SyncDir(dirname);
+  }
+  Status LockFile(const std::string& fname,
+                  std::unique_ptr<FileLock>* lock) override {
+    return base_->LockFile(fname, lock);
+  }
+  uint64_t NowMicros() override { return base_->NowMicros(); }
+  void SleepForMicroseconds(int micros) override {
+    base_->SleepForMicroseconds(micros);
+  }
+
+ private:
+  Env* const base_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int allowed_ = 0;
+  int waiting_ = 0;
 };
 
 }  // namespace shale::test

@@ -1,5 +1,8 @@
 #include "util/fault_injection_env.h"
 
+#include <algorithm>
+#include <bit>
+
 namespace shale {
 
 namespace {
@@ -137,7 +140,54 @@ Status FaultInjectionEnv::CheckActive(const std::string& what) {
   return Status::IOError(what, "simulated power loss: the disk is gone");
 }
 
+void FaultInjectionEnv::SetDelay(uint32_t ops, uint64_t delay_micros,
+                                 uint64_t jitter_micros,
+                                 const std::string& name_filter) {
+  MutexLock l(&delay_mu_);
+  uint32_t delayed = delayed_ops_.load(std::memory_order_relaxed);
+  for (int i = 0; i < kNumOps; i++) {
+    const uint32_t op = 1u << i;
+    if ((ops & op) == 0) continue;
+    delay_[i].micros = delay_micros;
+    delay_[i].jitter_micros = jitter_micros;
+    delay_[i].filter = name_filter;
+    if (delay_micros == 0 && jitter_micros == 0) {
+      delayed &= ~op;
+    } else {
+      delayed |= op;
+    }
+  }
+  delayed_ops_.store(delayed, std::memory_order_release);
+}
+
+void FaultInjectionEnv::ClearDelays() { SetDelay(kAllOps, 0, 0); }
+
+void FaultInjectionEnv::MaybeDelay(uint32_t op, const std::string& fname) {
+  if ((delayed_ops_.load(std::memory_order_acquire) & op) == 0) return;
+  uint64_t micros = 0;
+  {
+    MutexLock l(&delay_mu_);
+    const int i = std::countr_zero(op);
+    if (i >= kNumOps) return;
+    const Delay& d = delay_[i];
+    if (!d.filter.empty() && fname.find(d.filter) == std::string::npos) {
+      return;
+    }
+    micros = d.micros;
+    if (d.jitter_micros > 0) micros += jitter_rng_.Uniform(d.jitter_micros + 1);
+  }
+  if (micros == 0) return;
+  delays_.fetch_add(1, std::memory_order_relaxed);
+  // Sleep in slices no longer than an int holds (SleepForMicroseconds).
+  while (micros > 0) {
+    const uint64_t slice = std::min<uint64_t>(micros, 1000000);
+    base_->SleepForMicroseconds(static_cast<int>(slice));
+    micros -= slice;
+  }
+}
+
 Status FaultInjectionEnv::CheckFault(uint32_t op, const std::string& fname) {
+  MaybeDelay(op, fname);
   if (op != kRead) {
     Status s = CheckActive(fname);
     if (!s.ok()) return s;

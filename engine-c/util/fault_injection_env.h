@@ -4,6 +4,8 @@
 //   - fail chosen kinds of operation (writes, syncs, file creation, reads,
 //     renames) with a given error, ENOSPC included, on all files or on the
 //     files whose name contains a filter, until cleared;
+//   - slow chosen kinds of operation down (a slow or overloaded disk): each
+//     one first sleeps a set delay plus a random jitter, until cleared;
 //   - simulate power loss: SetFilesystemActive(false) makes every later
 //     mutation fail (the machine is off), then DropUnsyncedData() puts the
 //     files back to what a real disk would hold after the power returned:
@@ -18,9 +20,10 @@
 // not create (opened before it wrapped them, or by another Env) are left
 // alone.
 //
-// Thread safety: as for Env; the fault switches may be flipped at any time
-// from any thread. DropUnsyncedData() requires that no file is being
-// written (the DB is closed or dead).
+// Thread safety: as for Env; the fault and delay switches may be flipped at
+// any time from any thread (an operation already asleep finishes its
+// sleep). DropUnsyncedData() requires that no file is being written (the DB
+// is closed or dead).
 
 #ifndef SHALE_UTIL_FAULT_INJECTION_ENV_H_
 #define SHALE_UTIL_FAULT_INJECTION_ENV_H_
@@ -34,6 +37,7 @@
 
 #include "util/env.h"
 #include "util/mutex.h"
+#include "util/random.h"
 
 namespace shale {
 
@@ -68,6 +72,24 @@ class FaultInjectionEnv final : public Env {
     return faults_.load(std::memory_order_relaxed);
   }
 
+  // From now on, each operation in ops on a file whose name contains
+  // name_filter (empty: all files) first sleeps delay_micros plus a
+  // uniformly random extra in [0, jitter_micros], until ClearDelays() or a
+  // later SetDelay on the same ops. A delay and jitter of 0 remove the
+  // delay of ops. Delays are independent of faults: a delayed operation
+  // may then fail. kSync covers Sync, SyncData and SyncDir, so a delay on
+  // it slows the WAL syncs of synced writes and of SyncWAL as well as the
+  // syncs of SSTs, the MANIFEST and directories. The sleeps happen outside
+  // any lock of this Env or of the file, as a slow device would: other
+  // threads may append to a file while its sync is delayed.
+  void SetDelay(uint32_t ops, uint64_t delay_micros, uint64_t jitter_micros = 0,
+                const std::string& name_filter = "");
+  void ClearDelays();
+  // How many operations were delayed so far.
+  uint64_t delays_injected() const {
+    return delays_.load(std::memory_order_relaxed);
+  }
+
   // false: the power is off. Every mutation (appends, syncs, creation,
   // removal, renames, truncation, links, directory syncs) fails with
   // IOError until it is turned back on; reads still work.
@@ -81,8 +103,8 @@ class FaultInjectionEnv final : public Env {
   // (see the header comment). REQUIRES: no file is being written.
   Status DropUnsyncedData();
 
-  // Returns the error op on fname must fail with, or OK. For the wrapped
-  // files.
+  // Sleeps op's delay if it applies to fname, then returns the error op on
+  // fname must fail with, or OK. For the wrapped files. op is one Op bit.
   Status CheckFault(uint32_t op, const std::string& fname);
   // Bookkeeping from the wrapped writable files.
   void NoteSynced(const std::string& fname, uint64_t size);
@@ -130,13 +152,29 @@ class FaultInjectionEnv final : public Env {
     bool new_entry = true;
   };
 
+  // The delay of one kind of operation.
+  struct Delay {
+    uint64_t micros = 0;
+    uint64_t jitter_micros = 0;
+    std::string filter;
+  };
+  static constexpr int kNumOps = 5;  // the single-bit members of Op
+
   // IOError if the power is off (counted as a fault).
   Status CheckActive(const std::string& what);
+  // Sleeps op's delay if one is set and fname matches its filter.
+  void MaybeDelay(uint32_t op, const std::string& fname);
 
   Env* const base_;
   std::atomic<bool> faulty_{false};
   std::atomic<bool> active_{true};
   std::atomic<uint64_t> faults_{0};
+  // The ops with a delay set: lets undelayed operations skip delay_mu_.
+  std::atomic<uint32_t> delayed_ops_{0};
+  std::atomic<uint64_t> delays_{0};
+  Mutex delay_mu_;
+  Delay delay_[kNumOps] GUARDED_BY(delay_mu_);
+  Random jitter_rng_ GUARDED_BY(delay_mu_){0x5107D15C};
   Mutex mu_;
   uint32_t ops_ GUARDED_BY(mu_) = 0;
   Status error_ GUARDED_BY(mu_);

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
+	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // The cluster runs real shale processes. Node i listens on 127.0.26.i and
@@ -48,14 +47,10 @@ type node struct {
 	grpcAddr string
 	httpAddr string
 	dataDir  string
-	logPath  string
+	proc     *clusterharness.Proc // the process: start, signals, log
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	paused  bool
 	removed bool // taken out of the cluster by the membership nemesis
-	starts  int
 }
 
 // cluster is a set of shale processes. Its methods are safe for concurrent
@@ -79,7 +74,8 @@ var (
 )
 
 // shaleBinary returns $SHALE_BIN or builds cmd/shale once per test process
-// (stamped with the engine library's digest, as the Makefile does).
+// (stamped with the engine library's digest, as the Makefile does), with
+// the `faults` tag so that the slow-disk nemesis can drive it.
 func shaleBinary(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("SHALE_BIN"); b != "" {
@@ -99,10 +95,10 @@ func shaleBinary(t testing.TB) string {
 			ldflags = "-X github.com/shaledb/shale/storage.engineStamp=" + hex.EncodeToString(sum[:8])
 		}
 		buildBin = filepath.Join(dir, "shale")
-		cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", buildBin, "./cmd/shale")
+		cmd := exec.Command("go", "build", "-tags", "faults", "-ldflags", ldflags, "-o", buildBin, "./cmd/shale")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/shale: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build -tags faults ./cmd/shale: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -144,8 +140,8 @@ func (c *cluster) newNode(id uint64) *node {
 		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
 		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
 		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
-		logPath:  filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)),
 	}
+	nd.proc = clusterharness.NewProc(nd.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
 	c.mu.Lock()
 	c.byID[id] = nd
 	c.mu.Unlock()
@@ -155,12 +151,11 @@ func (c *cluster) newNode(id uint64) *node {
 
 func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	port, err := clusterharness.FreePortOn(ip)
 	if err != nil {
-		t.Fatalf("cannot listen on %s (the chaos tests need 127.0.0.0/8 on loopback): %v", ip, err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (c *cluster) node(id uint64) *node {
@@ -203,51 +198,12 @@ func (c *cluster) endpoints() []string {
 // on a real deployment) and waits until it reports healthy.
 func (c *cluster) start(id uint64, firstArgs ...string) error {
 	nd := c.node(id)
-	nd.mu.Lock()
 	args := []string{"--listen", nd.grpcAddr, "--http", nd.httpAddr, "--data-dir", nd.dataDir,
 		"--log-format", "json", "--raft-tick", raftTick.String()}
-	if nd.starts == 0 {
-		args = append(args, firstArgs...)
+	if err := nd.proc.Start(c.bin, args, firstArgs, 60*time.Second); err != nil {
+		return fmt.Errorf("node %d: %w", id, err)
 	}
-	nd.starts++
-	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		nd.mu.Unlock()
-		return fmt.Errorf("node %d: opening its log: %w", id, err)
-	}
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		nd.mu.Unlock()
-		logf.Close()
-		return fmt.Errorf("node %d: starting: %w", id, err)
-	}
-	exited := make(chan struct{})
-	nd.cmd, nd.exited, nd.paused = cmd, exited, false
-	go func() {
-		_ = cmd.Wait() // a killed node's exit status says nothing new
-		logf.Close()
-		close(exited)
-	}()
-	nd.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-exited:
-			return fmt.Errorf("node %d exited during startup:\n%s", id, tail(nd.log(), 30))
-		default:
-		}
-		if resp, err := http.Get("http://" + nd.httpAddr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %d not healthy after 60s:\n%s", id, tail(nd.log(), 30))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return nil
 }
 
 func (nd *node) isRemoved() bool {
@@ -256,85 +212,30 @@ func (nd *node) isRemoved() bool {
 	return nd.removed
 }
 
-func (nd *node) running() bool {
-	nd.mu.Lock()
-	ch := nd.exited
-	nd.mu.Unlock()
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return false
-	default:
-		return true
-	}
-}
+func (nd *node) running() bool { return nd.proc.Running() }
 
-// kill sends SIGKILL (after SIGCONT, so a paused node dies too) and waits
-// until the process is gone.
-func (nd *node) kill() {
-	nd.mu.Lock()
-	cmd, ch := nd.cmd, nd.exited
-	nd.paused = false
-	nd.mu.Unlock()
-	if ch == nil {
-		return
-	}
-	select {
-	case <-ch:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL) // fails only if it is already gone
-	<-ch
-}
+// kill sends SIGKILL (a paused node dies too) and waits until the process
+// is gone.
+func (nd *node) kill() { nd.proc.Kill() }
 
 // pause stops the process with SIGSTOP; resume continues it.
 func (nd *node) pause() error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil {
-		return fmt.Errorf("node %d was never started", nd.id)
+	if err := nd.proc.Pause(); err != nil {
+		return fmt.Errorf("node %d: %w", nd.id, err)
 	}
-	if err := nd.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("SIGSTOP node %d: %w", nd.id, err)
-	}
-	nd.paused = true
 	return nil
 }
 
 func (nd *node) resume() error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if !nd.paused {
-		return nil
-	}
-	nd.paused = false
-	if err := nd.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("SIGCONT node %d: %w", nd.id, err)
+	if err := nd.proc.Resume(); err != nil {
+		return fmt.Errorf("node %d: %w", nd.id, err)
 	}
 	return nil
 }
 
-func (nd *node) isPaused() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.paused
-}
+func (nd *node) isPaused() bool { return nd.proc.Paused() }
 
-func (nd *node) log() string {
-	b, _ := os.ReadFile(nd.logPath)
-	return string(b)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (nd *node) log() string { return nd.proc.Log() }
 
 // admin returns an Admin client of node nd alone and its closer.
 func (nd *node) admin() (kvpb.AdminClient, func(), error) {

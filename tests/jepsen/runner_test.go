@@ -197,6 +197,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	res.ops = len(ops)
 	var regOps []op
 	overlap, faultOps, faultOK, afterOps, afterOK := 0, 0, 0, 0, 0
+	var inFlight, inFlightFault int64 // ns of operations in flight, and under a fault
 	var firstFault int64 = -1
 	if len(spans) > 0 {
 		firstFault = spans[0].Start
@@ -208,6 +209,8 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		if o.Input.Kind != opAdd {
 			regOps = append(regOps, o)
 		}
+		inFlight += o.Return - o.Call
+		inFlightFault += overlapTime(o, spans)
 		if overlapsAny(o, spans) {
 			overlap++
 			faultOps++
@@ -228,10 +231,20 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		res.faultTime += time.Duration(s.End - s.Start)
 	}
 
-	// Validity: faults overlapped at least 20% of the operations, and the
+	// Validity: faults overlapped at least 20% of the operations (of
+	// their time in flight, for a nemesis that slows operations), and the
 	// leadership moved at least once.
-	if f := ratio(overlap, len(ops)); f < 0.2 {
-		res.problems = append(res.problems, fmt.Sprintf("invalid run: only %.0f%% of operations overlapped a fault (need 20%%)", 100*f))
+	opShare, timeShare := ratio(overlap, len(ops)), 0.0
+	if inFlight > 0 {
+		timeShare = float64(inFlightFault) / float64(inFlight)
+	}
+	r.logf("faults overlapped %.0f%% of the operations and %.0f%% of their time in flight", 100*opShare, 100*timeShare)
+	if cfg.nemesis.slowsOps {
+		if timeShare < 0.2 {
+			res.problems = append(res.problems, fmt.Sprintf("invalid run: faults overlapped only %.0f%% of the operations' time in flight (need 20%%)", 100*timeShare))
+		}
+	} else if opShare < 0.2 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: only %.0f%% of operations overlapped a fault (need 20%%)", 100*opShare))
 	}
 	if res.leaderChanges < 1 {
 		res.problems = append(res.problems, "invalid run: no leader change was observed")
@@ -314,6 +327,18 @@ func overlapsAny(o op, spans []span) bool {
 		}
 	}
 	return false
+}
+
+// overlapTime is how long o was in flight while a fault was active (the
+// spans do not overlap each other).
+func overlapTime(o op, spans []span) int64 {
+	var t int64
+	for _, s := range spans {
+		if lo, hi := max(o.Call, s.Start), min(o.Return, s.End); hi > lo {
+			t += hi - lo
+		}
+	}
+	return t
 }
 
 func ratio(a, b int) float64 {

@@ -126,6 +126,10 @@ typedef struct shale_options_t {
   uint8_t cache_index_and_filter_blocks; /* 0: kept with the table reader */
   uint8_t use_mmap_reads;                /* 0: pread */
   uint64_t bytes_per_sync;               /* 0: no incremental SST syncs */
+  /* 0. FOR TESTS ONLY: 1 opens the database over the engine's
+   * fault-injection file layer, so that shale_set_io_delay can slow its
+   * disk down. Costs a little on every file operation. */
+  uint8_t fault_injection;
 } shale_options_t;
 
 void shale_options_init(shale_options_t* opts);
@@ -394,6 +398,38 @@ shale_status_t shale_ingest(shale_db_t* db, size_t num_files,
  * SSTs are hard-linked, the MANIFEST and WAL copied. The copy opens as an
  * ordinary database. */
 shale_status_t shale_checkpoint(shale_db_t* db, const char* dir);
+
+/* ------------------------------------------ fault injection (tests only) */
+
+/* Kinds of file operation a delay applies to (a bit mask). */
+enum {
+  SHALE_IO_APPEND = 1u << 0, /* appends to and flushes of any file */
+  SHALE_IO_SYNC = 1u << 1,   /* fsyncs of files (WAL, SST, MANIFEST) and of
+                                the database directory */
+  SHALE_IO_CREATE = 1u << 2, /* creating a file */
+  SHALE_IO_READ = 1u << 3,   /* reads, and opening a file to read it */
+  SHALE_IO_RENAME = 1u << 4, /* renames (CURRENT, ingestion) */
+};
+
+/* The longest delay plus jitter shale_set_io_delay accepts: 60 s. */
+#define SHALE_MAX_IO_DELAY_MICROS 60000000ull
+
+/* FOR TESTS ONLY: simulates a slow disk. From now on, each file operation
+ * of a kind in ops first sleeps delay_micros plus a uniformly random extra
+ * in [0, jitter_micros]; delay and jitter 0 remove the delay of those
+ * kinds. Kinds not in ops keep theirs. SHALE_IO_SYNC slows the WAL syncs of
+ * synced writes and of shale_sync_wal (the ones a replicated log waits
+ * on) as well as those of SSTs, the MANIFEST and the directory. The sleep
+ * holds none of the engine's locks a sync would not hold.
+ *
+ * May be called at any time from any thread. Fails with
+ * SHALE_NOT_SUPPORTED unless the database was opened with
+ * opts->fault_injection = 1, and with SHALE_INVALID_ARGUMENT for an
+ * unknown bit in ops or a delay plus jitter above
+ * SHALE_MAX_IO_DELAY_MICROS; either way nothing changes. */
+shale_status_t shale_set_io_delay(shale_db_t* db, uint32_t ops,
+                                  uint64_t delay_micros,
+                                  uint64_t jitter_micros);
 
 #ifdef __cplusplus
 } /* extern "C" */

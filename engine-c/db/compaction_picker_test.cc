@@ -1,0 +1,275 @@
+// Tests of the compaction picker's choices and of where compaction outputs
+// are cut, on file sets written straight into a VersionSet (real MANIFEST,
+// no data files: the picker looks at file metadata only).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "db/compaction.h"
+#include "db/table_cache.h"
+#include "db/version_edit.h"
+#include "db/version_set.h"
+#include "table/options.h"
+#include "util/comparator.h"
+#include "util/env.h"
+#include "util/mutex.h"
+#include "util/testutil.h"
+
+namespace shale {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class CompactionPickerTest : public testing::Test {
+ protected:
+  CompactionPickerTest()
+      : dbname_(test::TempDir("compaction_picker_test")),
+        icmp_(BytewiseComparator()) {
+    options_.env = Env::Default();
+    options_.target_file_size_base = 1 * kMiB;
+    options_.max_bytes_for_level_base = 2 * kMiB;
+    options_.max_bytes_for_level_multiplier = 10;
+    options_.level0_file_num_compaction_trigger = 4;
+    options_.level0_slowdown_writes_trigger = 20;
+    options_.level0_stop_writes_trigger = 36;
+    table_options_.comparator = &icmp_;
+    table_cache_ = std::make_unique<TableCache>(dbname_, options_.env,
+                                                table_options_, -1, false);
+    vset_ = std::make_unique<VersionSet>(dbname_, &options_, options_.env,
+                                         table_cache_.get(), &icmp_, &mu_);
+    EXPECT_TRUE(vset_->CreateNew().ok());
+  }
+  ~CompactionPickerTest() override {
+    for (Compaction* c : picked_) {
+      c->MarkFilesBeingCompacted(false);
+      delete c;
+    }
+    vset_.reset();
+    test::RemoveDirRecursively(dbname_);
+  }
+
+  // A file of size bytes holding user keys [smallest, largest] at level;
+  // returns its number.
+  uint64_t Add(int level, const std::string& smallest,
+               const std::string& largest, uint64_t size) {
+    FileMetaData f;
+    f.number = vset_->NewFileNumber();
+    f.file_size = size;
+    const SequenceNumber seq = ++seq_;
+    f.smallest = InternalKey(smallest, seq, kTypeValue);
+    f.largest = InternalKey(largest, seq, kTypeValue);
+    f.smallest_seqno = f.largest_seqno = seq;
+    f.num_entries = 1;
+    edit_.AddFile(level, f);
+    return f.number;
+  }
+
+  // Installs the files added since the last Apply.
+  void Apply() {
+    MutexLock l(&mu_);
+    edit_.SetLastSequence(seq_);
+    ASSERT_TRUE(vset_->LogAndApply(&edit_).ok());
+    edit_ = VersionEdit();
+  }
+
+  CompactionPicker Picker() const { return CompactionPicker(options_, &icmp_); }
+
+  // The picker's next compaction (kept until the test ends), or nullptr.
+  Compaction* Pick(bool flush_pending = false) {
+    MutexLock l(&mu_);
+    Compaction* c = Picker().Pick(vset_->current(), running_, flush_pending);
+    if (c != nullptr) picked_.push_back(c);
+    return c;
+  }
+
+  // A manual compaction of all of level into level + 1.
+  Compaction* Manual(int level) {
+    MutexLock l(&mu_);
+    bool busy = false;
+    Compaction* c = Picker().PickManual(vset_->current(), level, nullptr,
+                                        nullptr, false, running_, &busy);
+    if (c != nullptr) picked_.push_back(c);
+    return c;
+  }
+
+  // Carries out c, a trivial move picked by Pick, as RunCompaction would.
+  void ApplyMove(Compaction* c) {
+    ASSERT_TRUE(c->IsTrivialMove());
+    for (const FileMetaData* f : c->inputs(0)) {
+      edit_.DeleteFile(c->level(), f->number);
+      edit_.AddFile(c->output_level(), *f);
+    }
+    c->MarkFilesBeingCompacted(false);
+    picked_.erase(std::find(picked_.begin(), picked_.end(), c));
+    delete c;
+    Apply();
+  }
+
+  static std::vector<uint64_t> Numbers(const std::vector<FileMetaData*>& v) {
+    std::vector<uint64_t> r;
+    for (const FileMetaData* f : v) r.push_back(f->number);
+    return r;
+  }
+
+  // The internal key a compaction job would pass for user key k.
+  // Its sequence number is above the files' below, as new data's is.
+  static std::string Key(const std::string& k) {
+    return InternalKey(k, 1000, kTypeValue).Encode().ToString();
+  }
+
+  const std::string dbname_;
+  InternalKeyComparator icmp_;
+  Options options_;
+  TableOptions table_options_;
+  std::unique_ptr<TableCache> table_cache_;
+  Mutex mu_;
+  std::unique_ptr<VersionSet> vset_;
+  VersionEdit edit_;
+  SequenceNumber seq_ = 0;
+  std::vector<Compaction*> running_;
+  std::vector<Compaction*> picked_;
+};
+
+TEST_F(CompactionPickerTest, NothingToDoBelowTheTriggers) {
+  Add(0, "a", "z", kMiB);
+  Add(1, "a", "m", kMiB);
+  Apply();
+  EXPECT_EQ(nullptr, Pick());
+}
+
+TEST_F(CompactionPickerTest, LevelFileWithSmallestOverlapRatioGoes) {
+  // L1 is 3 MiB against a 2 MiB target. Per byte of its own, the middle
+  // file rewrites the fewest L2 bytes.
+  Add(1, "a", "c", kMiB);
+  const uint64_t middle = Add(1, "d", "f", kMiB);
+  Add(1, "g", "i", kMiB);
+  Add(2, "a", "c", 3 * kMiB);
+  const uint64_t under_middle = Add(2, "d", "e", kMiB / 2);
+  Add(2, "g", "i", 2 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(1, c->level());
+  EXPECT_EQ(2, c->output_level());
+  EXPECT_EQ(std::vector<uint64_t>{middle}, Numbers(c->inputs(0)));
+  EXPECT_EQ(std::vector<uint64_t>{under_middle}, Numbers(c->inputs(1)));
+  EXPECT_FALSE(c->IsTrivialMove());
+}
+
+TEST_F(CompactionPickerTest, NeighboursInsideTheNextLevelRangeRideAlong) {
+  // "b-c" has the smallest ratio; the L2 file under it spans a-h, which
+  // also holds "d-e" and "f-g" whole, so they join at no cost below. "h-k"
+  // reaches past h (it would add the second L2 file) and stays.
+  const uint64_t first = Add(1, "b", "c", kMiB);
+  const uint64_t second = Add(1, "d", "e", kMiB / 4);
+  const uint64_t third = Add(1, "f", "g", kMiB / 2);
+  Add(1, "h", "k", kMiB);
+  const uint64_t below = Add(2, "a", "h", kMiB);
+  Add(2, "j", "z", 8 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(1, c->level());
+  EXPECT_EQ((std::vector<uint64_t>{first, second, third}),
+            Numbers(c->inputs(0)));
+  EXPECT_EQ(std::vector<uint64_t>{below}, Numbers(c->inputs(1)));
+  for (const FileMetaData* f : c->inputs(0)) EXPECT_TRUE(f->being_compacted);
+  // What L1 has left outside the compaction is under its target.
+  EXPECT_EQ(nullptr, Pick());
+}
+
+TEST_F(CompactionPickerTest, TrivialMoveGoesBeforeAnL0Compaction) {
+  // L0 is at twice its trigger (score 2), L1 just over its target (score
+  // 1.5): by score L0 would go first and rewrite all of L1. A file of L1
+  // with nothing under it moves down first, for free.
+  for (int i = 0; i < 8; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "f", 2 * kMiB);
+  const uint64_t movable = Add(1, "p", "t", kMiB);
+  Add(2, "a", "f", 4 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(1, c->level());
+  EXPECT_TRUE(c->IsTrivialMove());
+  EXPECT_EQ(std::vector<uint64_t>{movable}, Numbers(c->inputs(0)));
+  ApplyMove(c);
+  // Then L0, whose compaction now reads one L1 file, not two.
+  Compaction* l0 = Pick();
+  ASSERT_NE(nullptr, l0);
+  EXPECT_EQ(0, l0->level());
+  EXPECT_EQ(8u, l0->inputs(0).size());
+  EXPECT_EQ(1u, l0->inputs(1).size());
+}
+
+TEST_F(CompactionPickerTest, L0WaitsForAFlushUnderWay) {
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  Apply();
+  // A flush is about to add a fifth file: wait for it.
+  EXPECT_EQ(nullptr, Pick(/*flush_pending=*/true));
+  Compaction* c = Pick(/*flush_pending=*/false);
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ(4u, c->inputs(0).size());
+}
+
+TEST_F(CompactionPickerTest, L0DoesNotWaitOnceTwiceTheTriggerDeep) {
+  for (int i = 0; i < 8; i++) Add(0, "a", "z", kMiB / 4);
+  Apply();
+  Compaction* c = Pick(/*flush_pending=*/true);
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ(8u, c->inputs(0).size());
+}
+
+TEST_F(CompactionPickerTest, OutputsEndOnGrandparentBoundaries) {
+  // L0 -> L1 with L2 files below: [b, d] [f, h] [j, l] [n, p].
+  Add(0, "a", "z", kMiB);
+  Add(2, "b", "d", kMiB);
+  Add(2, "f", "h", kMiB);
+  Add(2, "j", "l", kMiB);
+  Add(2, "n", "p", kMiB);
+  Apply();
+  Compaction* c = Manual(0);
+  ASSERT_NE(nullptr, c);
+  EXPECT_FALSE(c->bottommost());
+  const uint64_t target = c->target_output_file_size();
+  EXPECT_EQ(2 * target, c->max_output_file_size());
+  // Nothing open yet: never a cut.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("a"), false, 0));
+  // Inside [b, d]: no boundary, no cut even past the target.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("c"), true, target / 4));
+  EXPECT_FALSE(c->ShouldStopBefore(Key("d"), true, target + 1));
+  // "e" is past the end of [b, d]: a boundary, and the output is large
+  // enough to end there.
+  EXPECT_TRUE(c->ShouldStopBefore(Key("e"), true, target + 1));
+  // A new output: past [f, h] at a third of the target is too small to end.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("g"), true, target / 10));
+  EXPECT_FALSE(c->ShouldStopBefore(Key("i"), true, target / 3));
+  // Past [j, l] at 54%: having let one boundary pass, it needs 55%.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("m"), true, target / 100 * 54));
+  // Past [n, p] at 61% (needs 60% after two boundaries): cut.
+  EXPECT_TRUE(c->ShouldStopBefore(Key("q"), true, target / 100 * 61));
+  // No grandparent left: only the maximum cuts.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("r"), true, 2 * target - 1));
+  EXPECT_TRUE(c->ShouldStopBefore(Key("s"), true, 2 * target));
+}
+
+TEST_F(CompactionPickerTest, BottomOutputsAreCutAtTheTarget) {
+  Add(0, "a", "z", kMiB);
+  Add(1, "a", "m", kMiB);
+  Apply();
+  Compaction* c = Manual(0);
+  ASSERT_NE(nullptr, c);
+  EXPECT_TRUE(c->bottommost());
+  const uint64_t target = c->target_output_file_size();
+  EXPECT_EQ(target, c->max_output_file_size());
+  EXPECT_FALSE(c->ShouldStopBefore(Key("b"), true, target - 1));
+  EXPECT_TRUE(c->ShouldStopBefore(Key("c"), true, target));
+}
+
+}  // namespace
+}  // namespace shale

@@ -1,0 +1,135 @@
+//go:build faults
+
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shaledb/shale/storage"
+)
+
+// This file is compiled only into binaries built with the `faults` tag
+// (`make chaos` builds bin/shale-faults so). Such a node opens its engine
+// over the engine's fault-injection file layer and serves
+//
+//	PUT    /debug/faults/disk?ops=sync,append&delay=100ms&jitter=50ms
+//	GET    /debug/faults/disk
+//	DELETE /debug/faults/disk
+//
+// on its HTTP address: every engine file operation of the named kinds
+// (default: sync) first sleeps delay plus a random extra up to jitter,
+// until cleared. A slow disk for the fault tests (tests/jepsen); never for
+// a production binary, since anyone reaching the HTTP address could slow
+// the node down.
+
+// faultInjectionBuilt: this binary carries the fault endpoints.
+const faultInjectionBuilt = true
+
+// faultState remembers the delays set, for GET. Its mutex is held while a
+// delay is set, so the engine's settings and the record agree.
+type faultState struct {
+	mu     sync.Mutex
+	delays map[string]diskDelay // by kind of operation
+}
+
+type diskDelay struct{ delay, jitter time.Duration }
+
+func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/faults/disk", n.serveDiskDelays)
+	mux.HandleFunc("PUT /debug/faults/disk", n.setDiskDelay)
+	mux.HandleFunc("DELETE /debug/faults/disk", n.clearDiskDelays)
+}
+
+func (n *Node) setDiskDelay(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var ops storage.IOOps
+	names := strings.Split(q.Get("ops"), ",")
+	if q.Get("ops") == "" {
+		names = []string{"sync"}
+	}
+	for _, name := range names {
+		op, err := storage.ParseIOOp(strings.TrimSpace(name))
+		if err != nil {
+			http.Error(w, "ops: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ops |= op
+	}
+	var d diskDelay
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"delay", &d.delay}, {"jitter", &d.jitter}} {
+		s := q.Get(p.name)
+		if s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("%s: %v", p.name, err), http.StatusBadRequest)
+			return
+		}
+		*p.dst = v
+	}
+	if d.delay == 0 && d.jitter == 0 {
+		http.Error(w, "delay: missing or zero (DELETE /debug/faults/disk clears the delays)", http.StatusBadRequest)
+		return
+	}
+	n.faults.mu.Lock()
+	defer n.faults.mu.Unlock()
+	if err := n.db.SetIODelay(ops, d.delay, d.jitter); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if n.faults.delays == nil {
+		n.faults.delays = map[string]diskDelay{}
+	}
+	for _, name := range strings.Split(ops.String(), "|") {
+		n.faults.delays[name] = d
+	}
+	n.log.Warn("fault injection: engine file operations delayed", "ops", ops.String(), "delay", d.delay, "jitter", d.jitter)
+	writeDiskDelays(w, n.faults.delays)
+}
+
+func (n *Node) clearDiskDelays(w http.ResponseWriter, _ *http.Request) {
+	n.faults.mu.Lock()
+	defer n.faults.mu.Unlock()
+	if err := n.db.SetIODelay(storage.IOAll, 0, 0); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if len(n.faults.delays) > 0 {
+		n.log.Warn("fault injection: engine file delays cleared")
+	}
+	n.faults.delays = nil
+	writeDiskDelays(w, nil)
+}
+
+func (n *Node) serveDiskDelays(w http.ResponseWriter, _ *http.Request) {
+	n.faults.mu.Lock()
+	defer n.faults.mu.Unlock()
+	writeDiskDelays(w, n.faults.delays)
+}
+
+// writeDiskDelays lists the delays in force, one kind per line
+// ("sync 100ms +0-50ms"), or "none".
+func writeDiskDelays(w http.ResponseWriter, delays map[string]diskDelay) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(delays) == 0 {
+		fmt.Fprintln(w, "none")
+		return
+	}
+	names := make([]string, 0, len(delays))
+	for name := range delays {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "%s %v +0-%v\n", name, delays[name].delay, delays[name].jitter)
+	}
+}
