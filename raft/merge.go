@@ -722,13 +722,6 @@ func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time) {
 	}()
 }
 
-// Retired reports whether this node once held a replica of rangeID that
-// is gone (merged into a neighbour, or removed): its tombstone is left.
-func (s *Store) Retired(rangeID uint64) bool {
-	tomb, err := logstore.LoadTombstone(s.cfg.Engine, rangeID)
-	return err == nil && tomb > 0
-}
-
 // nodesOf lists the nodes of desc's replicas.
 func nodesOf(desc *kvpb.RangeDescriptor) []uint64 {
 	out := make([]uint64, 0, len(desc.GetReplicas()))
