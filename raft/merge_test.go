@@ -331,3 +331,48 @@ func TestMergeRestartMidway(t *testing.T) {
 		t.Fatalf("write to the merged range after the restart: %v", err)
 	}
 }
+
+// TestMergeFreezeSettledAfterLeftMerged: the left-hand range of a pending
+// merge (its right-hand neighbour frozen for it) is itself merged into its
+// own left-hand neighbour; the frozen range is then settled by its
+// replicas without the left-hand range (which no longer exists): the range
+// now ending where it starts proves the pending merge can never apply.
+func TestMergeFreezeSettledAfterLeftMerged(t *testing.T) {
+	c := newMergeCluster(t, 3, func(cfg *Config) { cfg.MergeFreezeTimeout = 500 * time.Millisecond })
+	ctx := ctxT(t, 60*time.Second)
+	rid := splitForMerge(t, c, ctx) // [.., k10) and [k10, ..)
+	_, mid, err := c.leader(keys.FirstUserRangeID).store.Split(ctx, keys.FirstUserRangeID, []byte("k05"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lid := mid.GetRangeId() // [k05, k10)
+	waitFor(t, 10*time.Second, "the middle range everywhere", func() bool {
+		for _, s := range c.running() {
+			if r, err := s.Replica(lid); err != nil || r.Descriptor() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	ld := c.leader(lid).store.mustReplica(lid).Descriptor()
+	rl := c.leader(rid)
+	freeze := &command.Command{Kind: command.KindFreeze, ExpectedGeneration: rl.store.mustReplica(rid).Descriptor().GetGeneration(),
+		LeftRangeID: lid, LeftGeneration: ld.GetGeneration()}
+	if res, _, err := rl.store.Propose(ctx, rid, freeze); err != nil || res.Code != command.CodeOK {
+		t.Fatalf("freeze: %v %v", res, err)
+	}
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); err != nil {
+		t.Fatalf("merging the pending merge's left-hand range away: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the orphaned freeze settled", func() bool {
+		for _, s := range c.running() {
+			if r, err := s.Replica(rid); err != nil || r.Frozen() {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := c.put(ctx, rid, "k15", "after"); err != nil {
+		t.Fatalf("write after the unfreeze: %v", err)
+	}
+}

@@ -114,11 +114,11 @@ func (r *Replica) failInboxLocked() {
 // ticks: lease renewal and dedup GC on the leader.
 // REQUIRES: raftMu.
 func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
+	r.maybeAbortStaleFreezeLocked(now, st.RaftState == etcdraft.StateLeader)
 	if st.RaftState != etcdraft.StateLeader {
 		return
 	}
 	r.maybeRenewLeaseLocked(now)
-	r.maybeAbortStaleFreezeLocked(now)
 	cfg := &r.store.cfg
 	if r.lastDedupGC.IsZero() {
 		// Start counting when leadership starts: no GC storm after a
