@@ -344,17 +344,6 @@ func (r *Replica) applyPutDescriptorLocked(cmd *command.Command) (command.Result
 		return command.Result{}, err
 	}
 	key := metaKeyFor(d)
-	// The ranges that own one end key over time have growing generations
-	// (a split's right-hand side and a merge's result are both above the
-	// range they replace), so a copy of another range at d's key that is
-	// not older than d is newer news: d is stale (e.g. a range merged away).
-	if cur, found, err := a.get(key); err != nil {
-		return command.Result{}, err
-	} else if found {
-		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() && cd.GetGeneration() >= d.GetGeneration() {
-			return command.Result{}, nil
-		}
-	}
 	if oldKey != nil && string(oldKey) != string(key) {
 		a.del(oldKey)
 	}

@@ -143,7 +143,8 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 // nothing on a node without one.
 // REQUIRES: raftMu.
 func (r *Replica) reconcileMetaLocked() {
-	if r.desc == nil || r.rangeID == keys.MetaRangeID {
+	if r.desc == nil || r.rangeID == keys.MetaRangeID || r.frozen != nil {
+		// A frozen range's copy could land over the merged range's.
 		return
 	}
 	meta, err := r.store.Replica(keys.MetaRangeID)

@@ -473,7 +473,7 @@ func (r *Replica) applyPutDescriptorsLocked(cmd *command.Command) (command.Resul
 func (r *Replica) reconcileRemoteMetaLocked() {
 	rm := r.store.getRemoteMeta()
 	desc := r.desc
-	if rm == nil || desc == nil || r.metaPushed.Load() >= desc.GetGeneration() || !r.metaPushing.CompareAndSwap(false, true) {
+	if rm == nil || desc == nil || r.frozen != nil || r.metaPushed.Load() >= desc.GetGeneration() || !r.metaPushing.CompareAndSwap(false, true) {
 		return
 	}
 	d := cloneDesc(desc)
