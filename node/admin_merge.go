@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -32,7 +33,10 @@ func (s *adminServer) Merge(ctx context.Context, req *kvpb.MergeRequest) (*kvpb.
 		}
 		colocate := false
 		resp, err := onLeader(s, ctx, "Merge", leftID, func() (*kvpb.MergeResponse, error) {
-			d, err := s.n.store.Merge(ctx, leftID)
+			// The merge's own calls to other nodes (meta's update, the
+			// replicas' applied indexes) are first hops even when this
+			// request was forwarded here.
+			d, err := s.n.store.Merge(metadata.NewIncomingContext(ctx, metadata.MD{}), leftID)
 			switch {
 			case errors.Is(err, raft.ErrMergeInvalid):
 				return nil, status.Errorf(codes.FailedPrecondition, "Merge: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -51,7 +52,9 @@ func (s *adminServer) Split(ctx context.Context, req *kvpb.SplitRequest) (*kvpb.
 		}
 		moved := false
 		resp, err := onLeader(s, ctx, "Split", rangeID, func() (*kvpb.SplitResponse, error) {
-			l, r, err := s.n.store.Split(ctx, rangeID, req.GetSplitKey())
+			// Its calls to meta are first hops even when this request
+			// was forwarded here (see Merge).
+			l, r, err := s.n.store.Split(metadata.NewIncomingContext(ctx, metadata.MD{}), rangeID, req.GetSplitKey())
 			switch {
 			case errors.Is(err, raft.ErrSplitMoved):
 				moved = true

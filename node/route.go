@@ -40,17 +40,6 @@ func (n *Node) replicaFor(h *kvpb.RequestHeader, key []byte) (*raft.Replica, *kv
 	if id := h.GetRangeId(); id != 0 {
 		r, err = n.store.Replica(id)
 		if err != nil {
-			// A range that was here and is gone may have been merged into
-			// a neighbour held here: point the client at it rather than at
-			// meta, which may not know of the merge yet.
-			if !n.store.Retired(id) {
-				return nil, nil, rangeNotFound(id)
-			}
-			if lr, lerr := n.store.ReplicaForKey(key); lerr == nil && lr.Descriptor() != nil {
-				d := lr.Descriptor()
-				return nil, nil, n.keyMismatch(id, d, fmt.Sprintf("range %d is not on node %d; key %q is in range %d",
-					id, n.ident.NodeID, clip(key), d.GetRangeId()))
-			}
 			return nil, nil, rangeNotFound(id)
 		}
 	} else {

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -344,14 +345,14 @@ func (r *Replica) applyPutDescriptorLocked(cmd *command.Command) (command.Result
 		return command.Result{}, err
 	}
 	key := metaKeyFor(d)
-	// The ranges that own one end key over time have growing generations
-	// (a split's right-hand side and a merge's result are both above the
-	// range they replace), so a copy of another range at d's key that is
-	// not older than d is newer news: d is stale (e.g. a range merged away).
+	// A late copy of a range merged away (its repair was in flight when
+	// it froze) finds the merged range at its key: a newer range whose
+	// span holds all of its own. It is not stored over it.
 	if cur, found, err := a.get(key); err != nil {
 		return command.Result{}, err
-	} else if found {
-		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() && cd.GetGeneration() >= d.GetGeneration() {
+	} else if found && old == nil {
+		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() &&
+			cd.GetGeneration() > d.GetGeneration() && bytes.Compare(cd.GetStartKey(), d.GetStartKey()) < 0 {
 			return command.Result{}, nil
 		}
 	}

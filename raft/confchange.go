@@ -207,6 +207,9 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 	if !r.IsLeader() {
 		return nil, r.notLeaderError()
 	}
+	if r.Frozen() {
+		return nil, r.FrozenError()
+	}
 	desc, err := r.waitNotJoint(ctx)
 	if err != nil {
 		return nil, err

@@ -497,6 +497,11 @@ func (r *Replica) mergesReadyLocked(ents []*pb.Entry) bool {
 		}
 		rr, err := r.store.Replica(cmd.Right.GetRangeId())
 		if err != nil {
+			// No replica here yet (a message or snapshot creates it):
+			// wait if the merge would apply, else let it be rejected.
+			if r.mergeWouldApplyLocked(&cmd) {
+				return false
+			}
 			continue
 		}
 		rr.mu.RLock()
@@ -507,6 +512,16 @@ func (r *Replica) mergesReadyLocked(ents []*pb.Entry) bool {
 		}
 	}
 	return true
+}
+
+// mergeWouldApplyLocked reports whether cmd passes the replicated checks
+// of applyMergeLocked against the current state (entries before it in the
+// same batch may still change that).
+// REQUIRES: raftMu.
+func (r *Replica) mergeWouldApplyLocked(cmd *command.Command) bool {
+	cur, right := r.desc, cmd.Right
+	return r.frozen == nil && cur != nil && right != nil && cmd.ExpectedGeneration == cur.GetGeneration() &&
+		len(cur.GetEndKey()) != 0 && bytes.Equal(cur.GetEndKey(), right.GetStartKey()) && sameNodes(cur, right)
 }
 
 // Merge merges range leftID with its right-hand neighbour and returns the
@@ -648,6 +663,9 @@ func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.Ra
 func (s *Store) abortMerge(ctx context.Context, leftID, leftGen, rightID uint64) (done bool, err error) {
 	l, err := s.Replica(leftID)
 	if err != nil {
+		if s.leftGoneBeforeMerge(leftID, rightID) {
+			return false, s.unfreeze(ctx, leftID, leftGen, rightID)
+		}
 		return false, fmt.Errorf("aborting the merge of range %d: %w", rightID, err)
 	}
 	res, _, err := l.propose(ctx, &command.Command{Kind: command.KindMergeAbort, ExpectedGeneration: leftGen, RightRangeID: rightID}, true)
@@ -660,26 +678,63 @@ func (s *Store) abortMerge(ctx context.Context, leftID, leftGen, rightID uint64)
 	if res.Found {
 		return true, nil
 	}
+	return false, s.unfreeze(ctx, leftID, leftGen, rightID)
+}
+
+// unfreeze lifts rightID's freeze for the merge into leftID at leftGen.
+// REQUIRES: that merge can no longer apply.
+func (s *Store) unfreeze(ctx context.Context, leftID, leftGen, rightID uint64) error {
 	rr, err := s.Replica(rightID)
 	if err != nil {
-		return false, fmt.Errorf("unfreezing range %d: %w", rightID, err)
+		return fmt.Errorf("unfreezing range %d: %w", rightID, err)
 	}
-	res, _, err = rr.propose(ctx, &command.Command{Kind: command.KindUnfreeze, LeftRangeID: leftID, LeftGeneration: leftGen}, true)
+	res, _, err := rr.propose(ctx, &command.Command{Kind: command.KindUnfreeze, LeftRangeID: leftID, LeftGeneration: leftGen}, true)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if res.Found {
 		s.cfg.Logger.Info("merge aborted; range unfrozen", "range", leftID, "right", rightID)
 	}
-	return false, res.Err()
+	return res.Err()
 }
 
-// maybeAbortStaleFreezeLocked is the frozen range leader's guard against a
-// merge whose coordinator died: once frozen for MergeFreezeTimeout it
-// settles the merge itself (abortMerge), in the background, and tries
-// again every timeout while it stays frozen.
-// REQUIRES: raftMu, and this replica is its range's leader.
-func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time) {
+// leftGoneBeforeMerge reports whether this node proves that the merge of
+// rightID into leftID can never apply although leftID has no replica here
+// to ask: this node still holds rightID (so its replica of leftID never
+// applied that merge, which would have removed it), and another local
+// range now ends where rightID starts. That range took the end key over
+// from leftID through an entry in leftID's log that this node's replica of
+// leftID applied (a split of it, or its freeze for a merge into its own
+// left-hand neighbour): the merge was not before that entry, and after it
+// leftID's generation has moved on (or leftID is frozen for good), so the
+// merge is rejected wherever it comes.
+func (s *Store) leftGoneBeforeMerge(leftID, rightID uint64) bool {
+	rr, err := s.Replica(rightID)
+	if err != nil {
+		return false
+	}
+	rd := rr.Descriptor()
+	if rd == nil {
+		return false
+	}
+	for _, o := range s.Replicas() {
+		d := o.Descriptor()
+		if d != nil && o.rangeID != leftID && o.rangeID != rightID && !keys.IsMetaRange(d) &&
+			len(d.GetEndKey()) != 0 && bytes.Equal(d.GetEndKey(), rd.GetStartKey()) {
+			return true
+		}
+	}
+	return false
+}
+
+// maybeAbortStaleFreezeLocked is a frozen range's guard against a merge
+// whose coordinator died: once frozen for MergeFreezeTimeout (the leader)
+// or twice that (any other replica, in case the leader's node holds no
+// replica of the left-hand range) it settles the merge itself
+// (abortMerge), in the background, and tries again every timeout while it
+// stays frozen.
+// REQUIRES: raftMu.
+func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time, leader bool) {
 	f := r.frozen
 	if f == nil {
 		return
@@ -689,7 +744,11 @@ func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time) {
 		return
 	}
 	timeout := r.store.cfg.MergeFreezeTimeout
-	if now.Sub(r.frozenSince) < timeout || !r.mergeAborting.CompareAndSwap(false, true) {
+	wait := timeout
+	if !leader {
+		wait *= 2
+	}
+	if now.Sub(r.frozenSince) < wait || !r.mergeAborting.CompareAndSwap(false, true) {
 		return
 	}
 	r.frozenSince = now
@@ -705,13 +764,6 @@ func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time) {
 			s.cfg.Logger.Warn("settling a stale merge freeze", "range", rightID, "left", f.left, "err", err)
 		}
 	}()
-}
-
-// Retired reports whether this node once held a replica of rangeID that
-// is gone (merged into a neighbour, or removed): its tombstone is left.
-func (s *Store) Retired(rangeID uint64) bool {
-	tomb, err := logstore.LoadTombstone(s.cfg.Engine, rangeID)
-	return err == nil && tomb > 0
 }
 
 // nodesOf lists the nodes of desc's replicas.

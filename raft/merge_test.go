@@ -91,6 +91,18 @@ func waitMerged(t *testing.T, c *testCluster, rid uint64, end string) {
 	})
 }
 
+// mergeOnLeader merges rangeID with its right-hand neighbour through the
+// range's leader, following leadership changes.
+func mergeOnLeader(ctx context.Context, c *testCluster, rangeID uint64) (*kvpb.RangeDescriptor, error) {
+	for {
+		d, err := c.leader(rangeID).store.Merge(ctx, rangeID)
+		if !errors.Is(err, ErrNotLeader) || ctx.Err() != nil {
+			return d, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // dedupPut proposes a deduplicated put (client 7, request seq) to rangeID.
 func dedupPut(ctx context.Context, c *testCluster, rangeID, seq uint64, key, value string) (command.Result, error) {
 	cmd := &command.Command{Kind: command.KindPut, Mutations: []command.Mutation{{Kind: command.KindPut, Key: []byte(key), Value: []byte(value)}}}
@@ -111,7 +123,7 @@ func TestMerge(t *testing.T) {
 	if _, err := dedupPut(ctx, c, rid, 1, "k15", "dedup"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.leader(rid).store.Merge(ctx, rid); !errors.Is(err, ErrMergeInvalid) {
+	if _, err := mergeOnLeader(ctx, c, rid); !errors.Is(err, ErrMergeInvalid) {
 		t.Fatalf("merge of the last range: err = %v; want ErrMergeInvalid", err)
 	}
 	if _, err := c.leader(keys.MetaRangeID).store.Merge(ctx, keys.MetaRangeID); !errors.Is(err, ErrMergeInvalid) {
@@ -121,9 +133,15 @@ func TestMerge(t *testing.T) {
 	if _, err := c.storeOf(l.id).Replica(rid); err != nil {
 		t.Fatal(err)
 	}
-	merged, err := l.store.Merge(ctx, keys.FirstUserRangeID)
+	gen := l.store.mustReplica(keys.FirstUserRangeID).Descriptor().GetGeneration()
+	merged, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A late abort of that merge finds it done and changes nothing.
+	abort := &command.Command{Kind: command.KindMergeAbort, ExpectedGeneration: gen, RightRangeID: rid}
+	if res, _, err := c.leader(keys.FirstUserRangeID).store.Propose(ctx, keys.FirstUserRangeID, abort); err != nil || !res.Found {
+		t.Fatalf("abort after the merge: %+v, %v; want found (merged)", res, err)
 	}
 	if merged.GetRangeId() != keys.FirstUserRangeID || len(merged.GetEndKey()) != 0 {
 		t.Fatalf("merged descriptor %v", merged)
@@ -214,7 +232,7 @@ func TestMergeFreezeSettledByLeader(t *testing.T) {
 	if _, err := c.put(ctx, rid, "k15", "y"); err != nil {
 		t.Fatalf("write after the unfreeze: %v", err)
 	}
-	if _, err := c.leader(keys.FirstUserRangeID).store.Merge(ctx, keys.FirstUserRangeID); err != nil {
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); err != nil {
 		t.Fatalf("merge after an aborted one: %v", err)
 	}
 	waitMerged(t, c, rid, "")
@@ -248,7 +266,7 @@ func TestMergeNodeDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.leader(keys.FirstUserRangeID).store.Merge(ctx, keys.FirstUserRangeID); !errors.Is(err, ErrUnavailable) {
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("merge with a replica down: err = %v; want ErrUnavailable", err)
 	}
 	if c.leader(rid).store.mustReplica(rid).Frozen() {
@@ -259,7 +277,7 @@ func TestMergeNodeDown(t *testing.T) {
 	}
 	c.start(down)
 	c.waitApplied(rid, c.leader(rid).store.mustReplica(rid).AppliedIndex())
-	if _, err := c.leader(keys.FirstUserRangeID).store.Merge(ctx, keys.FirstUserRangeID); err != nil {
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); err != nil {
 		t.Fatal(err)
 	}
 	waitMerged(t, c, rid, "")
@@ -273,5 +291,88 @@ func TestMergeNodeDown(t *testing.T) {
 				t.Fatalf("node %d: k%02d = %q after the merge; want %q", id, i, v, want)
 			}
 		}
+	}
+}
+
+// TestMergeRestartMidway: every node stops the moment the merge commits on
+// the leader (the others may not have applied it, nor even the freeze
+// durably); after a restart every node completes it from its logs (a
+// left-hand replica waits for its node's right-hand replica to replay the
+// freeze) and no write is lost.
+func TestMergeRestartMidway(t *testing.T) {
+	c := newMergeCluster(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	rid := splitForMerge(t, c, ctx)
+	for i := 10; i < 20; i++ {
+		if _, err := c.put(ctx, rid, fmt.Sprintf("k%02d", i), "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); err != nil {
+		t.Fatal(err)
+	}
+	c.stopAll()
+	for _, id := range c.ids() {
+		c.start(id)
+	}
+	waitMerged(t, c, rid, "")
+	for _, id := range c.ids() {
+		for i := 0; i < 20; i++ {
+			want := "a"
+			if i >= 10 {
+				want = "r"
+			}
+			if v, _ := c.get(id, fmt.Sprintf("k%02d", i)); v != want {
+				t.Fatalf("node %d: k%02d = %q after the restart; want %q", id, i, v, want)
+			}
+		}
+	}
+	if _, err := c.put(ctx, keys.FirstUserRangeID, "k19", "after"); err != nil {
+		t.Fatalf("write to the merged range after the restart: %v", err)
+	}
+}
+
+// TestMergeFreezeSettledAfterLeftMerged: the left-hand range of a pending
+// merge (its right-hand neighbour frozen for it) is itself merged into its
+// own left-hand neighbour; the frozen range is then settled by its
+// replicas without the left-hand range (which no longer exists): the range
+// now ending where it starts proves the pending merge can never apply.
+func TestMergeFreezeSettledAfterLeftMerged(t *testing.T) {
+	c := newMergeCluster(t, 3, func(cfg *Config) { cfg.MergeFreezeTimeout = 500 * time.Millisecond })
+	ctx := ctxT(t, 60*time.Second)
+	rid := splitForMerge(t, c, ctx) // [.., k10) and [k10, ..)
+	_, mid, err := c.leader(keys.FirstUserRangeID).store.Split(ctx, keys.FirstUserRangeID, []byte("k05"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lid := mid.GetRangeId() // [k05, k10)
+	waitFor(t, 10*time.Second, "the middle range everywhere", func() bool {
+		for _, s := range c.running() {
+			if r, err := s.Replica(lid); err != nil || r.Descriptor() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	ld := c.leader(lid).store.mustReplica(lid).Descriptor()
+	rl := c.leader(rid)
+	freeze := &command.Command{Kind: command.KindFreeze, ExpectedGeneration: rl.store.mustReplica(rid).Descriptor().GetGeneration(),
+		LeftRangeID: lid, LeftGeneration: ld.GetGeneration()}
+	if res, _, err := rl.store.Propose(ctx, rid, freeze); err != nil || res.Code != command.CodeOK {
+		t.Fatalf("freeze: %v %v", res, err)
+	}
+	if _, err := mergeOnLeader(ctx, c, keys.FirstUserRangeID); err != nil {
+		t.Fatalf("merging the pending merge's left-hand range away: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the orphaned freeze settled", func() bool {
+		for _, s := range c.running() {
+			if r, err := s.Replica(rid); err != nil || r.Frozen() {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := c.put(ctx, rid, "k15", "after"); err != nil {
+		t.Fatalf("write after the unfreeze: %v", err)
 	}
 }

@@ -114,11 +114,11 @@ func (r *Replica) failInboxLocked() {
 // ticks: lease renewal and dedup GC on the leader.
 // REQUIRES: raftMu.
 func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
+	r.maybeAbortStaleFreezeLocked(now, st.RaftState == etcdraft.StateLeader)
 	if st.RaftState != etcdraft.StateLeader {
 		return
 	}
 	r.maybeRenewLeaseLocked(now)
-	r.maybeAbortStaleFreezeLocked(now)
 	cfg := &r.store.cfg
 	if r.lastDedupGC.IsZero() {
 		// Start counting when leadership starts: no GC storm after a
@@ -143,7 +143,8 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 // nothing on a node without one.
 // REQUIRES: raftMu.
 func (r *Replica) reconcileMetaLocked() {
-	if r.desc == nil || r.rangeID == keys.MetaRangeID {
+	if r.desc == nil || r.rangeID == keys.MetaRangeID || r.frozen != nil {
+		// A frozen range's copy could land over the merged range's.
 		return
 	}
 	meta, err := r.store.Replica(keys.MetaRangeID)

@@ -161,6 +161,9 @@ func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) 
 	if !r.IsLeader() {
 		return nil, nil, r.notLeaderError()
 	}
+	if r.Frozen() {
+		return nil, nil, r.FrozenError()
+	}
 	desc, err := r.waitNotJoint(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -470,7 +473,7 @@ func (r *Replica) applyPutDescriptorsLocked(cmd *command.Command) (command.Resul
 func (r *Replica) reconcileRemoteMetaLocked() {
 	rm := r.store.getRemoteMeta()
 	desc := r.desc
-	if rm == nil || desc == nil || r.metaPushed.Load() >= desc.GetGeneration() || !r.metaPushing.CompareAndSwap(false, true) {
+	if rm == nil || desc == nil || r.frozen != nil || r.metaPushed.Load() >= desc.GetGeneration() || !r.metaPushing.CompareAndSwap(false, true) {
 		return
 	}
 	d := cloneDesc(desc)

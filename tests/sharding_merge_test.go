@@ -58,6 +58,14 @@ func TestShardingMergeUnderWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A second client learns the split ranges now; it must route through
+	// the merges without an error.
+	stale := c.client()
+	for _, k := range []string{"mg-0000001", "mg-0000700", "mg-0001300", "mg-0001900"} {
+		if _, _, err := stale.Get(ctx, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Merge them back, from the right, while the writers go on.
 	for _, n := range []int{1800, 1200, 600} {
 		for w.count() < 600+n/3 {
@@ -99,12 +107,18 @@ func TestShardingMergeUnderWrites(t *testing.T) {
 			}
 		}
 	}
-	// A client that cached the split ranges routes to the merged one.
-	fresh := c.client()
-	for _, k := range []string{"mg-0000001", "mg-0000700", "mg-0001900"} {
-		if _, _, err := fresh.Get(ctx, []byte(k)); err != nil {
-			t.Fatal(err)
+	// The client that cached the split ranges routes to the merged one,
+	// for reads, writes and scans.
+	for _, k := range []string{"mg-0000001", "mg-0000700", "mg-0001300", "mg-0001900"} {
+		if _, _, err := stale.Get(ctx, []byte(k)); err != nil {
+			t.Fatalf("stale client, get %s: %v", k, err)
 		}
+		if err := stale.Put(ctx, []byte(k+"-x"), []byte("x")); err != nil {
+			t.Fatalf("stale client, put %s: %v", k, err)
+		}
+	}
+	if all, err := scanChecked(stale, "mg-", "mg.", false, 500); err != nil || len(all) < len(acked) {
+		t.Fatalf("stale client scan: %d keys, %v", len(all), err)
 	}
 }
 
