@@ -1,10 +1,12 @@
 package raft
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -110,9 +112,11 @@ func NewStore(cfg Config) (*Store, error) {
 	s.proposalSeq.Store(uint64(time.Now().UnixNano()))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.replicas = make(map[uint64]*Replica)
-	s.peers.addrs = make(map[uint64]string)
+	if s.peers.addrs, err = loadPeerAddresses(cfg.Engine); err != nil {
+		return nil, err
+	}
 	for id, a := range cfg.Peers {
-		s.peers.addrs[id] = a
+		s.SetPeerAddress(id, a)
 	}
 	resolver := cfg.Resolver
 	if resolver == nil {
@@ -365,7 +369,9 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	b := storage.NewBatch(256)
 	del := func(sp keys.Span) { b.DeleteRange(sp.Start, sp.End) }
 	if r.desc != nil {
-		del(keys.DataSpan(r.desc))
+		for _, sp := range s.unownedSpans(r, keys.DataSpan(r.desc)) {
+			del(sp)
+		}
 	}
 	del(keys.RangeLocalSpan(r.rangeID))
 	del(keys.NodeLocalRangeSpan(r.rangeID))
@@ -390,6 +396,51 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	return nil
 }
 
+// unownedSpans returns the parts of sp (a data span of r) that no other
+// initialized replica of this store holds. A removed replica may carry a
+// stale, wider descriptor (it never applied a split its range made), and
+// must not delete the data of a range that now owns part of its old span.
+// The snapshot overlap check (checkSnapshotOverlap) keeps such a range from
+// arriving while r exists; this is the second line of defence. Data left
+// behind is harmless: a snapshot clears its range's span before writing.
+func (s *Store) unownedSpans(r *Replica, sp keys.Span) []keys.Span {
+	var owned []keys.Span
+	for _, o := range s.Replicas() {
+		if o == r {
+			continue
+		}
+		od := o.Descriptor()
+		if od == nil || len(od.GetReplicas()) == 0 {
+			continue // not initialized: holds no data
+		}
+		os := keys.DataSpan(od)
+		if bytes.Compare(os.Start, sp.End) < 0 && bytes.Compare(sp.Start, os.End) < 0 {
+			owned = append(owned, os)
+		}
+	}
+	return carveSpans(sp, owned)
+}
+
+// carveSpans returns the parts of sp that none of owned covers, in order.
+func carveSpans(sp keys.Span, owned []keys.Span) []keys.Span {
+	owned = slices.Clone(owned)
+	sort.Slice(owned, func(i, j int) bool { return bytes.Compare(owned[i].Start, owned[j].Start) < 0 })
+	var out []keys.Span
+	at := sp.Start
+	for _, os := range owned {
+		if bytes.Compare(at, os.Start) < 0 {
+			out = append(out, keys.Span{Start: at, End: os.Start})
+		}
+		if bytes.Compare(at, os.End) < 0 {
+			at = os.End
+		}
+	}
+	if bytes.Compare(at, sp.End) < 0 {
+		out = append(out, keys.Span{Start: at, End: sp.End})
+	}
+	return out
+}
+
 // resolve maps a node ID to its address: the addresses given at start,
 // then meta's node registry.
 func (s *Store) resolve(nodeID uint64) (string, error) {
@@ -411,13 +462,6 @@ func (s *Store) resolve(nodeID uint64) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("raft: no address known for node %d", nodeID)
-}
-
-// SetPeerAddress records (or updates) the address of a node.
-func (s *Store) SetPeerAddress(nodeID uint64, addr string) {
-	s.peers.Lock()
-	s.peers.addrs[nodeID] = addr
-	s.peers.Unlock()
 }
 
 // tickLoop ticks every replica every TickInterval.

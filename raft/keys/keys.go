@@ -17,6 +17,7 @@
 //	             | 0x00 'r' range_id 'l' index                Raft log entry
 //	             | 0x00 'r' range_id 't'                      truncated state
 //	             | 0x00 'r' range_id 'x'                      replica tombstone
+//	             | 0x00 'n' node_id                           peer address book
 //	range-local := 0x01 'r' range_id 'a'                      applied state
 //	             | 0x01 'r' range_id 'c'                      Raft ConfState
 //	             | 0x01 'r' range_id 'd'                      range descriptor
