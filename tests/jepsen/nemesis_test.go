@@ -48,8 +48,9 @@ var nemeses = []*nemesis{
 	{name: "loss-oneway", unavailable: needNet, inject: lossOneWay, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "kill", inject: killNodes, holdMin: time.Second, holdMax: 5 * time.Second},
 	// A pause longer than the election timeout: the others elect a new
-	// leader while the paused one still believes it leads.
-	{name: "pause", inject: pauseNode, holdMin: 2 * electionTimeout, holdMax: 5 * electionTimeout},
+	// leader while the paused one still believes it leads. Requests to the
+	// paused node hang rather than fail, so it slows operations.
+	{name: "pause", inject: pauseNode, holdMin: 2 * electionTimeout, holdMax: 5 * electionTimeout, slowsOps: true},
 	{name: "transfer-storm", inject: transferStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "split-merge-storm", unavailable: needSplit, inject: splitMergeStorm, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "merge-kill", unavailable: needSplit, inject: mergeKill, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
