@@ -597,7 +597,30 @@ func (s *Store) updateMeta(ctx context.Context, desc *kvpb.RangeDescriptor) {
 	if desc.GetRangeId() == keys.MetaRangeID || s.cfg.TestingSkipMetaUpdates {
 		return // meta's own descriptor is kept by its conf change
 	}
-	if err := s.PutDescriptors(ctx, []*kvpb.RangeDescriptor{desc}); err != nil {
-		s.cfg.Logger.Warn("updating meta after a replica change", "range", desc.GetRangeId(), "err", err)
+	// A failure right after a membership change is often transient (meta's
+	// leadership moving, this node just removed from meta): retry a few
+	// times before leaving it to the reconciliation. Writing a descriptor
+	// is idempotent (meta keeps the higher generation), so retrying an
+	// ambiguous attempt is safe.
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.PutDescriptors(ctx, []*kvpb.RangeDescriptor{desc})
+		if err == nil {
+			return
+		}
+		if attempt == metaUpdateAttempts || ctx.Err() != nil {
+			s.cfg.Logger.Warn("updating meta after a replica change", "range", desc.GetRangeId(), "attempts", attempt, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.stopped:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// metaUpdateAttempts bounds updateMeta's retries (about 5 s of backoff).
+const metaUpdateAttempts = 8
