@@ -92,9 +92,23 @@ func (s *Store) AllocRangeID(ctx context.Context) (uint64, error) {
 		}
 		return 0, err
 	}
-	res, _, err := meta.propose(ctx, &command.Command{Kind: command.KindAllocRangeID}, true)
-	if err != nil {
-		return 0, err
+	// Meta without a leader (an election under way, as right after a
+	// cluster starts) refuses the proposal unapplied: wait for one, within
+	// ctx, rather than failing the split.
+	var res command.Result
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+		res, _, err = meta.propose(ctx, &command.Command{Kind: command.KindAllocRangeID}, true)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(backoff):
+		}
 	}
 	if err := res.Err(); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrRejected, err)
