@@ -214,6 +214,11 @@ func (n *Node) placementPass(ctx context.Context) int {
 		budget--
 		if !n.moveReplica(ctx, s, d, maxN, minN, leaderOf, views) {
 			failed[d.GetRangeId()] = true
+			// The target may have died since it answered this pass's
+			// heartbeat: each further move to it would wait out
+			// moveTimeout and hold up the next pass's repairs. Leave it
+			// until the next pass looks again.
+			views[minN].usable = false
 			continue
 		}
 		moves++
