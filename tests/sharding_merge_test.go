@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,23 +28,7 @@ func TestShardingMergeUnderWrites(t *testing.T) {
 	cl := c.client()
 	w := startWriter(cl, "mg", 8, 2400, 90*time.Second)
 
-	stopScan := make(chan struct{})
-	var scanWG sync.WaitGroup
-	scans := 0
-	var scanErr error
-	scanWG.Add(1)
-	go func() {
-		defer scanWG.Done()
-		for scanErr == nil {
-			select {
-			case <-stopScan:
-				return
-			default:
-			}
-			_, scanErr = scanChecked(cl, "mg-", "mg.", scans%2 == 1, 89)
-			scans++
-		}
-	}()
+	sc := startScanner(cl, "mg-", "mg.", 89)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -81,8 +64,7 @@ func TestShardingMergeUnderWrites(t *testing.T) {
 		}
 	}
 	acked := w.wait()
-	close(stopScan)
-	scanWG.Wait()
+	scans, scanErr := sc.stop()
 	if scanErr != nil {
 		t.Fatalf("a scan during the merges: %v", scanErr)
 	}

@@ -61,6 +61,41 @@ func scanChecked(cl *client.Client, start, end string, reverse bool, page uint32
 	return out, nil
 }
 
+// scanner scans a span over and over in the background, alternating
+// directions, until stopped or a scan fails (scanChecked's checks).
+type scanner struct {
+	done  chan struct{}
+	wg    sync.WaitGroup
+	scans int   // written by the scanning goroutine; read after stop
+	err   error // likewise
+}
+
+func startScanner(cl *client.Client, start, end string, page uint32) *scanner {
+	sc := &scanner{done: make(chan struct{})}
+	sc.wg.Add(1)
+	go func() {
+		defer sc.wg.Done()
+		for sc.err == nil {
+			select {
+			case <-sc.done:
+				return
+			default:
+			}
+			_, sc.err = scanChecked(cl, start, end, sc.scans%2 == 1, page)
+			sc.scans++
+		}
+	}()
+	return sc
+}
+
+// stop ends the scanning and returns the number of scans and the first
+// failure.
+func (sc *scanner) stop() (int, error) {
+	close(sc.done)
+	sc.wg.Wait()
+	return sc.scans, sc.err
+}
+
 // rangeCount returns the number of ranges meta lists (meta included).
 func rangeCount(t *testing.T, cl *client.Client) int {
 	t.Helper()
@@ -84,23 +119,7 @@ func TestShardingSplitsUnderWrites(t *testing.T) {
 
 	// A scanner checks order and completeness of the acknowledged prefix
 	// while splits happen.
-	stopScan := make(chan struct{})
-	var scanWG sync.WaitGroup
-	scans := 0
-	var scanErr error
-	scanWG.Add(1)
-	go func() {
-		defer scanWG.Done()
-		for scanErr == nil {
-			select {
-			case <-stopScan:
-				return
-			default:
-			}
-			_, scanErr = scanChecked(cl, "sp-", "sp.", scans%2 == 1, 97)
-			scans++
-		}
-	}()
+	sc := startScanner(cl, "sp-", "sp.", 97)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -119,8 +138,7 @@ func TestShardingSplitsUnderWrites(t *testing.T) {
 		}
 	}
 	acked := w.wait()
-	close(stopScan)
-	scanWG.Wait()
+	scans, scanErr := sc.stop()
 	if scanErr != nil {
 		t.Fatalf("a scan during the splits: %v", scanErr)
 	}
