@@ -238,6 +238,13 @@ InlineSkipList<Comparator>::FindGreaterOrEqual(const char* key,
   Node* last_bigger = nullptr;
   while (true) {
     Node* next = x->Next(level);
+    // Each step is a cache miss on the node compared. Start loading both
+    // candidates for the next step (right at this level, or down from x)
+    // while this comparison waits on its own miss.
+    if (next != nullptr && next != last_bigger) {
+      __builtin_prefetch(next->NoBarrierNext(level));
+    }
+    if (level > 0) __builtin_prefetch(x->NoBarrierNext(level - 1));
     // A node already compared at this level as "not before key" need not
     // be compared again one level down.
     if (next != last_bigger && KeyIsAfterNode(key, next)) {
