@@ -116,7 +116,7 @@ func (c *Client) checkHealth(ctx context.Context) error {
 			case ctx.Err() != nil:
 				reasons[i] = "no answer in time (" + describeState(e.cc) + ")"
 			default:
-				reasons[i] = status.Convert(err).Message()
+				reasons[i] = explainTransportFailure(status.Convert(err).Message(), c.opts.TLS != nil)
 				last = err
 			}
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,21 @@ func TestBackoffStaysInBounds(t *testing.T) {
 		if d < ceiling/2 || d > ceiling {
 			t.Fatalf("backoff(%d) = %v, want within [%v, %v]", n, d, ceiling/2, ceiling)
 		}
+	}
+}
+
+// A plaintext client refused by a TLS node is told why; a TLS client, or
+// any other failure, keeps the transport's own words.
+func TestExplainTransportFailure(t *testing.T) {
+	const eof = `connection error: desc = "error reading server preface: EOF"`
+	if got := explainTransportFailure(eof, false); !strings.Contains(got, "TLS") || !strings.HasPrefix(got, eof) {
+		t.Errorf("plaintext client: %q", got)
+	}
+	if got := explainTransportFailure(eof, true); got != eof {
+		t.Errorf("TLS client: %q", got)
+	}
+	const refused = "connection refused"
+	if got := explainTransportFailure(refused, false); got != refused {
+		t.Errorf("refused: %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -69,3 +70,15 @@ func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 }
 
 func (bearerToken) RequireTransportSecurity() bool { return true }
+
+// explainTransportFailure adds the likely cause to a connection failure
+// whose own words do not say it. A plaintext client's HTTP/2 preface is
+// not a TLS ClientHello, so a TLS node drops the connection at once and
+// gRPC reports only "error reading server preface: EOF".
+func explainTransportFailure(msg string, usingTLS bool) string {
+	if !usingTLS && strings.Contains(msg, "error reading server preface") {
+		return msg + " (the node closed the connection before speaking HTTP/2: " +
+			"if the cluster runs with TLS, give the client the cluster CA, e.g. shalectl --tls-ca)"
+	}
+	return msg
+}

@@ -206,9 +206,14 @@ func TestSecureCluster(t *testing.T) {
 			cl.Close()
 			t.Fatalf("a wrongly-signed client connected (Get: %v)", err)
 		}
-		if cl, err := client.Dial(dctx, c.endpoints(), nil); err == nil {
+		cl, err := client.Dial(dctx, c.endpoints(), nil)
+		if err == nil {
 			cl.Close()
 			t.Fatal("a plaintext client connected to a TLS cluster")
+		}
+		// The error names the likely cause, not only the transport's EOF.
+		if !strings.Contains(err.Error(), "TLS") {
+			t.Errorf("a plaintext client's error does not mention TLS: %v", err)
 		}
 	})
 
