@@ -234,6 +234,13 @@ func TestSecureCluster(t *testing.T) {
 		if out, errOut, code := ctl(t, env("not-a-token-0123456789abcdef"), "get", "tok"); code == 0 || !strings.Contains(errOut, "unknown bearer token") {
 			t.Errorf("get with an unknown token: exit %d\n%s%s", code, out, errOut)
 		}
+		// shalectl bench connects with the same TLS and token settings.
+		if out, errOut, code := ctl(t, env(rwToken), "bench", "put", "--clients", "2", "--duration", "1s", "--keys", "100", "--quiet"); code != 0 {
+			t.Errorf("bench put with a read-write token: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := ctl(t, env(roToken), "bench", "put", "--clients", "1", "--duration", "1s", "--keys", "100", "--quiet"); code == 0 || !strings.Contains(errOut, "permission denied") {
+			t.Errorf("bench put with a read-only token: exit %d\n%s%s", code, out, errOut)
+		}
 	})
 
 	t.Run("NonAdminCannotChangeMembership", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shaledb/shale/client"
 	"github.com/shaledb/shale/cmd/shalectl/internal/bench"
 	"github.com/spf13/cobra"
 )
@@ -43,6 +44,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 			cfg.Workload = args[0]
 			t, err := bench.ParseTarget(target, g.endpointList())
 			if err != nil {
+				return err
+			}
+			if t.Shale, err = g.security.options(client.Options{}); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/shaledb/shale/client"
 )
 
 // Driver is one connection to the system under test. A Driver is used by
@@ -33,6 +35,9 @@ type Target struct {
 	// Endpoints are the addresses to dial (for etcd, from the target
 	// itself; for shale, from --endpoints).
 	Endpoints []string
+	// Shale holds the client options for a shale target: shalectl's TLS
+	// and bearer-token settings, so a secure cluster can be benchmarked.
+	Shale client.Options
 }
 
 // ParseTarget parses a --target value. endpoints are the shale endpoints,
@@ -70,7 +75,7 @@ func Open(ctx context.Context, t Target, i int) (Driver, error) {
 	}
 	switch t.System {
 	case "shale":
-		return openShale(ctx, eps)
+		return openShale(ctx, eps, t.Shale)
 	case "etcd":
 		return openEtcd(ctx, eps)
 	default:

@@ -14,8 +14,9 @@ type shaleDriver struct {
 	c *client.Client
 }
 
-func openShale(ctx context.Context, endpoints []string) (Driver, error) {
-	c, err := client.Dial(ctx, endpoints, nil)
+// openShale dials endpoints with opts (a copy: Dial fills in defaults).
+func openShale(ctx context.Context, endpoints []string, opts client.Options) (Driver, error) {
+	c, err := client.Dial(ctx, endpoints, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial shale %v: %w", endpoints, err)
 	}
