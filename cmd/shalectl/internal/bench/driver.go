@@ -33,6 +33,9 @@ type Target struct {
 	// Endpoints are the addresses to dial (for etcd, from the target
 	// itself; for shale, from --endpoints).
 	Endpoints []string
+	// NoMultiplex makes the shale client send each request as its own
+	// unary RPC (client.Options.DisableMultiplexing).
+	NoMultiplex bool
 }
 
 // ParseTarget parses a --target value. endpoints are the shale endpoints,
@@ -70,7 +73,7 @@ func Open(ctx context.Context, t Target, i int) (Driver, error) {
 	}
 	switch t.System {
 	case "shale":
-		return openShale(ctx, eps)
+		return openShale(ctx, eps, t.NoMultiplex)
 	case "etcd":
 		return openEtcd(ctx, eps)
 	default:

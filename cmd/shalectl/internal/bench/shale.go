@@ -14,8 +14,8 @@ type shaleDriver struct {
 	c *client.Client
 }
 
-func openShale(ctx context.Context, endpoints []string) (Driver, error) {
-	c, err := client.Dial(ctx, endpoints, nil)
+func openShale(ctx context.Context, endpoints []string, noMultiplex bool) (Driver, error) {
+	c, err := client.Dial(ctx, endpoints, &client.Options{DisableMultiplexing: noMultiplex})
 	if err != nil {
 		return nil, fmt.Errorf("dial shale %v: %w", endpoints, err)
 	}
