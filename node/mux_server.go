@@ -48,8 +48,9 @@ type muxHub struct {
 	n *Node
 	// methods maps a MuxMethod to the unary method it runs.
 	methods map[kvpb.MuxMethod]muxMethod
-	// work hands a call to an idle worker.
+	// work hands a call to an idle worker; quit ends the workers.
 	work    chan *muxCall
+	quit    chan struct{}
 	workers sync.WaitGroup
 	// stopc is closed when the node stops: each stream answers the calls
 	// it holds and ends.
@@ -82,6 +83,7 @@ func newMuxHub(n *Node) *muxHub {
 		n:       n,
 		methods: map[kvpb.MuxMethod]muxMethod{},
 		work:    make(chan *muxCall),
+		quit:    make(chan struct{}),
 		stopc:   make(chan struct{}),
 	}
 	sd := kvpb.KV_ServiceDesc
@@ -96,8 +98,13 @@ func newMuxHub(n *Node) *muxHub {
 	for range muxWorkers {
 		go func() {
 			defer h.workers.Done()
-			for c := range h.work {
-				c.run()
+			for {
+				select {
+				case c := <-h.work:
+					c.run()
+				case <-h.quit:
+					return
+				}
 			}
 		}()
 	}
@@ -111,11 +118,12 @@ func (h *muxHub) stop() {
 	h.stopOnce.Do(func() { close(h.stopc) })
 }
 
-// close ends the workers. Callers must hold that no stream is served any
-// more (the gRPC server has stopped).
+// close ends the workers once they are idle. A stream's reader may still
+// be handing over a call it decoded as its stream ended: such a call runs
+// on a goroutine of its own (and is refused, the node being stopped).
 func (h *muxHub) close() {
 	h.stop()
-	close(h.work)
+	close(h.quit)
 	h.workers.Wait()
 }
 
