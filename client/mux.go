@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -108,9 +110,17 @@ func (s *muxStream) abandon(c *muxCall) {
 	c.abandoned = true
 }
 
-// muxMaxBatchBytes is the size at which the writer starts a new message
-// (a larger single call goes alone): well under the node's message cap.
-const muxMaxBatchBytes = 1 << 20
+// Message sizes. A node reads messages up to about twice its
+// max_write_bytes plus 64 KiB (its gRPC cap); a message over the cap would
+// break the stream, and with it every call in flight on it. So the writer
+// starts a new message past muxMaxBatchBytes, and a call whose request is
+// larger than muxMaxCallBytes goes as a unary call (its payload dwarfs a
+// unary call's fixed cost anyway): a message stays under 48 KiB, below the
+// cap of any node's limits.
+const (
+	muxMaxBatchBytes = 32 << 10
+	muxMaxCallBytes  = 16 << 10
+)
 
 // write sends queued calls, every call queued since the last send in one
 // message, until the stream breaks.
@@ -146,9 +156,11 @@ func (s *muxStream) write(ctx context.Context) {
 				n++
 			}
 			if err := s.cs.Send(&kvpb.MuxRequest{Calls: calls[:n]}); err != nil {
-				// Send reports io.EOF when the stream ended; the reader
-				// gets the status. Break it here in case it does not.
-				s.fail(status.Error(codes.Unavailable, "multiplexed stream: sending: "+err.Error()))
+				// io.EOF: the stream ended, and the reader gets its status
+				// (which may be Unimplemented: nothing ran) and breaks it.
+				if !errors.Is(err, io.EOF) {
+					s.fail(status.Error(codes.Unavailable, "multiplexed stream: sending: "+err.Error()))
+				}
 				return
 			}
 			calls = calls[n:]

@@ -90,6 +90,9 @@ func (m *muxKV) close() {
 // invoke runs one call: over the stream, or through unary when the node
 // does not multiplex. On success resp holds the answer.
 func (m *muxKV) invoke(ctx context.Context, method kvpb.MuxMethod, req, resp proto.Message, unary func() error) error {
+	if proto.Size(req) > muxMaxCallBytes {
+		return unary()
+	}
 	body, err := proto.Marshal(req)
 	if err != nil {
 		return status.Errorf(codes.Internal, "encoding the request: %v", err)
