@@ -110,6 +110,15 @@ func TestMuxConcurrentCalls(t *testing.T) {
 	if err != nil || string(v) != fmt.Sprint(workers*incs) {
 		t.Fatalf("counter = %q, %v; want %d", v, err, workers*incs)
 	}
+	// A request too large for a frame goes unary, transparently.
+	big := make([]byte, 100<<10)
+	big[0] = 'x'
+	if err := cl.Put(ctx, []byte("a-big"), big); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := cl.Get(ctx, []byte("a-big")); err != nil || len(v) != len(big) || v[0] != 'x' {
+		t.Fatalf("Get(big) = %d bytes, %v", len(v), err)
+	}
 	// Batch, BatchGet, Scan, Delete and DeleteRange, multiplexed too.
 	if err := cl.Batch(ctx, client.PutOp([]byte("b1"), []byte("1")), client.PutOp([]byte("b2"), []byte("2"))); err != nil {
 		t.Fatal(err)
