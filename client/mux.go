@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -132,6 +133,11 @@ func (s *muxStream) write(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		// Let the callers that are ready to run queue their calls first:
+		// the answers of one commit wake many callers at once, and their
+		// next calls then share one message (one write on each side)
+		// instead of one message each.
+		runtime.Gosched()
 		s.mu.Lock()
 		if s.err != nil {
 			s.mu.Unlock()
