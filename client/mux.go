@@ -205,7 +205,7 @@ func (s *muxStream) read() {
 func (s *muxStream) fail(err error) {
 	st := status.Convert(err)
 	unimplemented := st.Code() == codes.Unimplemented
-	broken := status.Error(codes.Unavailable, "multiplexed stream broke while the request was in flight: "+st.Message())
+	broken := inFlight("multiplexed stream broke while the request was in flight: " + st.Message())
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()

@@ -43,3 +43,10 @@ func notSent(msg string) error {
 	}
 	return st.Err()
 }
+
+// inFlight is the error of a call that may have reached a node when its
+// stream broke: a transport failure (Unavailable without RetryInfo), which
+// classify reports as ambiguous for a write and retries for a read.
+func inFlight(msg string) error {
+	return status.Error(codes.Unavailable, msg)
+}
