@@ -100,6 +100,16 @@ func (s *muxStream) start(c *muxCall) error {
 	return nil
 }
 
+// broken reports whether the stream has broken; errOf is why (nil while
+// it works).
+func (s *muxStream) broken() bool { return s.errOf() != nil }
+
+func (s *muxStream) errOf() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // abandon forgets c, whose caller stopped waiting: the writer skips it if
 // it has not taken it yet, and a late answer is dropped.
 func (s *muxStream) abandon(c *muxCall) {

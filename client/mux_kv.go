@@ -22,11 +22,22 @@ type muxKV struct {
 
 	mu  sync.Mutex
 	cur *muxStream // the open stream; nil: open one on the next call
+	// opening is the stream being opened, if one is: callers wait for it
+	// (or their context) instead of opening one each.
+	opening *muxOpening
 	// unaryUntil: the node answered Multiplex with Unimplemented; calls
 	// are unary until then, when a stream is tried again (the node may
 	// have been upgraded or had multiplexing turned on).
 	unaryUntil time.Time
 	closed     bool
+}
+
+// muxOpening is one attempt to open a stream; s and err are set before
+// done is closed (s nil and err nil: calls go unary).
+type muxOpening struct {
+	done chan struct{}
+	s    *muxStream
+	err  error
 }
 
 // unaryRetryAfter is how long an endpoint that refused Multiplex is sent
@@ -40,26 +51,61 @@ const muxOpenAttempts = 3
 func newMuxKV(unary kvpb.KVClient) *muxKV { return &muxKV{KVClient: unary} }
 
 // stream returns the open stream, opening one if there is none; nil (and
-// no error) when calls go unary.
-func (m *muxKV) stream() (*muxStream, error) {
+// no error) when calls go unary. Opening waits for the connection if it is
+// not up, so it runs on a goroutine of its own: the caller stops waiting
+// when its context ends, and the stream serves the next calls.
+func (m *muxKV) stream(ctx context.Context) (*muxStream, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cur != nil {
-		return m.cur, nil
+	if s := m.cur; s != nil {
+		m.mu.Unlock()
+		return s, nil
 	}
 	if m.closed || time.Now().Before(m.unaryUntil) {
+		m.mu.Unlock()
 		return nil, nil
 	}
-	s, err := openMuxStream(m)
-	if err != nil {
-		if status.Code(err) == codes.Unimplemented {
-			m.unaryUntil = time.Now().Add(unaryRetryAfter)
-			return nil, nil
-		}
-		return nil, err
+	op := m.opening
+	if op == nil {
+		op = &muxOpening{done: make(chan struct{})}
+		m.opening = op
+		go m.open(op)
 	}
-	m.cur = s
-	return s, nil
+	m.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.s, op.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// open opens a stream for op and, unless it broke already or the client
+// closed meanwhile, makes it the endpoint's stream.
+func (m *muxKV) open(op *muxOpening) {
+	s, err := openMuxStream(m)
+	var discard *muxStream
+	m.mu.Lock()
+	m.opening = nil
+	switch {
+	case err != nil && status.Code(err) == codes.Unimplemented:
+		m.unaryUntil = time.Now().Add(unaryRetryAfter)
+		err = nil
+	case err != nil:
+	case m.closed:
+		discard, s = s, nil
+		err = status.Error(codes.Canceled, "the client is closed")
+	case s.broken():
+		// Its reader failed before this: forget found nothing to drop.
+		s, err = nil, s.errOf()
+	default:
+		m.cur = s
+	}
+	op.s, op.err = s, err
+	m.mu.Unlock()
+	close(op.done)
+	if discard != nil {
+		discard.close()
+	}
 }
 
 // forget drops s, which broke, so that the next call opens a new stream;
@@ -98,8 +144,11 @@ func (m *muxKV) invoke(ctx context.Context, method kvpb.MuxMethod, req, resp pro
 		return status.Errorf(codes.Internal, "encoding the request: %v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		s, err := m.stream()
+		s, err := m.stream(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
 			// No stream could be opened: nothing was sent.
 			return notSent("opening a multiplexed stream: " + status.Convert(err).Message())
 		}
