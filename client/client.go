@@ -41,8 +41,28 @@ type Client struct {
 type endpoint struct {
 	addr  string
 	cc    *grpc.ClientConn
-	kv    kvpb.KVClient
+	kv    kvpb.KVClient // mux, or unary when multiplexing is disabled
+	mux   *muxKV        // nil when multiplexing is disabled
 	admin kvpb.AdminClient
+}
+
+// newEndpoint wraps a connection to addr: KV calls go over its Multiplex
+// stream unless Options.DisableMultiplexing (mux_kv.go).
+func (c *Client) newEndpoint(addr string, cc *grpc.ClientConn) *endpoint {
+	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc)}
+	if !c.opts.DisableMultiplexing {
+		e.mux = newMuxKV(e.kv)
+		e.kv = e.mux
+	}
+	return e
+}
+
+// close ends the endpoint's stream and closes its connection.
+func (e *endpoint) close() error {
+	if e.mux != nil {
+		e.mux.close()
+	}
+	return e.cc.Close()
 }
 
 // Dial connects to the cluster through endpoints (host:port of any of its
@@ -78,7 +98,7 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			c.Close()
 			return nil, &Error{Op: "Dial", Endpoint: addr, Msg: err.Error(), kind: ErrInvalidArgument, cause: err}
 		}
-		c.conns = append(c.conns, &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc)})
+		c.conns = append(c.conns, c.newEndpoint(addr, cc))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -147,11 +167,11 @@ func (c *Client) Close() error {
 	}
 	var errs []error
 	for _, e := range c.conns {
-		errs = append(errs, e.cc.Close())
+		errs = append(errs, e.close())
 	}
 	c.extra.Lock()
 	for _, e := range c.extra.conns {
-		errs = append(errs, e.cc.Close())
+		errs = append(errs, e.close())
 	}
 	c.extra.conns = nil
 	c.extra.Unlock()

@@ -34,5 +34,14 @@
 // When the context ended, the error also matches context.DeadlineExceeded
 // or context.Canceled. A missing key is not an error: Get reports found.
 //
+// # Multiplexing
+//
+// KV calls to a node share one KV.Multiplex stream per connection, which
+// costs less CPU per call on both sides than a unary RPC each. Nothing
+// changes for the caller: the same errors, retries and ambiguity (a write
+// in flight when the stream broke is ErrAmbiguous, never resent silently).
+// Against a node that does not offer it the client sends unary RPCs by
+// itself; Options.DisableMultiplexing always does.
+//
 // docs/wire-protocol.md describes the protocol beneath.
 package client

@@ -32,6 +32,12 @@ type Options struct {
 	Token string
 	// DialOptions are added to the gRPC dial options.
 	DialOptions []grpc.DialOption
+	// DisableMultiplexing sends every KV call as its own unary RPC instead
+	// of as a frame on the connection's one KV.Multiplex stream (false:
+	// multiplexed). Multiplexing costs less CPU per call on both sides;
+	// the client falls back to unary RPCs by itself against a node that
+	// does not offer it. Errors and their meaning are the same either way.
+	DisableMultiplexing bool
 }
 
 func (o *Options) withDefaults() Options {

@@ -9,6 +9,7 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -56,7 +57,7 @@ func (c *Client) endpointFor(addr string) (*endpoint, error) {
 	if err != nil {
 		return nil, &Error{Op: "dial", Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
 	}
-	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc)}
+	e := c.newEndpoint(addr, cc)
 	if c.extra.conns == nil {
 		c.extra.conns = map[string]*endpoint{}
 	}
@@ -328,6 +329,10 @@ const connectWait = time.Second
 
 // waitReadyFor waits up to d (and ctx) for e's connection.
 func waitReadyFor(ctx context.Context, e *endpoint, d time.Duration) error {
+	if e.cc.GetState() == connectivity.Ready {
+		// The common case costs no timer.
+		return nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	err := e.waitReady(wctx)

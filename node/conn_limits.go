@@ -32,6 +32,13 @@ type ConnLimits struct {
 	// DefaultRequestTimeout is the deadline of a unary request that comes
 	// without one (30s), so that no request holds the node forever.
 	DefaultRequestTimeout time.Duration
+	// MaxMuxCallsPerStream bounds the calls in flight on one KV.Multiplex
+	// stream (512): past it the node stops reading the stream until one
+	// finishes, and HTTP/2 flow control holds the client back.
+	MaxMuxCallsPerStream int
+	// DisableMultiplex answers KV.Multiplex with Unimplemented, so that
+	// clients fall back to one unary call per request.
+	DisableMultiplex bool
 }
 
 func (l *ConnLimits) setDefaults() {
@@ -49,6 +56,9 @@ func (l *ConnLimits) setDefaults() {
 	}
 	if l.DefaultRequestTimeout <= 0 {
 		l.DefaultRequestTimeout = 30 * time.Second
+	}
+	if l.MaxMuxCallsPerStream <= 0 {
+		l.MaxMuxCallsPerStream = 512
 	}
 }
 
@@ -82,6 +92,7 @@ func (l ConnLimits) deadlineInterceptor(ctx context.Context, req any, _ *grpc.Un
 }
 
 func (l ConnLimits) String() string {
-	return fmt.Sprintf("max_connections=%d max_streams_per_conn=%d handshake_timeout=%v idle_timeout=%v default_deadline=%v",
-		l.MaxConnections, l.MaxConcurrentStreams, l.HandshakeTimeout, l.MaxConnectionIdle, l.DefaultRequestTimeout)
+	return fmt.Sprintf("max_connections=%d max_streams_per_conn=%d handshake_timeout=%v idle_timeout=%v default_deadline=%v max_mux_calls_per_stream=%d multiplex=%v",
+		l.MaxConnections, l.MaxConcurrentStreams, l.HandshakeTimeout, l.MaxConnectionIdle, l.DefaultRequestTimeout,
+		l.MaxMuxCallsPerStream, !l.DisableMultiplex)
 }

@@ -48,9 +48,13 @@ type Node struct {
 	metrics *metrics
 	started time.Time
 
-	grpc   *grpc.Server
-	health *health.Server
-	http   *http.Server
+	grpc *grpc.Server
+	// unaryChain is the interceptor chain of every unary request, plain
+	// or multiplexed (interceptors.go); mux serves KV.Multiplex streams.
+	unaryChain grpc.UnaryServerInterceptor
+	mux        *muxHub
+	health     *health.Server
+	http       *http.Server
 
 	// Addresses, fixed by Serve.
 	grpcAddr, httpAddr atomic.Pointer[string]
@@ -138,6 +142,8 @@ func New(cfg Config) (*Node, error) {
 	n.peers = newPeerClients(n)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(n)
+	n.unaryChain = n.newUnaryChain()
+	n.mux = newMuxHub(n)
 	// The transport's server options (keepalive policy), with the message
 	// cap of the KV service: it admits the largest write the limits allow,
 	// so it also admits the Raft messages carrying one (appends carry at
@@ -148,8 +154,7 @@ func New(cfg Config) (*Node, error) {
 	opts := append(transport.ServerOptions(),
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
-		grpc.ChainUnaryInterceptor(n.metrics.unaryInterceptor, n.sec.auth.unaryInterceptor,
-			n.cfg.Conn.deadlineInterceptor, n.admitInterceptor, n.recoverInterceptor),
+		grpc.UnaryInterceptor(n.unaryChain),
 		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
@@ -243,6 +248,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		if n.inflight.Load() > 0 {
 			n.log.Warn("stop: requests still running at the deadline; cancelling them")
 		}
+		// Multiplex streams never end by themselves either: each one
+		// answers what it holds and ends (mux_server.go).
+		n.mux.stop()
 		// The peers' Raft streams never end by themselves: end them, so
 		// that the graceful stop below has nothing left to wait for.
 		n.store.Transport().StopServing()
@@ -262,6 +270,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			httpErr = errors.Join(httpErr, n.http.Close())
 		}
 		n.bgWG.Wait()
+		n.mux.close()
 		n.peers.close()
 		n.store.Stop()
 		n.stopErr = errors.Join(httpErr, n.db.Close())

@@ -31,6 +31,75 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MuxMethod names the unary KV method a multiplexed call runs. Values are
+// frozen; new methods get new values.
+type MuxMethod int32
+
+const (
+	MuxMethod_MUX_METHOD_UNSPECIFIED      MuxMethod = 0
+	MuxMethod_MUX_METHOD_GET              MuxMethod = 1
+	MuxMethod_MUX_METHOD_PUT              MuxMethod = 2
+	MuxMethod_MUX_METHOD_DELETE           MuxMethod = 3
+	MuxMethod_MUX_METHOD_SCAN             MuxMethod = 4
+	MuxMethod_MUX_METHOD_BATCH_GET        MuxMethod = 5
+	MuxMethod_MUX_METHOD_BATCH            MuxMethod = 6
+	MuxMethod_MUX_METHOD_COMPARE_AND_SWAP MuxMethod = 7
+	MuxMethod_MUX_METHOD_DELETE_RANGE     MuxMethod = 8
+)
+
+// Enum value maps for MuxMethod.
+var (
+	MuxMethod_name = map[int32]string{
+		0: "MUX_METHOD_UNSPECIFIED",
+		1: "MUX_METHOD_GET",
+		2: "MUX_METHOD_PUT",
+		3: "MUX_METHOD_DELETE",
+		4: "MUX_METHOD_SCAN",
+		5: "MUX_METHOD_BATCH_GET",
+		6: "MUX_METHOD_BATCH",
+		7: "MUX_METHOD_COMPARE_AND_SWAP",
+		8: "MUX_METHOD_DELETE_RANGE",
+	}
+	MuxMethod_value = map[string]int32{
+		"MUX_METHOD_UNSPECIFIED":      0,
+		"MUX_METHOD_GET":              1,
+		"MUX_METHOD_PUT":              2,
+		"MUX_METHOD_DELETE":           3,
+		"MUX_METHOD_SCAN":             4,
+		"MUX_METHOD_BATCH_GET":        5,
+		"MUX_METHOD_BATCH":            6,
+		"MUX_METHOD_COMPARE_AND_SWAP": 7,
+		"MUX_METHOD_DELETE_RANGE":     8,
+	}
+)
+
+func (x MuxMethod) Enum() *MuxMethod {
+	p := new(MuxMethod)
+	*p = x
+	return p
+}
+
+func (x MuxMethod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MuxMethod) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_kvpb_kv_proto_enumTypes[0].Descriptor()
+}
+
+func (MuxMethod) Type() protoreflect.EnumType {
+	return &file_api_kvpb_kv_proto_enumTypes[0]
+}
+
+func (x MuxMethod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MuxMethod.Descriptor instead.
+func (MuxMethod) EnumDescriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{0}
+}
+
 // ReadConsistency says how fresh a read must be.
 type ReadConsistency int32
 
@@ -66,11 +135,11 @@ func (x ReadConsistency) String() string {
 }
 
 func (ReadConsistency) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_kvpb_kv_proto_enumTypes[0].Descriptor()
+	return file_api_kvpb_kv_proto_enumTypes[1].Descriptor()
 }
 
 func (ReadConsistency) Type() protoreflect.EnumType {
-	return &file_api_kvpb_kv_proto_enumTypes[0]
+	return &file_api_kvpb_kv_proto_enumTypes[1]
 }
 
 func (x ReadConsistency) Number() protoreflect.EnumNumber {
@@ -79,7 +148,357 @@ func (x ReadConsistency) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReadConsistency.Descriptor instead.
 func (ReadConsistency) EnumDescriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{1}
+}
+
+// MuxRequest is one message of a Multiplex stream from the client: one or
+// more calls, batched by the sender.
+type MuxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calls         []*MuxCall             `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxRequest) Reset() {
+	*x = MuxRequest{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxRequest) ProtoMessage() {}
+
+func (x *MuxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxRequest.ProtoReflect.Descriptor instead.
+func (*MuxRequest) Descriptor() ([]byte, []int) {
 	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *MuxRequest) GetCalls() []*MuxCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+// MuxCall is one call of a Multiplex stream.
+type MuxCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id identifies the call among those in flight on its stream; the
+	// result carries it back. The client picks it; it must not reuse one
+	// that is still in flight.
+	CallId uint64    `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Method MuxMethod `protobuf:"varint,2,opt,name=method,proto3,enum=shale.kv.v1.MuxMethod" json:"method,omitempty"`
+	// request is the method's request message, encoded (e.g. a PutRequest).
+	Request []byte `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	// timeout_us is what was left of the caller's deadline when the call
+	// was sent, in microseconds; the node serves the call under it. 0: no
+	// deadline (the node applies its default request timeout).
+	TimeoutUs     int64 `protobuf:"varint,4,opt,name=timeout_us,json=timeoutUs,proto3" json:"timeout_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxCall) Reset() {
+	*x = MuxCall{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxCall) ProtoMessage() {}
+
+func (x *MuxCall) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxCall.ProtoReflect.Descriptor instead.
+func (*MuxCall) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MuxCall) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *MuxCall) GetMethod() MuxMethod {
+	if x != nil {
+		return x.Method
+	}
+	return MuxMethod_MUX_METHOD_UNSPECIFIED
+}
+
+func (x *MuxCall) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *MuxCall) GetTimeoutUs() int64 {
+	if x != nil {
+		return x.TimeoutUs
+	}
+	return 0
+}
+
+// MuxResponse is one message of a Multiplex stream from the node: the
+// results of one or more calls, in the order they finished.
+type MuxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*MuxResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxResponse) Reset() {
+	*x = MuxResponse{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxResponse) ProtoMessage() {}
+
+func (x *MuxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxResponse.ProtoReflect.Descriptor instead.
+func (*MuxResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MuxResponse) GetResults() []*MuxResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// MuxResult answers one call: its response, or the status the unary
+// method would have ended with.
+type MuxResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// response is the method's response message, encoded; set when status
+	// is unset.
+	Response []byte `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// status is set when the call failed.
+	Status        *MuxStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxResult) Reset() {
+	*x = MuxResult{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxResult) ProtoMessage() {}
+
+func (x *MuxResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxResult.ProtoReflect.Descriptor instead.
+func (*MuxResult) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MuxResult) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *MuxResult) GetResponse() []byte {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *MuxResult) GetStatus() *MuxStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// MuxStatus is a failed call's gRPC status, laid out as google.rpc.Status
+// so that its details (NotLeader, RangeKeyMismatch, RetryInfo, ...) reach
+// the client exactly as a unary call's would.
+type MuxStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Details       []*MuxDetail           `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxStatus) Reset() {
+	*x = MuxStatus{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxStatus) ProtoMessage() {}
+
+func (x *MuxStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxStatus.ProtoReflect.Descriptor instead.
+func (*MuxStatus) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MuxStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *MuxStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *MuxStatus) GetDetails() []*MuxDetail {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+// MuxDetail is one status detail, laid out as google.protobuf.Any (kept
+// local so that the API needs no well-known-type imports).
+type MuxDetail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TypeUrl       string                 `protobuf:"bytes,1,opt,name=type_url,json=typeUrl,proto3" json:"type_url,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuxDetail) Reset() {
+	*x = MuxDetail{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuxDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuxDetail) ProtoMessage() {}
+
+func (x *MuxDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuxDetail.ProtoReflect.Descriptor instead.
+func (*MuxDetail) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MuxDetail) GetTypeUrl() string {
+	if x != nil {
+		return x.TypeUrl
+	}
+	return ""
+}
+
+func (x *MuxDetail) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
 }
 
 // RequestHeader is carried by every request.
@@ -105,7 +524,7 @@ type RequestHeader struct {
 
 func (x *RequestHeader) Reset() {
 	*x = RequestHeader{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[0]
+	mi := &file_api_kvpb_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +536,7 @@ func (x *RequestHeader) String() string {
 func (*RequestHeader) ProtoMessage() {}
 
 func (x *RequestHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[0]
+	mi := &file_api_kvpb_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +549,7 @@ func (x *RequestHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHeader.ProtoReflect.Descriptor instead.
 func (*RequestHeader) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{0}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RequestHeader) GetRangeId() uint64 {
@@ -184,7 +603,7 @@ type ResponseHeader struct {
 
 func (x *ResponseHeader) Reset() {
 	*x = ResponseHeader{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[1]
+	mi := &file_api_kvpb_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +615,7 @@ func (x *ResponseHeader) String() string {
 func (*ResponseHeader) ProtoMessage() {}
 
 func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[1]
+	mi := &file_api_kvpb_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +628,7 @@ func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHeader.ProtoReflect.Descriptor instead.
 func (*ResponseHeader) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{1}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResponseHeader) GetRangeId() uint64 {
@@ -243,7 +662,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[2]
+	mi := &file_api_kvpb_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +674,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[2]
+	mi := &file_api_kvpb_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +687,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{2}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -295,7 +714,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[3]
+	mi := &file_api_kvpb_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +726,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[3]
+	mi := &file_api_kvpb_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +739,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{3}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRequest) GetHeader() *RequestHeader {
@@ -348,7 +767,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[4]
+	mi := &file_api_kvpb_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +779,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[4]
+	mi := &file_api_kvpb_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +792,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetResponse) GetHeader() *ResponseHeader {
@@ -408,7 +827,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[5]
+	mi := &file_api_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +839,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[5]
+	mi := &file_api_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +852,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PutRequest) GetHeader() *RequestHeader {
@@ -466,7 +885,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[6]
+	mi := &file_api_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +897,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[6]
+	mi := &file_api_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +910,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PutResponse) GetHeader() *ResponseHeader {
@@ -511,7 +930,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[7]
+	mi := &file_api_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +942,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[7]
+	mi := &file_api_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +955,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteRequest) GetHeader() *RequestHeader {
@@ -562,7 +981,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[8]
+	mi := &file_api_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +993,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[8]
+	mi := &file_api_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +1006,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteResponse) GetHeader() *ResponseHeader {
@@ -618,7 +1037,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[9]
+	mi := &file_api_kvpb_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +1049,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[9]
+	mi := &file_api_kvpb_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +1062,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScanRequest) GetHeader() *RequestHeader {
@@ -711,7 +1130,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	mi := &file_api_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +1142,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	mi := &file_api_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +1155,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanResponse) GetHeader() *ResponseHeader {
@@ -777,7 +1196,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[11]
+	mi := &file_api_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +1208,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[11]
+	mi := &file_api_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +1221,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BatchGetRequest) GetHeader() *RequestHeader {
@@ -829,7 +1248,7 @@ type GetResult struct {
 
 func (x *GetResult) Reset() {
 	*x = GetResult{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[12]
+	mi := &file_api_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1260,7 @@ func (x *GetResult) String() string {
 func (*GetResult) ProtoMessage() {}
 
 func (x *GetResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[12]
+	mi := &file_api_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1273,7 @@ func (x *GetResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResult.ProtoReflect.Descriptor instead.
 func (*GetResult) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetResult) GetFound() bool {
@@ -882,7 +1301,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[13]
+	mi := &file_api_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1313,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[13]
+	mi := &file_api_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1326,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BatchGetResponse) GetHeader() *ResponseHeader {
@@ -938,7 +1357,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[14]
+	mi := &file_api_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1369,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[14]
+	mi := &file_api_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1382,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Mutation) GetOp() isMutation_Op {
@@ -1032,7 +1451,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[15]
+	mi := &file_api_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1463,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[15]
+	mi := &file_api_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1476,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -1083,7 +1502,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[16]
+	mi := &file_api_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1514,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[16]
+	mi := &file_api_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1527,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -1128,7 +1547,7 @@ type DeleteRangeOp struct {
 
 func (x *DeleteRangeOp) Reset() {
 	*x = DeleteRangeOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[17]
+	mi := &file_api_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1559,7 @@ func (x *DeleteRangeOp) String() string {
 func (*DeleteRangeOp) ProtoMessage() {}
 
 func (x *DeleteRangeOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[17]
+	mi := &file_api_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1572,7 @@ func (x *DeleteRangeOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeOp.ProtoReflect.Descriptor instead.
 func (*DeleteRangeOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteRangeOp) GetStartKey() []byte {
@@ -1180,7 +1599,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[18]
+	mi := &file_api_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1611,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[18]
+	mi := &file_api_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1624,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchRequest) GetHeader() *RequestHeader {
@@ -1231,7 +1650,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[19]
+	mi := &file_api_kvpb_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1662,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[19]
+	mi := &file_api_kvpb_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1675,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{19}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchResponse) GetHeader() *ResponseHeader {
@@ -1283,7 +1702,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[20]
+	mi := &file_api_kvpb_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1714,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[20]
+	mi := &file_api_kvpb_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1727,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{20}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompareAndSwapRequest) GetHeader() *RequestHeader {
@@ -1366,7 +1785,7 @@ type CompareAndSwapResponse struct {
 
 func (x *CompareAndSwapResponse) Reset() {
 	*x = CompareAndSwapResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[21]
+	mi := &file_api_kvpb_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1797,7 @@ func (x *CompareAndSwapResponse) String() string {
 func (*CompareAndSwapResponse) ProtoMessage() {}
 
 func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[21]
+	mi := &file_api_kvpb_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1810,7 @@ func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{21}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompareAndSwapResponse) GetHeader() *ResponseHeader {
@@ -1433,7 +1852,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[22]
+	mi := &file_api_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1864,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[22]
+	mi := &file_api_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1877,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{22}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteRangeRequest) GetHeader() *RequestHeader {
@@ -1491,7 +1910,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[23]
+	mi := &file_api_kvpb_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1922,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[23]
+	mi := &file_api_kvpb_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1935,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{23}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteRangeResponse) GetHeader() *ResponseHeader {
@@ -1530,7 +1949,29 @@ var File_api_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x11api/kvpb/kv.proto\x12\vshale.kv.v1\"\xdc\x01\n" +
+	"\x11api/kvpb/kv.proto\x12\vshale.kv.v1\"8\n" +
+	"\n" +
+	"MuxRequest\x12*\n" +
+	"\x05calls\x18\x01 \x03(\v2\x14.shale.kv.v1.MuxCallR\x05calls\"\x8b\x01\n" +
+	"\aMuxCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12.\n" +
+	"\x06method\x18\x02 \x01(\x0e2\x16.shale.kv.v1.MuxMethodR\x06method\x12\x18\n" +
+	"\arequest\x18\x03 \x01(\fR\arequest\x12\x1d\n" +
+	"\n" +
+	"timeout_us\x18\x04 \x01(\x03R\ttimeoutUs\"?\n" +
+	"\vMuxResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.shale.kv.v1.MuxResultR\aresults\"p\n" +
+	"\tMuxResult\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x1a\n" +
+	"\bresponse\x18\x02 \x01(\fR\bresponse\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.shale.kv.v1.MuxStatusR\x06status\"k\n" +
+	"\tMuxStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
+	"\adetails\x18\x03 \x03(\v2\x16.shale.kv.v1.MuxDetailR\adetails\"<\n" +
+	"\tMuxDetail\x12\x19\n" +
+	"\btype_url\x18\x01 \x01(\tR\atypeUrl\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xdc\x01\n" +
 	"\rRequestHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12)\n" +
 	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\x12G\n" +
@@ -1623,10 +2064,20 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\"J\n" +
 	"\x13DeleteRangeResponse\x123\n" +
-	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header*P\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header*\xe9\x01\n" +
+	"\tMuxMethod\x12\x1a\n" +
+	"\x16MUX_METHOD_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eMUX_METHOD_GET\x10\x01\x12\x12\n" +
+	"\x0eMUX_METHOD_PUT\x10\x02\x12\x15\n" +
+	"\x11MUX_METHOD_DELETE\x10\x03\x12\x13\n" +
+	"\x0fMUX_METHOD_SCAN\x10\x04\x12\x18\n" +
+	"\x14MUX_METHOD_BATCH_GET\x10\x05\x12\x14\n" +
+	"\x10MUX_METHOD_BATCH\x10\x06\x12\x1f\n" +
+	"\x1bMUX_METHOD_COMPARE_AND_SWAP\x10\a\x12\x1b\n" +
+	"\x17MUX_METHOD_DELETE_RANGE\x10\b*P\n" +
 	"\x0fReadConsistency\x12!\n" +
 	"\x1dREAD_CONSISTENCY_LINEARIZABLE\x10\x00\x12\x1a\n" +
-	"\x16READ_CONSISTENCY_STALE\x10\x012\xae\x04\n" +
+	"\x16READ_CONSISTENCY_STALE\x10\x012\xf2\x04\n" +
 	"\x02KV\x128\n" +
 	"\x03Get\x12\x17.shale.kv.v1.GetRequest\x1a\x18.shale.kv.v1.GetResponse\x128\n" +
 	"\x03Put\x12\x17.shale.kv.v1.PutRequest\x1a\x18.shale.kv.v1.PutResponse\x12A\n" +
@@ -1635,7 +2086,8 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\bBatchGet\x12\x1c.shale.kv.v1.BatchGetRequest\x1a\x1d.shale.kv.v1.BatchGetResponse\x12>\n" +
 	"\x05Batch\x12\x19.shale.kv.v1.BatchRequest\x1a\x1a.shale.kv.v1.BatchResponse\x12Y\n" +
 	"\x0eCompareAndSwap\x12\".shale.kv.v1.CompareAndSwapRequest\x1a#.shale.kv.v1.CompareAndSwapResponse\x12P\n" +
-	"\vDeleteRange\x12\x1f.shale.kv.v1.DeleteRangeRequest\x1a .shale.kv.v1.DeleteRangeResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\vDeleteRange\x12\x1f.shale.kv.v1.DeleteRangeRequest\x1a .shale.kv.v1.DeleteRangeResponse\x12B\n" +
+	"\tMultiplex\x12\x17.shale.kv.v1.MuxRequest\x1a\x18.shale.kv.v1.MuxResponse(\x010\x01B#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_kv_proto_rawDescOnce sync.Once
@@ -1649,80 +2101,94 @@ func file_api_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_api_kvpb_kv_proto_rawDescData
 }
 
-var file_api_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_api_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_api_kvpb_kv_proto_goTypes = []any{
-	(ReadConsistency)(0),           // 0: shale.kv.v1.ReadConsistency
-	(*RequestHeader)(nil),          // 1: shale.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),         // 2: shale.kv.v1.ResponseHeader
-	(*KeyValue)(nil),               // 3: shale.kv.v1.KeyValue
-	(*GetRequest)(nil),             // 4: shale.kv.v1.GetRequest
-	(*GetResponse)(nil),            // 5: shale.kv.v1.GetResponse
-	(*PutRequest)(nil),             // 6: shale.kv.v1.PutRequest
-	(*PutResponse)(nil),            // 7: shale.kv.v1.PutResponse
-	(*DeleteRequest)(nil),          // 8: shale.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 9: shale.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),            // 10: shale.kv.v1.ScanRequest
-	(*ScanResponse)(nil),           // 11: shale.kv.v1.ScanResponse
-	(*BatchGetRequest)(nil),        // 12: shale.kv.v1.BatchGetRequest
-	(*GetResult)(nil),              // 13: shale.kv.v1.GetResult
-	(*BatchGetResponse)(nil),       // 14: shale.kv.v1.BatchGetResponse
-	(*Mutation)(nil),               // 15: shale.kv.v1.Mutation
-	(*PutOp)(nil),                  // 16: shale.kv.v1.PutOp
-	(*DeleteOp)(nil),               // 17: shale.kv.v1.DeleteOp
-	(*DeleteRangeOp)(nil),          // 18: shale.kv.v1.DeleteRangeOp
-	(*BatchRequest)(nil),           // 19: shale.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 20: shale.kv.v1.BatchResponse
-	(*CompareAndSwapRequest)(nil),  // 21: shale.kv.v1.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 22: shale.kv.v1.CompareAndSwapResponse
-	(*DeleteRangeRequest)(nil),     // 23: shale.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 24: shale.kv.v1.DeleteRangeResponse
+	(MuxMethod)(0),                 // 0: shale.kv.v1.MuxMethod
+	(ReadConsistency)(0),           // 1: shale.kv.v1.ReadConsistency
+	(*MuxRequest)(nil),             // 2: shale.kv.v1.MuxRequest
+	(*MuxCall)(nil),                // 3: shale.kv.v1.MuxCall
+	(*MuxResponse)(nil),            // 4: shale.kv.v1.MuxResponse
+	(*MuxResult)(nil),              // 5: shale.kv.v1.MuxResult
+	(*MuxStatus)(nil),              // 6: shale.kv.v1.MuxStatus
+	(*MuxDetail)(nil),              // 7: shale.kv.v1.MuxDetail
+	(*RequestHeader)(nil),          // 8: shale.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),         // 9: shale.kv.v1.ResponseHeader
+	(*KeyValue)(nil),               // 10: shale.kv.v1.KeyValue
+	(*GetRequest)(nil),             // 11: shale.kv.v1.GetRequest
+	(*GetResponse)(nil),            // 12: shale.kv.v1.GetResponse
+	(*PutRequest)(nil),             // 13: shale.kv.v1.PutRequest
+	(*PutResponse)(nil),            // 14: shale.kv.v1.PutResponse
+	(*DeleteRequest)(nil),          // 15: shale.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 16: shale.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),            // 17: shale.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 18: shale.kv.v1.ScanResponse
+	(*BatchGetRequest)(nil),        // 19: shale.kv.v1.BatchGetRequest
+	(*GetResult)(nil),              // 20: shale.kv.v1.GetResult
+	(*BatchGetResponse)(nil),       // 21: shale.kv.v1.BatchGetResponse
+	(*Mutation)(nil),               // 22: shale.kv.v1.Mutation
+	(*PutOp)(nil),                  // 23: shale.kv.v1.PutOp
+	(*DeleteOp)(nil),               // 24: shale.kv.v1.DeleteOp
+	(*DeleteRangeOp)(nil),          // 25: shale.kv.v1.DeleteRangeOp
+	(*BatchRequest)(nil),           // 26: shale.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 27: shale.kv.v1.BatchResponse
+	(*CompareAndSwapRequest)(nil),  // 28: shale.kv.v1.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil), // 29: shale.kv.v1.CompareAndSwapResponse
+	(*DeleteRangeRequest)(nil),     // 30: shale.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 31: shale.kv.v1.DeleteRangeResponse
 }
 var file_api_kvpb_kv_proto_depIdxs = []int32{
-	0,  // 0: shale.kv.v1.RequestHeader.read_consistency:type_name -> shale.kv.v1.ReadConsistency
-	1,  // 1: shale.kv.v1.GetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 2: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 3: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 4: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 5: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 6: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 7: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 8: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	3,  // 9: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
-	1,  // 10: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 11: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	13, // 12: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
-	16, // 13: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
-	17, // 14: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
-	18, // 15: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
-	1,  // 16: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
-	15, // 17: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
-	2,  // 18: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 19: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 20: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 21: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 22: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	4,  // 23: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
-	6,  // 24: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
-	8,  // 25: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
-	10, // 26: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
-	12, // 27: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
-	19, // 28: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
-	21, // 29: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
-	23, // 30: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
-	5,  // 31: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
-	7,  // 32: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
-	9,  // 33: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
-	11, // 34: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
-	14, // 35: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
-	20, // 36: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
-	22, // 37: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
-	24, // 38: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	3,  // 0: shale.kv.v1.MuxRequest.calls:type_name -> shale.kv.v1.MuxCall
+	0,  // 1: shale.kv.v1.MuxCall.method:type_name -> shale.kv.v1.MuxMethod
+	5,  // 2: shale.kv.v1.MuxResponse.results:type_name -> shale.kv.v1.MuxResult
+	6,  // 3: shale.kv.v1.MuxResult.status:type_name -> shale.kv.v1.MuxStatus
+	7,  // 4: shale.kv.v1.MuxStatus.details:type_name -> shale.kv.v1.MuxDetail
+	1,  // 5: shale.kv.v1.RequestHeader.read_consistency:type_name -> shale.kv.v1.ReadConsistency
+	8,  // 6: shale.kv.v1.GetRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 7: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	8,  // 8: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 9: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	8,  // 10: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 11: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	8,  // 12: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 13: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	10, // 14: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
+	8,  // 15: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 16: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	20, // 17: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
+	23, // 18: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
+	24, // 19: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
+	25, // 20: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
+	8,  // 21: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 22: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
+	9,  // 23: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	8,  // 24: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 25: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	8,  // 26: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 27: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	11, // 28: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
+	13, // 29: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
+	15, // 30: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
+	17, // 31: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
+	19, // 32: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
+	26, // 33: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
+	28, // 34: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
+	30, // 35: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
+	2,  // 36: shale.kv.v1.KV.Multiplex:input_type -> shale.kv.v1.MuxRequest
+	12, // 37: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
+	14, // 38: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
+	16, // 39: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
+	18, // 40: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
+	21, // 41: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
+	27, // 42: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
+	29, // 43: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
+	31, // 44: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
+	4,  // 45: shale.kv.v1.KV.Multiplex:output_type -> shale.kv.v1.MuxResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_kv_proto_init() }
@@ -1730,7 +2196,7 @@ func file_api_kvpb_kv_proto_init() {
 	if File_api_kvpb_kv_proto != nil {
 		return
 	}
-	file_api_kvpb_kv_proto_msgTypes[14].OneofWrappers = []any{
+	file_api_kvpb_kv_proto_msgTypes[20].OneofWrappers = []any{
 		(*Mutation_Put)(nil),
 		(*Mutation_Delete)(nil),
 		(*Mutation_DeleteRange)(nil),
@@ -1740,8 +2206,8 @@ func file_api_kvpb_kv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_kv_proto_rawDesc), len(file_api_kvpb_kv_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   24,
+			NumEnums:      2,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	KV_Batch_FullMethodName          = "/shale.kv.v1.KV/Batch"
 	KV_CompareAndSwap_FullMethodName = "/shale.kv.v1.KV/CompareAndSwap"
 	KV_DeleteRange_FullMethodName    = "/shale.kv.v1.KV/DeleteRange"
+	KV_Multiplex_FullMethodName      = "/shale.kv.v1.KV/Multiplex"
 )
 
 // KVClient is the client API for KV service.
@@ -64,6 +65,12 @@ type KVClient interface {
 	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*CompareAndSwapResponse, error)
 	// DeleteRange removes every key in [start_key, end_key) of one range.
 	DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts ...grpc.CallOption) (*DeleteRangeResponse, error)
+	// Multiplex carries many of the calls above over one long-lived stream:
+	// each MuxCall names its method, its call_id and its request; each
+	// MuxResult answers one call_id, in any order. A call is served exactly
+	// as the unary method would serve it (same authorization, limits,
+	// deadline and errors). See docs/wire-protocol.md, "Multiplexed calls".
+	Multiplex(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MuxRequest, MuxResponse], error)
 }
 
 type kVClient struct {
@@ -154,6 +161,19 @@ func (c *kVClient) DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts
 	return out, nil
 }
 
+func (c *kVClient) Multiplex(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MuxRequest, MuxResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_Multiplex_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[MuxRequest, MuxResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_MultiplexClient = grpc.BidiStreamingClient[MuxRequest, MuxResponse]
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -179,6 +199,12 @@ type KVServer interface {
 	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error)
 	// DeleteRange removes every key in [start_key, end_key) of one range.
 	DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error)
+	// Multiplex carries many of the calls above over one long-lived stream:
+	// each MuxCall names its method, its call_id and its request; each
+	// MuxResult answers one call_id, in any order. A call is served exactly
+	// as the unary method would serve it (same authorization, limits,
+	// deadline and errors). See docs/wire-protocol.md, "Multiplexed calls".
+	Multiplex(grpc.BidiStreamingServer[MuxRequest, MuxResponse]) error
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -212,6 +238,9 @@ func (UnimplementedKVServer) CompareAndSwap(context.Context, *CompareAndSwapRequ
 }
 func (UnimplementedKVServer) DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRange not implemented")
+}
+func (UnimplementedKVServer) Multiplex(grpc.BidiStreamingServer[MuxRequest, MuxResponse]) error {
+	return status.Error(codes.Unimplemented, "method Multiplex not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -378,6 +407,13 @@ func _KV_DeleteRange_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Multiplex_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(KVServer).Multiplex(&grpc.GenericServerStream[MuxRequest, MuxResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_MultiplexServer = grpc.BidiStreamingServer[MuxRequest, MuxResponse]
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +454,13 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _KV_DeleteRange_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Multiplex",
+			Handler:       _KV_Multiplex_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "api/kvpb/kv.proto",
 }

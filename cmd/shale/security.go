@@ -39,6 +39,8 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.conn.HandshakeTimeout, "handshake-timeout", 10*time.Second, "close connections that have not finished the TLS/HTTP2 handshake after this long")
 	fs.DurationVar(&s.conn.MaxConnectionIdle, "idle-timeout", 15*time.Minute, "close connections with no RPC for this long")
 	fs.DurationVar(&s.conn.DefaultRequestTimeout, "default-request-timeout", 30*time.Second, "deadline of requests that come without one")
+	fs.IntVar(&s.conn.MaxMuxCallsPerStream, "max-mux-calls-per-stream", 512, "calls in flight on one multiplexed (KV.Multiplex) stream")
+	fs.BoolVar(&s.conn.DisableMultiplex, "disable-multiplex", false, "answer KV.Multiplex with Unimplemented: clients send one unary RPC per request")
 	s.streams = &streams
 }
 

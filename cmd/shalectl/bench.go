@@ -46,7 +46,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if t.Shale, err = g.security.options(client.Options{}); err != nil {
+			if t.Shale, err = g.security.options(client.Options{DisableMultiplexing: g.noMux}); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -28,6 +28,7 @@ type globals struct {
 	timeout   time.Duration
 	hex       bool
 	json      bool
+	noMux     bool
 	security  securityFlags // security.go
 }
 
@@ -66,6 +67,7 @@ nodes of "make run"), --timeout and --json (machine-readable output).`,
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of text")
+	pf.BoolVar(&g.noMux, "no-multiplex", false, "send each request as its own gRPC call, not over the connection's multiplexed stream")
 	g.security.register(pf)
 	var cmds []*cobra.Command
 	for _, f := range commandFactories {
@@ -101,7 +103,7 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *client.Client, 
 	// of a long --timeout.
 	dialCtx, dialCancel := context.WithTimeout(ctx, min(g.timeout, dialTimeout))
 	defer dialCancel()
-	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout})
+	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout, DisableMultiplexing: g.noMux})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err

@@ -36,7 +36,8 @@ type Target struct {
 	// itself; for shale, from --endpoints).
 	Endpoints []string
 	// Shale holds the client options for a shale target: shalectl's TLS
-	// and bearer-token settings, so a secure cluster can be benchmarked.
+	// and bearer-token settings (so a secure cluster can be measured) and
+	// --no-multiplex.
 	Shale client.Options
 }
 
