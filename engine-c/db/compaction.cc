@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "db/version_set.h"
+#include "util/comparator.h"
 
 namespace shale {
 
@@ -15,7 +16,6 @@ Compaction::Compaction(Version* input_version, int level, int output_level,
       input_version_(input_version),
       icmp_(icmp),
       target_output_file_size_(options.target_file_size_base),
-      max_output_file_size_(options.target_file_size_base),
       max_grandparent_overlap_(10 * options.target_file_size_base) {
   input_version_->Ref();
 }
@@ -45,11 +45,7 @@ void Compaction::SetupBounds() {
     }
   }
   const Slice lo(smallest_user_key_), hi(largest_user_key_);
-  grandparents_.clear();
-  if (output_level_ + 1 < input_version_->num_levels()) {
-    input_version_->GetOverlappingInputs(output_level_ + 1, &lo, &hi,
-                                         &grandparents_);
-  }
+  SetupCutter(output_level_, lo, hi, &cutters_[0]);
   bottommost_ = true;
   for (int l = output_level_ + 1; l < input_version_->num_levels(); l++) {
     if (input_version_->OverlapInLevel(l, &lo, &hi)) {
@@ -57,20 +53,45 @@ void Compaction::SetupBounds() {
       break;
     }
   }
+}
+
+void Compaction::SetupDeepRange() {
+  const Slice lo(deep_lower_), hi(deep_largest_);
+  SetupCutter(output_level_ + 1, lo, hi, &cutters_[1]);
+  deep_bottommost_ = true;
+  for (int l = output_level_ + 2; l < input_version_->num_levels(); l++) {
+    if (input_version_->OverlapInLevel(l, &lo, &hi)) {
+      deep_bottommost_ = false;
+      break;
+    }
+  }
+}
+
+void Compaction::SetupCutter(int output_level, const Slice& lo, const Slice& hi,
+                             OutputCutter* cutter) const {
+  *cutter = OutputCutter();
+  if (output_level + 1 < input_version_->num_levels()) {
+    input_version_->GetOverlappingInputs(output_level + 1, &lo, &hi,
+                                         &cutter->grandparents);
+  }
   // At the bottom of the data there is nothing to line up with.
-  align_outputs_ = !grandparents_.empty();
-  max_output_file_size_ =
-      align_outputs_ ? 2 * target_output_file_size_ : target_output_file_size_;
+  cutter->align = !cutter->grandparents.empty();
+  cutter->max_file_size =
+      cutter->align ? 2 * target_output_file_size_ : target_output_file_size_;
 }
 
 bool Compaction::IsTrivialMove() const {
   if (level_ == output_level_) return false;  // a rewrite in place
-  if (inputs_[0].empty() || !inputs_[1].empty()) return false;
+  if (inputs_[0].empty() || !inputs_[1].empty() || has_deep_range_) {
+    return false;
+  }
   // L0 files may overlap each other: only one moves at a time. Files of a
   // deeper level are disjoint, so several move together.
   if (level_ == 0 && inputs_[0].size() != 1) return false;
   uint64_t overlap = 0;
-  for (const FileMetaData* f : grandparents_) overlap += f->file_size;
+  for (const FileMetaData* f : cutters_[0].grandparents) {
+    overlap += f->file_size;
+  }
   return overlap <= max_grandparent_overlap_;
 }
 
@@ -81,42 +102,52 @@ void Compaction::AddInputDeletions(VersionEdit* edit) const {
   for (const FileMetaData* f : inputs_[1]) {
     edit->DeleteFile(output_level_, f->number);
   }
+  for (const FileMetaData* f : inputs_[2]) {
+    edit->DeleteFile(output_level_ + 1, f->number);
+  }
 }
 
 bool Compaction::ShouldStopBefore(const Slice& internal_key, bool output_open,
-                                  uint64_t output_bytes) {
+                                  uint64_t output_bytes, bool deep) {
+  OutputCutter& cut = cutters_[deep ? 1 : 0];
+  if (!output_open) {
+    // A new output (after a cut here or an end forced by the deep range).
+    cut.overlapped_bytes = 0;
+    cut.boundaries_passed = 0;
+  }
   // Step past the grandparents that end before the key, counting the
   // bytes and boundaries the open output has passed.
   int crossed = 0;
-  while (grandparent_index_ < grandparents_.size() &&
-         icmp_->Compare(internal_key,
-                        grandparents_[grandparent_index_]->largest.Encode()) >
-             0) {
+  while (cut.grandparent_index < cut.grandparents.size() &&
+         icmp_->Compare(
+             internal_key,
+             cut.grandparents[cut.grandparent_index]->largest.Encode()) > 0) {
     if (output_open) {
-      overlapped_bytes_ += grandparents_[grandparent_index_]->file_size;
+      cut.overlapped_bytes +=
+          cut.grandparents[cut.grandparent_index]->file_size;
       crossed++;
     }
-    grandparent_index_++;
+    cut.grandparent_index++;
   }
   bool stop = false;
   if (output_open) {
-    if (output_bytes >= max_output_file_size_ ||
-        overlapped_bytes_ > max_grandparent_overlap_) {
+    if (output_bytes >= cut.max_file_size ||
+        cut.overlapped_bytes > max_grandparent_overlap_) {
       stop = true;  // (without alignment the maximum is the target)
-    } else if (align_outputs_ && crossed > 0) {
+    } else if (cut.align && crossed > 0) {
       // The output so far ends inside the grandparents it has passed: a
       // clean place to end it. Each boundary already let pass raises the
       // bar by 5% (more boundaries are likely to come before the target,
       // so wait for a fuller file), from 50% of the target up to 90%.
       const uint64_t percent =
-          50 + 5 * static_cast<uint64_t>(std::min(boundaries_passed_, 8));
+          50 + 5 * static_cast<uint64_t>(std::min(cut.boundaries_passed, 8));
       stop = output_bytes >= target_output_file_size_ / 100 * percent;
     }
-    boundaries_passed_ += crossed;
+    cut.boundaries_passed += crossed;
   }
   if (stop) {
-    overlapped_bytes_ = 0;
-    boundaries_passed_ = 0;
+    cut.overlapped_bytes = 0;
+    cut.boundaries_passed = 0;
   }
   return stop;
 }
@@ -140,6 +171,13 @@ std::string Compaction::DebugString() const {
     if (which == 0) r += "+ ";
   }
   r += "]";
+  if (has_deep_range_) {
+    r += " deep to L" + std::to_string(output_level_ + 1) + " [";
+    for (const FileMetaData* f : inputs_[2]) {
+      r += std::to_string(f->number) + " ";
+    }
+    r += "]";
+  }
   return r;
 }
 
@@ -195,15 +233,32 @@ bool CompactionPicker::AnyBeingCompacted(
 
 bool CompactionPicker::OutputRangeConflicts(
     const Compaction* c, const std::vector<Compaction*>& running) const {
+  // A level and the user keys [lo, hi] a compaction may write there.
+  struct Span {
+    int level;
+    Slice lo, hi;
+  };
+  auto spans = [](const Compaction* x, Span out[2]) {
+    out[0] =
+        Span{x->output_level_, x->smallest_user_key_, x->largest_user_key_};
+    if (!x->has_deep_range_) return 1;
+    out[1] = Span{x->output_level_ + 1, x->deep_lower_, x->deep_largest_};
+    return 2;
+  };
+  Span mine[2], theirs[2];
+  const int n = spans(c, mine);
   for (const Compaction* r : running) {
-    if (r->output_level() != c->output_level()) continue;
-    if (icmp_->CompareUserKeys(c->largest_user_key(), r->smallest_user_key()) <
-            0 ||
-        icmp_->CompareUserKeys(c->smallest_user_key(), r->largest_user_key()) >
-            0) {
-      continue;
+    const int m = spans(r, theirs);
+    for (int i = 0; i < n; i++) {
+      for (int j = 0; j < m; j++) {
+        if (mine[i].level != theirs[j].level) continue;
+        if (icmp_->CompareUserKeys(mine[i].hi, theirs[j].lo) < 0 ||
+            icmp_->CompareUserKeys(mine[i].lo, theirs[j].hi) > 0) {
+          continue;
+        }
+        return true;
+      }
     }
-    return true;
   }
   return false;
 }
@@ -223,8 +278,108 @@ Compaction* CompactionPicker::Finish(
     ExpandLevelInputs(c);
   }
   if (OutputRangeConflicts(c, running)) return nullptr;
+  if (!c->manual_ && c->level_ == 0) ChooseDeepRange(c, running);
   c->MarkFilesBeingCompacted(true);
   return owned.release();
+}
+
+bool CompactionPicker::ChooseDeepRange(
+    Compaction* c, const std::vector<Compaction*>& running) const {
+  Version* v = c->input_version_;
+  const int deep_level = c->output_level_ + 1;
+  const std::vector<FileMetaData*>& l1 = c->inputs_[1];
+  if (c->level_ != 0 || deep_level >= v->num_levels() || l1.empty()) {
+    return false;
+  }
+  // The range ends right after a user key; only the bytewise order can
+  // name that key (the key with a zero byte appended).
+  if (icmp_->user_comparator() != BytewiseComparator()) return false;
+  uint64_t l0_bytes = 0, l1_input_bytes = 0, l1_bytes = 0;
+  for (const FileMetaData* f : c->inputs_[0]) l0_bytes += f->file_size;
+  for (const FileMetaData* f : l1) l1_input_bytes += f->file_size;
+  for (const FileMetaData* f : v->files(c->output_level_)) {
+    if (!f->being_compacted) l1_bytes += f->file_size;
+  }
+  const uint64_t target = MaxBytesForLevel(c->output_level_);
+  if (l0_bytes + l1_bytes <= target) return false;
+  const double excess = static_cast<double>(l0_bytes + l1_bytes - target);
+  // The L0 data lands in the key range of the L1 inputs; assume it spreads
+  // as they do.
+  const double scale =
+      static_cast<double>(l0_bytes + l1_input_bytes) /
+      static_cast<double>(std::max<uint64_t>(l1_input_bytes, 1));
+
+  // The shortest run of L1 inputs from each start that holds the excess.
+  struct Candidate {
+    size_t begin, end;  // l1[begin, end)
+    double ratio;       // L2 bytes under the run per byte of the run
+  };
+  std::vector<Candidate> candidates;
+  std::vector<FileMetaData*> below;
+  uint64_t run_bytes = 0;
+  size_t end = 0;
+  for (size_t begin = 0; begin < l1.size(); begin++) {
+    while (end < l1.size() && run_bytes * scale < excess) {
+      run_bytes += l1[end++]->file_size;
+    }
+    if (run_bytes * scale < excess) break;  // later runs hold less
+    const Slice lo = l1[begin]->smallest.user_key();
+    const Slice hi = l1[end - 1]->largest.user_key();
+    v->GetOverlappingInputs(deep_level, &lo, &hi, &below);
+    uint64_t below_bytes = 0;
+    for (const FileMetaData* f : below) below_bytes += f->file_size;
+    candidates.push_back(
+        Candidate{begin, end, below_bytes / std::max(run_bytes * scale, 1.0)});
+    run_bytes -= l1[begin]->file_size;
+  }
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.ratio < b.ratio; });
+
+  std::vector<FileMetaData*> level1;
+  for (const Candidate& cand : candidates) {
+    std::string lo = l1[cand.begin]->smallest.user_key().ToString();
+    std::string hi = l1[cand.end - 1]->largest.user_key().ToString();
+    // Widen to the L2 files met, whole, until no further file is met.
+    while (true) {
+      const Slice l(lo), h(hi);
+      v->GetOverlappingInputs(deep_level, &l, &h, &below);
+      if (below.empty()) break;
+      bool widened = false;
+      if (icmp_->CompareUserKeys(below.front()->smallest.user_key(), l) < 0) {
+        lo = below.front()->smallest.user_key().ToString();
+        widened = true;
+      }
+      if (icmp_->CompareUserKeys(below.back()->largest.user_key(), h) > 0) {
+        hi = below.back()->largest.user_key().ToString();
+        widened = true;
+      }
+      if (!widened) break;
+    }
+    if (AnyBeingCompacted(below)) continue;
+    // Every L1 file the range meets must be an input: one left in place
+    // would sit above L2 outputs holding newer data for its keys.
+    const Slice l(lo), h(hi);
+    v->GetOverlappingInputs(c->output_level_, &l, &h, &level1);
+    bool all_inputs = true;
+    for (const FileMetaData* f : level1) {
+      all_inputs &= std::find(l1.begin(), l1.end(), f) != l1.end();
+    }
+    if (!all_inputs) continue;
+    c->inputs_[2] = below;
+    c->has_deep_range_ = true;
+    c->deep_lower_ = lo;
+    c->deep_largest_ = hi;
+    c->deep_upper_ = hi;
+    c->deep_upper_.push_back('\0');
+    c->SetupBounds();
+    c->SetupDeepRange();
+    if (!OutputRangeConflicts(c, running)) return true;
+    c->inputs_[2].clear();
+    c->has_deep_range_ = false;
+    c->SetupBounds();
+  }
+  return false;
 }
 
 void CompactionPicker::ExpandLevelInputs(Compaction* c) const {

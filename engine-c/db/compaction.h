@@ -34,6 +34,13 @@
 // drag a partly-overlapped grandparent file into its own later
 // compaction.
 //
+// Deep range. An L0 compaction that would leave L1 over its target also
+// writes one key range straight to L2 (ChooseDeepRange): the L1 range that
+// the L1 -> L2 compaction right after it would pick, with the L2 files
+// under that range as a third set of inputs. Keys of the range go to L2
+// outputs, the others to L1 outputs, so the bytes of the range are written
+// once instead of once into L1 and again into L2.
+//
 // Concurrency. Input files are marked being_compacted. A candidate is
 // skipped if any file it would read is being compacted, or if its output
 // range overlaps the output range of a running compaction into the same
@@ -67,19 +74,32 @@ class Compaction {
 
   int level() const { return level_; }
   int output_level() const { return output_level_; }
-  // which 0: files from level(), 1: from output_level().
+  // which 0: files from level(), 1: from output_level(), 2: from
+  // output_level() + 1, under the deep range (empty without one).
   const std::vector<FileMetaData*>& inputs(int which) const {
     return inputs_[which];
   }
   size_t num_input_files() const {
-    return inputs_[0].size() + inputs_[1].size();
+    return inputs_[0].size() + inputs_[1].size() + inputs_[2].size();
   }
   uint64_t input_bytes() const;
   // The size outputs aim for, and the size at which one is always cut.
   uint64_t target_output_file_size() const { return target_output_file_size_; }
-  uint64_t max_output_file_size() const { return max_output_file_size_; }
+  uint64_t max_output_file_size() const { return cutters_[0].max_file_size; }
   // Nothing older than the inputs lies below the output level.
   bool bottommost() const { return bottommost_; }
+
+  // The deep range, if any: the user keys in [deep_lower(), deep_upper())
+  // are written to output_level() + 1, the others to output_level(). The
+  // bounds are user keys; deep_upper() is exclusive (the key right after
+  // the last user key of the range). REQUIRES for the accessors:
+  // has_deep_range().
+  bool has_deep_range() const { return has_deep_range_; }
+  const std::string& deep_lower() const { return deep_lower_; }
+  const std::string& deep_upper() const { return deep_upper_; }
+  // Nothing older than the inputs lies below output_level() + 1 in the
+  // deep range.
+  bool deep_bottommost() const { return deep_bottommost_; }
   bool manual() const { return manual_; }
   Version* input_version() const { return input_version_; }
 
@@ -100,9 +120,12 @@ class Compaction {
   // expensive), or internal_key is past the end of a grandparent file and
   // the output is large enough to end there (see the file comment). Call
   // with the first internal key of each user key, in order; after a true
-  // result the caller must start a new output with internal_key.
+  // result the caller must start a new output with internal_key. deep: the
+  // key is in the deep range (its outputs are cut against the files of
+  // output_level() + 2). The two kinds of output are followed separately,
+  // and output_open false starts a new one.
   bool ShouldStopBefore(const Slice& internal_key, bool output_open,
-                        uint64_t output_bytes);
+                        uint64_t output_bytes, bool deep = false);
 
   // Marks (or clears) the inputs as being compacted. REQUIRES: DB mutex.
   void MarkFilesBeingCompacted(bool value);
@@ -112,30 +135,48 @@ class Compaction {
  private:
   friend class CompactionPicker;
 
+  // Where the outputs into one level are cut: the files of the level
+  // below them (the grandparents) and how far the open output has got.
+  struct OutputCutter {
+    // Files of the level below the outputs, over the outputs' key range.
+    std::vector<FileMetaData*> grandparents;
+    // Cut at grandparent boundaries (not the bottom of the data).
+    bool align = false;
+    uint64_t max_file_size = 0;
+    size_t grandparent_index = 0;
+    // Grandparent bytes and boundaries the open output has passed.
+    uint64_t overlapped_bytes = 0;
+    int boundaries_passed = 0;
+  };
+
   Compaction(Version* input_version, int level, int output_level,
              const Options& options, const InternalKeyComparator* icmp);
   void SetupBounds();
+  // Sets up the cutter and bottommost flag of the deep range, whose bounds
+  // and inputs_[2] are set. REQUIRES: SetupBounds() called since.
+  void SetupDeepRange();
+  // Fills cutter for outputs into output_level over [lo, hi].
+  void SetupCutter(int output_level, const Slice& lo, const Slice& hi,
+                   OutputCutter* cutter) const;
 
   const int level_;
   const int output_level_;
   Version* const input_version_;  // referenced while the compaction lives
   const InternalKeyComparator* const icmp_;
   const uint64_t target_output_file_size_;
-  uint64_t max_output_file_size_;
   const uint64_t max_grandparent_overlap_;
-  // Cut outputs at grandparent boundaries (not the bottom of the data).
-  bool align_outputs_ = false;
   bool bottommost_ = false;
   bool manual_ = false;
-  std::vector<FileMetaData*> inputs_[2];
-  // Files of output_level + 1 overlapping the compaction.
-  std::vector<FileMetaData*> grandparents_;
-  size_t grandparent_index_ = 0;
-  // Grandparent bytes and boundaries the open output has passed.
-  uint64_t overlapped_bytes_ = 0;
-  int boundaries_passed_ = 0;
+  std::vector<FileMetaData*> inputs_[3];
+  // [0]: outputs into output_level_, [1]: into output_level_ + 1.
+  OutputCutter cutters_[2];
   std::string smallest_user_key_;
   std::string largest_user_key_;
+  bool has_deep_range_ = false;
+  bool deep_bottommost_ = false;
+  std::string deep_lower_;    // inclusive
+  std::string deep_largest_;  // inclusive: the last user key of the range
+  std::string deep_upper_;    // exclusive: the key right after deep_largest_
 };
 
 // Chooses compactions. Stateless apart from its configuration; the running
@@ -187,6 +228,19 @@ class CompactionPicker {
   // level + 1 now at no extra cost below, instead of costing a rewrite of
   // the same level + 1 files later.
   void ExpandLevelInputs(Compaction* c) const;
+  // c is an automatic L0 -> L1 compaction, its inputs set and checked but
+  // not yet marked. If its output would leave L1 over its target, gives it
+  // a deep range (see the file comment) and returns true. The range starts
+  // as a run of c's L1 inputs that holds, scaled up by the L0 bytes that
+  // will join it, at least the bytes L1 would be over its target; among
+  // such runs, the one whose L2 files (the bytes it rewrites there) are
+  // smallest relative to its own bytes, as PickLevelCompaction chooses a
+  // file. The range is then widened to cover its L2 files whole, so the
+  // L2 outputs stay disjoint from the L2 files left in place; it is
+  // refused if it would then meet an L1 file that is not an input, a file
+  // being compacted, or the output range of a running compaction.
+  bool ChooseDeepRange(Compaction* c,
+                       const std::vector<Compaction*>& running) const;
   // A trivial move out of level (>= 1), if one is possible: the first file
   // of level that overlaps nothing in level + 1, with its movable
   // neighbours (ExtendTrivialMove). REQUIRES: DB mutex held.
@@ -204,6 +258,9 @@ class CompactionPicker {
   // leaves the next compaction into it fewer files to rewrite.
   void ExtendTrivialMove(Version* v, int level,
                          std::vector<FileMetaData*>* inputs) const;
+  // True if an output range of c (its output level over its key range,
+  // and the level below over its deep range) meets an output range of a
+  // running compaction in the same level.
   bool OutputRangeConflicts(const Compaction* c,
                             const std::vector<Compaction*>& running) const;
 

@@ -77,6 +77,12 @@ void CompactionIterator::FindNextOutput() {
                                parsed_.user_key.size());
       has_current_user_key_ = true;
       has_last_stripe_ = false;
+      key_bottommost_ = bottommost_;
+      if (deep_lower_ != nullptr &&
+          icmp_->CompareUserKeys(parsed_.user_key, *deep_lower_) >= 0 &&
+          icmp_->CompareUserKeys(parsed_.user_key, *deep_upper_) < 0) {
+        key_bottommost_ = deep_bottommost_;
+      }
     }
     const size_t stripe = StripeOf(parsed_.sequence);
     bool drop;
@@ -89,12 +95,12 @@ void CompactionIterator::FindNextOutput() {
       if (CoveredInStripe(parsed_, stripe)) {
         drop = true;
       } else {
-        drop = parsed_.type == kTypeDeletion && bottommost_ && stripe == 0;
+        drop = parsed_.type == kTypeDeletion && key_bottommost_ && stripe == 0;
       }
     }
     if (!drop) {
       valid_ = true;
-      if (zero_sequences_ && bottommost_ && stripe == 0 &&
+      if (zero_sequences_ && key_bottommost_ && stripe == 0 &&
           parsed_.type == kTypeValue && parsed_.sequence != 0) {
         zeroed_key_.clear();
         AppendInternalKey(&zeroed_key_,

@@ -54,6 +54,17 @@ class CompactionIterator {
   // Call before SeekToFirst.
   void set_zero_sequences(bool v) { zero_sequences_ = v; }
 
+  // The user keys in [lower, upper) are written one level further down,
+  // where nothing older lies below them if bottommost: such keys follow
+  // that flag instead of the constructor's. The iterator keeps the
+  // strings' pointers: they must outlive it. Call before SeekToFirst.
+  void set_deep_range(const std::string* lower, const std::string* upper,
+                      bool bottommost) {
+    deep_lower_ = lower;
+    deep_upper_ = upper;
+    deep_bottommost_ = bottommost;
+  }
+
   void SeekToFirst();
   bool Valid() const { return valid_; }
   // The entry to write, valid until Next().
@@ -80,7 +91,11 @@ class CompactionIterator {
   const FragmentedRangeTombstoneList* const tombstones_;
   const bool bottommost_;
   bool zero_sequences_ = false;
-  bool zeroed_ = false;  // key() is zeroed_key_
+  const std::string* deep_lower_ = nullptr;  // nullptr: no deep range
+  const std::string* deep_upper_ = nullptr;
+  bool deep_bottommost_ = false;
+  bool key_bottommost_ = false;  // the flag for current_user_key_
+  bool zeroed_ = false;          // key() is zeroed_key_
   std::string zeroed_key_;
 
   bool valid_ = false;

@@ -36,6 +36,35 @@ CompactionJob::~CompactionJob() {
   }
 }
 
+int CompactionJob::SegmentOf(const Slice& user_key) const {
+  if (num_segments_ == 1) return 0;
+  if (icmp_->CompareUserKeys(user_key, c_->deep_lower()) < 0) return 0;
+  if (icmp_->CompareUserKeys(user_key, c_->deep_upper()) < 0) return 1;
+  return 2;
+}
+
+const std::string* CompactionJob::SegmentLower(int s) const {
+  if (s == 0) return nullptr;
+  return s == 1 ? &c_->deep_lower() : &c_->deep_upper();
+}
+
+const std::string* CompactionJob::SegmentUpper(int s) const {
+  if (s == num_segments_ - 1) return nullptr;
+  return s == 0 ? &c_->deep_lower() : &c_->deep_upper();
+}
+
+// True if a fragment of list meets [lower, upper) (nullptr: unbounded).
+static bool TombstonesMeet(const FragmentedRangeTombstoneList& list,
+                           const std::string* lower, const std::string* upper) {
+  const InternalKeyComparator& icmp = list.icmp();
+  for (const auto& f : list.fragments()) {
+    if (lower != nullptr && icmp.CompareUserKeys(f.end, *lower) <= 0) continue;
+    if (upper != nullptr && icmp.CompareUserKeys(f.start, *upper) >= 0) break;
+    return true;
+  }
+  return false;
+}
+
 Status CompactionJob::OpenOutput() {
   current_ = FileMetaData();
   current_.number = new_file_number_();
@@ -48,9 +77,12 @@ Status CompactionJob::OpenOutput() {
 
 Status CompactionJob::FinishOutput(const Slice* upper) {
   const Slice lower(lower_);
+  const bool deep = segment_ == 1;
   if (tombstones_ != nullptr) {
     TombstonesToTable(*tombstones_, has_lower_ ? &lower : nullptr, upper,
-                      snapshots_, c_->bottommost(), builder_.get(), &current_);
+                      snapshots_,
+                      deep ? c_->deep_bottommost() : c_->bottommost(),
+                      builder_.get(), &current_);
   }
   const std::string fname = TableFileName(dbname_, current_.number);
   Status s;
@@ -74,7 +106,28 @@ Status CompactionJob::FinishOutput(const Slice* upper) {
     return s;
   }
   bytes_written_ += current_.file_size;
-  outputs_.push_back(current_);
+  outputs_.push_back(
+      Output{c_->output_level() + (deep ? 1 : 0), std::move(current_)});
+  return Status::OK();
+}
+
+Status CompactionJob::EndSegment() {
+  const std::string* upper = SegmentUpper(segment_);
+  Status s;
+  if (builder_ == nullptr && tombstones_ != nullptr &&
+      TombstonesMeet(*tombstones_, has_lower_ ? &lower_ : nullptr, upper)) {
+    s = OpenOutput();  // tombstones and no surviving entries
+  }
+  if (s.ok() && builder_ != nullptr) {
+    const Slice u = upper != nullptr ? Slice(*upper) : Slice();
+    s = FinishOutput(upper != nullptr ? &u : nullptr);
+  }
+  if (!s.ok()) return s;
+  segment_++;
+  if (segment_ < num_segments_) {
+    lower_ = *SegmentLower(segment_);
+    has_lower_ = true;
+  }
   return Status::OK();
 }
 
@@ -86,7 +139,7 @@ Status CompactionJob::Run() {
   std::vector<Iterator*> iters;
   std::vector<std::shared_ptr<const FragmentedRangeTombstoneList>> lists;
   Status s;
-  for (int which = 0; which < 2 && s.ok(); which++) {
+  for (int which = 0; which < 3 && s.ok(); which++) {
     const std::vector<FileMetaData*>& files = c_->inputs(which);
     if (files.empty()) continue;
     if (which == 0 && c_->level() == 0) {
@@ -113,6 +166,11 @@ Status CompactionJob::Run() {
   CompactionIterator citer(input.get(), icmp_, &snapshots_, tombstones_.get(),
                            c_->bottommost());
   citer.set_zero_sequences(c_->output_level() > 0);
+  if (c_->has_deep_range()) {
+    num_segments_ = 3;
+    citer.set_deep_range(&c_->deep_lower(), &c_->deep_upper(),
+                         c_->deep_bottommost());
+  }
   std::string prev_user_key;
   bool has_prev = false;
   for (citer.SeekToFirst(); citer.Valid(); citer.Next()) {
@@ -124,9 +182,16 @@ Status CompactionJob::Run() {
     const bool new_user_key =
         !has_prev || icmp_->CompareUserKeys(user_key, prev_user_key) != 0;
     if (new_user_key) {
+      // A segment's outputs end at its upper bound.
+      const int segment = SegmentOf(user_key);
+      while (segment_ < segment) {
+        s = EndSegment();
+        if (!s.ok()) return s;
+      }
       // Outputs end only between user keys.
       const bool open = builder_ != nullptr;
-      if (c_->ShouldStopBefore(key, open, open ? builder_->FileSize() : 0)) {
+      if (c_->ShouldStopBefore(key, open, open ? builder_->FileSize() : 0,
+                               segment_ == 1)) {
         s = FinishOutput(&user_key);
         if (!s.ok()) return s;
         lower_.assign(user_key.data(), user_key.size());
@@ -145,12 +210,7 @@ Status CompactionJob::Run() {
   }
   s = citer.status();
   entries_dropped_ = citer.num_dropped();
-  if (!s.ok()) return s;
-  if (builder_ == nullptr && tombstones_ != nullptr) {
-    s = OpenOutput();  // tombstones and no surviving entries
-    if (!s.ok()) return s;
-  }
-  if (builder_ != nullptr) s = FinishOutput(nullptr);
+  while (s.ok() && segment_ < num_segments_) s = EndSegment();
   return s;
 }
 

@@ -11,6 +11,14 @@
 // every tombstone piece lands in exactly one file and the files stay
 // disjoint.
 //
+// With a deep range (compaction.h) the key space is cut into three
+// segments: before the range and after it (outputs into the output level)
+// and the range itself (outputs one level further down). An output never
+// spans two segments, and each segment's tombstone pieces go to its own
+// outputs - to an output of tombstones alone if no key of the segment
+// survives - so a tombstone spanning a segment boundary is split there.
+// Pieces are dropped under the bottommost flag of their segment's level.
+//
 // Thread safety: Run() is called by one background thread without the DB
 // mutex; the Compaction's inputs are marked being_compacted meanwhile.
 
@@ -52,17 +60,32 @@ class CompactionJob {
 
   Status Run();
 
-  // After a successful Run: the files written, in key order.
-  const std::vector<FileMetaData>& outputs() const { return outputs_; }
+  struct Output {
+    int level;
+    FileMetaData meta;
+  };
+  // After a successful Run: the files written and their levels, in key
+  // order.
+  const std::vector<Output>& outputs() const { return outputs_; }
   uint64_t bytes_read() const { return bytes_read_; }
   uint64_t bytes_written() const { return bytes_written_; }
   uint64_t entries_dropped() const { return entries_dropped_; }
 
  private:
+  // Segments of the key space (see the file comment): 0 only, or 0 (before
+  // the deep range), 1 (the deep range) and 2 (after it).
+  int SegmentOf(const Slice& user_key) const;
+  // The bounds of segment s (nullptr: unbounded).
+  const std::string* SegmentLower(int s) const;
+  const std::string* SegmentUpper(int s) const;
+
   Status OpenOutput();
   // Finishes the current output with the tombstone pieces below upper
   // (nullptr: all remaining).
   Status FinishOutput(const Slice* upper);
+  // Ends segment_: finishes its open output, or writes its tombstone
+  // pieces alone if none is open, then moves to the next segment.
+  Status EndSegment();
 
   Compaction* const c_;
   const std::string dbname_;
@@ -80,8 +103,10 @@ class CompactionJob {
   FileMetaData current_;
   std::string lower_;  // where the current output begins
   bool has_lower_ = false;
+  int segment_ = 0;  // the segment being written
+  int num_segments_ = 1;
 
-  std::vector<FileMetaData> outputs_;
+  std::vector<Output> outputs_;
   uint64_t bytes_read_ = 0;
   uint64_t bytes_written_ = 0;
   uint64_t entries_dropped_ = 0;

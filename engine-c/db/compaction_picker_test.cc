@@ -238,6 +238,158 @@ TEST_F(CompactionPickerTest, NoEarlyMoveWhenL1StaysWithinItsTarget) {
   ASSERT_NE(nullptr, c);
   EXPECT_EQ(0, c->level());
   EXPECT_EQ(2u, c->inputs(1).size());
+  // Nor is part of it written to L2 directly.
+  EXPECT_FALSE(c->has_deep_range());
+  EXPECT_TRUE(c->inputs(2).empty());
+}
+
+TEST_F(CompactionPickerTest, DeepRangeWhenAnL0CompactionOverfillsL1) {
+  // L0 (1 MiB) into L1 (1.5 MiB) makes 2.5 MiB against a 2 MiB target.
+  // Every L1 file has L2 data under it, so none moves for free first.
+  // With L0's bytes spread over it, any one L1 file holds the 0.5 MiB
+  // excess; the middle one rewrites the fewest L2 bytes per byte, so its
+  // range goes straight to L2, with the L2 file under it.
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  const uint64_t l1a = Add(1, "a", "c", kMiB / 2);
+  const uint64_t l1b = Add(1, "d", "f", kMiB / 2);
+  const uint64_t l1c = Add(1, "g", "i", kMiB / 2);
+  Add(2, "a", "c", 3 * kMiB);
+  const uint64_t under_middle = Add(2, "d", "e", kMiB / 2);
+  Add(2, "g", "i", 2 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ(1, c->output_level());
+  EXPECT_EQ((std::vector<uint64_t>{l1a, l1b, l1c}), Numbers(c->inputs(1)));
+  ASSERT_TRUE(c->has_deep_range());
+  EXPECT_EQ("d", c->deep_lower());
+  EXPECT_EQ(std::string("f\0", 2), c->deep_upper());
+  EXPECT_EQ(std::vector<uint64_t>{under_middle}, Numbers(c->inputs(2)));
+  for (const FileMetaData* f : c->inputs(2)) EXPECT_TRUE(f->being_compacted);
+  EXPECT_FALSE(c->IsTrivialMove());
+  // L2 holds data under both kinds of output; L3 holds none.
+  EXPECT_FALSE(c->bottommost());
+  EXPECT_TRUE(c->deep_bottommost());
+  EXPECT_NE(std::string::npos, c->DebugString().find("deep to L2"));
+}
+
+TEST_F(CompactionPickerTest, DeepRangeCoversItsL2FilesWhole) {
+  // The L2 file under "d-f" starts at "cc", before it: the range widens
+  // to "cc", so the L2 outputs cover that file's keys and the L2 files
+  // left in place stay disjoint from them. ("c" sorts before "cc", so the
+  // L1 file "a-c" stays out of the range.)
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "c", kMiB / 2);
+  Add(1, "d", "f", kMiB / 2);
+  Add(1, "g", "i", kMiB / 2);
+  Add(2, "a", "b", 3 * kMiB);
+  const uint64_t under = Add(2, "cc", "e", kMiB / 4);
+  Add(2, "h", "i", 2 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  ASSERT_TRUE(c->has_deep_range());
+  EXPECT_EQ("cc", c->deep_lower());
+  EXPECT_EQ(std::string("f\0", 2), c->deep_upper());
+  EXPECT_EQ(std::vector<uint64_t>{under}, Numbers(c->inputs(2)));
+}
+
+TEST_F(CompactionPickerTest, DeepRangeNeverMeetsAnL1FileLeftInPlace) {
+  // L0 spans only a-f, so the L1 file "g-i" is not an input. Under "d-f"
+  // lies an L2 file reaching to "h": the range would widen into "g-i",
+  // whose data is older than the L0 data going to L2 there, and is
+  // refused. "a-c" goes instead, though it rewrites more L2 bytes.
+  for (int i = 0; i < 4; i++) Add(0, "a", "f", kMiB / 4);
+  const uint64_t first = Add(1, "a", "c", kMiB / 2);
+  const uint64_t second = Add(1, "d", "f", kMiB / 2);
+  Add(1, "g", "i", kMiB / 2);
+  const uint64_t under_first = Add(2, "a", "b", 3 * kMiB);
+  Add(2, "e", "h", kMiB / 4);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ((std::vector<uint64_t>{first, second}), Numbers(c->inputs(1)));
+  ASSERT_TRUE(c->has_deep_range());
+  EXPECT_EQ("a", c->deep_lower());
+  EXPECT_EQ(std::string("c\0", 2), c->deep_upper());
+  EXPECT_EQ(std::vector<uint64_t>{under_first}, Numbers(c->inputs(2)));
+}
+
+TEST_F(CompactionPickerTest, DeepRangeTakesAsManyL1FilesAsTheExcessNeeds) {
+  // L0 (2 MiB) into L1 (1 MiB in four files) makes 3 MiB: 1 MiB over the
+  // target. Scaled by L0's bytes (3x), one L1 file holds 0.75 MiB: two
+  // neighbours are needed. Of the runs of two, "g-i" + "j-l" has the
+  // least L2 under it.
+  for (int i = 0; i < 8; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "c", kMiB / 4);
+  Add(1, "d", "f", kMiB / 4);
+  Add(1, "g", "i", kMiB / 4);
+  Add(1, "j", "l", kMiB / 4);
+  Add(2, "a", "c", 2 * kMiB);
+  Add(2, "d", "f", kMiB);
+  const uint64_t under_third = Add(2, "g", "i", kMiB / 4);
+  const uint64_t under_fourth = Add(2, "j", "l", kMiB / 4);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  ASSERT_TRUE(c->has_deep_range());
+  EXPECT_EQ("g", c->deep_lower());
+  EXPECT_EQ(std::string("l\0", 2), c->deep_upper());
+  EXPECT_EQ((std::vector<uint64_t>{under_third, under_fourth}),
+            Numbers(c->inputs(2)));
+}
+
+TEST_F(CompactionPickerTest, NoDeepRangeOverL2FilesBeingCompacted) {
+  // Same shape as DeepRangeWhenAnL0CompactionOverfillsL1, but all of L2 is
+  // being compacted into L3: the L0 compaction writes L1 only.
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "c", kMiB / 2);
+  Add(1, "d", "f", kMiB / 2);
+  Add(1, "g", "i", kMiB / 2);
+  Add(2, "a", "c", 3 * kMiB);
+  Add(2, "d", "e", kMiB / 2);
+  Add(2, "g", "i", 2 * kMiB);
+  Apply();
+  Compaction* l2 = Manual(2);
+  ASSERT_NE(nullptr, l2);
+  running_.push_back(l2);
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_FALSE(c->has_deep_range());
+  EXPECT_TRUE(c->inputs(2).empty());
+}
+
+TEST_F(CompactionPickerTest, DeepOutputsAreCutOnTheirOwnGrandparents) {
+  // The deep range's outputs (into L2) line up with L3 files, the L1
+  // outputs with L2 files; each kind is followed on its own.
+  for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
+  Add(1, "a", "c", kMiB / 2);
+  Add(1, "d", "f", kMiB / 2);
+  Add(1, "g", "i", kMiB / 2);
+  Add(2, "a", "c", 3 * kMiB);
+  Add(2, "d", "d", kMiB / 2);
+  Add(2, "g", "i", 2 * kMiB);
+  Add(3, "a", "dd", kMiB);
+  Add(3, "e", "z", kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  ASSERT_TRUE(c->has_deep_range());
+  ASSERT_EQ("d", c->deep_lower());
+  EXPECT_FALSE(c->deep_bottommost());
+  const uint64_t target = c->target_output_file_size();
+  // An L1 output over "a-c" (inside L2's "a-c") is not cut.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("b"), true, target + 1));
+  // The deep output starts: past L3's "a-dd" at "e" is a boundary.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("d"), false, 0, /*deep=*/true));
+  EXPECT_TRUE(c->ShouldStopBefore(Key("e"), true, target / 2, true));
+  // The L1 output after the range: past L2's "d-d" and "g-i" only counts
+  // once an output is open.
+  EXPECT_FALSE(c->ShouldStopBefore(Key("j"), false, 0));
+  EXPECT_FALSE(c->ShouldStopBefore(Key("k"), true, target));
 }
 
 TEST_F(CompactionPickerTest, L0WaitsForAFlushUnderWay) {

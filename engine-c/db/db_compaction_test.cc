@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "db/db_test_util.h"
+#include "util/comparator.h"
 #include "util/fault_injection_env.h"
 #include "util/random.h"
 
@@ -242,6 +244,102 @@ TEST_F(DBCompactionTest, RangeTombstonesAcrossLevels) {
   ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
   EXPECT_EQ("NOT_FOUND", Get(Key(2000)));
   EXPECT_EQ("back", Get(Key(500)));
+}
+
+TEST_F(DBCompactionTest, DeepRangeKeepsEveryKeyAndTombstone) {
+  // Random puts, deletes and range deletes over a key space larger than
+  // L1's target, so that L0 compactions overfill L1 and write a deep range
+  // to L2 directly, with a snapshot held through part of it. Every key,
+  // deletion and tombstone must read back as a std::map applying the same
+  // operations says, at the latest state and at the snapshot, and the
+  // levels must keep their invariants.
+  Reopen();
+  Random rnd(301);
+  std::map<std::string, std::string> model, at_snapshot;
+  const Snapshot* snap = nullptr;
+  for (int i = 0; i < 30000; i++) {
+    const int n = rnd.Uniform(8000);
+    const std::string k = Key(n);
+    const uint32_t r = rnd.Uniform(100);
+    if (r < 85) {
+      // Barely compressible: the live data (~1.5 MiB) must reach L2.
+      std::string v(100 + rnd.Uniform(200), 'v');
+      for (char& ch : v) ch = 'a' + rnd.Uniform(26);
+      ASSERT_TRUE(Put(k, v).ok());
+      model[k] = v;
+    } else if (r < 98) {
+      ASSERT_TRUE(Delete(k).ok());
+      model.erase(k);
+    } else {
+      // Narrow ranges, so the live data keeps growing.
+      const std::string end = Key(n + 1 + rnd.Uniform(40));
+      ASSERT_TRUE(DeleteRange(k, end).ok());
+      model.erase(model.lower_bound(k), model.lower_bound(end));
+    }
+    if (i == 10000) {
+      snap = db_->GetSnapshot();
+      at_snapshot = model;
+    }
+    if (i == 20000) {
+      db_->ReleaseSnapshot(snap);
+      snap = nullptr;
+      EXPECT_GT(db_->TEST_DeepCompactions(), 0u)
+          << "no deep range was written under the snapshot";
+    }
+    if (i == 15000) {
+      // The snapshot sees its state while compactions go on under it.
+      std::string want;
+      for (const auto& [key, value] : at_snapshot) {
+        want += (want.empty() ? "" : " ") + key + "=" + value;
+      }
+      ASSERT_EQ(want, Contents(snap));
+    }
+  }
+  ASSERT_TRUE(db_->WaitForCompaction().ok());
+  const uint64_t deep = db_->TEST_DeepCompactions();
+  EXPECT_GT(deep, 1u);
+  std::string want;
+  for (const auto& [key, value] : model) {
+    want += (want.empty() ? "" : " ") + key + "=" + value;
+  }
+  ASSERT_EQ(want, Contents());
+  for (int i = 0; i < 8000; i += 7) {
+    auto it = model.find(Key(i));
+    EXPECT_EQ(it == model.end() ? "NOT_FOUND" : it->second, Get(Key(i)));
+  }
+  // Below L0 each level's files are sorted and disjoint, and the levels
+  // above the last are within their targets.
+  InternalKeyComparator icmp(BytewiseComparator());
+  uint64_t target = options_.max_bytes_for_level_base;
+  int deepest = 0;
+  for (int level = 1; level < options_.num_levels; level++) {
+    const std::vector<FileMetaData> files = db_->TEST_LevelFiles(level);
+    uint64_t bytes = 0;
+    for (size_t j = 0; j < files.size(); j++) {
+      bytes += files[j].file_size;
+      EXPECT_LT(
+          icmp.Compare(files[j].smallest.Encode(), files[j].largest.Encode()),
+          1);
+      if (j > 0) {
+        EXPECT_LT(icmp.Compare(files[j - 1].largest.Encode(),
+                               files[j].smallest.Encode()),
+                  0)
+            << "L" << level << " files " << files[j - 1].number << " and "
+            << files[j].number << " overlap";
+      }
+    }
+    if (!files.empty()) deepest = level;
+    if (level + 1 < options_.num_levels && !files.empty()) {
+      EXPECT_LE(bytes, target) << "L" << level;
+    }
+    target *= options_.max_bytes_for_level_multiplier;
+  }
+  EXPECT_GE(deepest, 2);
+  Reopen();
+  ASSERT_EQ(want, Contents());
+  // A full compaction drops what the tombstones hid; nothing comes back.
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  ASSERT_EQ(want, Contents());
 }
 
 TEST_F(DBCompactionTest, TrivialMoveKeepsTheFile) {

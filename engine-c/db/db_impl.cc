@@ -381,6 +381,11 @@ Status DBImpl::Destroy(const std::string& dbname, Env* env) {
 
 // ------------------------------------------------------------ statistics
 
+uint64_t DBImpl::TEST_DeepCompactions() {
+  MutexLock l(&mutex_);
+  return deep_compactions_;
+}
+
 std::vector<FileMetaData> DBImpl::TEST_LevelFiles(int level) {
   MutexLock l(&mutex_);
   std::vector<FileMetaData> r;

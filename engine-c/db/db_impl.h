@@ -180,6 +180,9 @@ class DBImpl {
   // Tests only: copies of the metadata of level's files (in the current
   // version).
   std::vector<FileMetaData> TEST_LevelFiles(int level);
+  // Tests only: compactions finished since open that wrote a deep range
+  // (an L0 compaction writing part of its output to L2; compaction.h).
+  uint64_t TEST_DeepCompactions();
 
   SequenceNumber LastSequence() const {
     return last_sequence_.load(std::memory_order_acquire);
@@ -334,6 +337,7 @@ class DBImpl {
   CondVar wal_sync_cv_;
   bool flush_running_ GUARDED_BY(mutex_) = false;
   std::vector<Compaction*> running_compactions_ GUARDED_BY(mutex_);
+  uint64_t deep_compactions_ GUARDED_BY(mutex_) = 0;
   int max_compactions_ = 1;
   std::set<uint64_t> pending_outputs_ GUARDED_BY(mutex_);
   int file_deletions_disabled_ GUARDED_BY(mutex_) = 0;

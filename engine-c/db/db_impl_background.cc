@@ -135,8 +135,8 @@ Status DBImpl::RunCompaction(Compaction* c) {
     stats_.Record(kCompactionBytesWritten, job.bytes_written());
     if (s.ok()) {
       c->AddInputDeletions(&edit);
-      for (const FileMetaData& f : job.outputs()) {
-        edit.AddFile(c->output_level(), f);
+      for (const CompactionJob::Output& out : job.outputs()) {
+        edit.AddFile(out.level, out.meta);
       }
     }
   }
@@ -149,9 +149,11 @@ Status DBImpl::RunCompaction(Compaction* c) {
   running_compactions_.erase(
       std::find(running_compactions_.begin(), running_compactions_.end(), c));
   const std::string what = c->DebugString();
+  const bool deep = c->has_deep_range();
   delete c;
   if (s.ok()) {
     stats_.Record(kCompactionCount);
+    if (deep) deep_compactions_++;
     InstallSuperVersion();
     DeleteObsoleteFiles();
   } else if (!shutting_down_.load(std::memory_order_relaxed)) {

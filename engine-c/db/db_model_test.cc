@@ -80,6 +80,9 @@ class DBModelTest : public test::DBTestBase,
     std::string v(rnd_.Skewed(11), 'a' + rnd_.Uniform(26));
     // Mixed content so snappy has something to do and something it can't.
     for (size_t i = 0; i < v.size(); i += 7) v[i] = 'a' + rnd_.Uniform(26);
+    for (int i = 0; i < extra_value_bytes_; i++) {
+      v.push_back('a' + rnd_.Uniform(26));
+    }
     return v + std::to_string(rnd_.Next() % 1000);
   }
 
@@ -107,7 +110,7 @@ class DBModelTest : public test::DBTestBase,
         const std::string k = RandomKey(), v = RandomValue();
         b.Put(k, v);
         ApplyToModel(&model_, kTypeValue, k, v);
-      } else if (r < 95) {
+      } else if (r < 100 - range_delete_percent_) {
         const std::string k = RandomKey();
         b.Delete(k);
         ApplyToModel(&model_, kTypeDeletion, k, "");
@@ -250,6 +253,7 @@ class DBModelTest : public test::DBTestBase,
     db_->GetStats(&st);
     flushes_ += st.flush_count;
     compactions_ += st.compaction_count;
+    deep_compactions_ += db_->TEST_DeepCompactions();
   }
 
   void ReleaseAllSnapshots() {
@@ -257,14 +261,23 @@ class DBModelTest : public test::DBTestBase,
     snaps_.clear();
   }
 
+  // The whole randomized run (see the file comment).
+  void RunRandomized();
+
   Random rnd_;
+  // Share of written records that are range deletions (the rest: 70%
+  // puts, then point deletions).
+  int range_delete_percent_ = 5;
+  // Random letters added to every value (they barely compress).
+  int extra_value_bytes_ = 0;
   uint64_t flushes_ = 0;
   uint64_t compactions_ = 0;
+  uint64_t deep_compactions_ = 0;
   Model model_;
   std::vector<Snap> snaps_;
 };
 
-TEST_P(DBModelTest, Randomized) {
+void DBModelTest::RunRandomized() {
   const int ops = EnvInt("SHALE_MODEL_OPS", 8000);
   for (int i = 0; i < ops; i++) {
     const uint64_t r = rnd_.Uniform(1000);
@@ -307,9 +320,10 @@ TEST_P(DBModelTest, Randomized) {
   if (getenv("SHALE_MODEL_VERBOSE") != nullptr) {
     std::string levels;
     db_->GetProperty("shale.levelstats", &levels);
-    fprintf(stderr, "flushes %llu compactions %llu\n%s",
+    fprintf(stderr, "flushes %llu compactions %llu deep %llu\n%s",
             static_cast<unsigned long long>(flushes_),
-            static_cast<unsigned long long>(compactions_), levels.c_str());
+            static_cast<unsigned long long>(compactions_),
+            static_cast<unsigned long long>(deep_compactions_), levels.c_str());
   }
   EXPECT_GT(flushes_, 5u);
   EXPECT_GT(compactions_, 5u);
@@ -323,6 +337,40 @@ TEST_P(DBModelTest, Randomized) {
   ASSERT_EQ(want, Contents());
 }
 
+TEST_P(DBModelTest, Randomized) { RunRandomized(); }
+
+// L1's target is the smallest allowed (one output file) and values are
+// ~300 bytes longer, so that flushes write enough for L0 compactions to
+// overfill L1 and write deep ranges straight to L2 (compaction.h; 13 to 24
+// per seed when written): the same random runs, through that path.
+class DBModelSmallL1Test : public DBModelTest {
+ protected:
+  DBModelSmallL1Test() {
+    options_.max_bytes_for_level_base = 64 << 10;
+    extra_value_bytes_ = 300;
+    Reopen();
+  }
+};
+
+TEST_P(DBModelSmallL1Test, Randomized) {
+  RunRandomized();
+  if (HasFatalFailure()) return;
+  EXPECT_GT(deep_compactions_, 0u);
+}
+
+// As DBModelSmallL1Test, with four times the range deletions: tombstones
+// that span the edges of deep ranges, split between L1 and L2 outputs.
+class DBModelSmallL1RangeDelTest : public DBModelSmallL1Test {
+ protected:
+  DBModelSmallL1RangeDelTest() { range_delete_percent_ = 20; }
+};
+
+TEST_P(DBModelSmallL1RangeDelTest, Randomized) {
+  RunRandomized();
+  if (HasFatalFailure()) return;
+  EXPECT_GT(deep_compactions_, 0u);
+}
+
 std::vector<uint64_t> Seeds() {
   const int n = EnvInt("SHALE_MODEL_SEEDS", 3);
   std::vector<uint64_t> seeds;
@@ -331,6 +379,10 @@ std::vector<uint64_t> Seeds() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, DBModelTest, testing::ValuesIn(Seeds()));
+INSTANTIATE_TEST_SUITE_P(SmallL1Seeds, DBModelSmallL1Test,
+                         testing::ValuesIn(Seeds()));
+INSTANTIATE_TEST_SUITE_P(SmallL1RangeDelSeeds, DBModelSmallL1RangeDelTest,
+                         testing::ValuesIn(Seeds()));
 
 }  // namespace
 }  // namespace shale
