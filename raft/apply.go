@@ -100,6 +100,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
 	}
 	r.ls.SetApplied(pos, cs)
+	r.resolveOutlivedLocked(pos.Term)
 	if len(r.splits) > 0 {
 		if err := r.finishSplitsLocked(leader); err != nil {
 			return nil, false, err

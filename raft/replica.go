@@ -38,6 +38,10 @@ type Replica struct {
 	// proposals are proposals handed to Raft, by proposal ID, until they
 	// are applied or known to be lost.
 	proposals map[uint64]*proposal
+	// outlived counts the proposals in proposals that this node made as
+	// leader of a term it no longer leads: they wait for their entry to
+	// apply or for a later term's entry to apply first (proposal.go).
+	outlived int
 	// ccPending are configuration changes handed to Raft this round, to
 	// check in its Ready that Raft did not swallow them.
 	ccPending []*proposal
