@@ -167,6 +167,16 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	prof.Wait()
 	b.ReportMetric(float64(done.Load())/el.Seconds(), "keys/s")
 	b.Logf("%d keys in %v (%.0f keys/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
+	// How many ranges share an apply write, and how many proposals a
+	// leader change left without an outcome (-1: the binary predates
+	// the metric).
+	var writes, applies, overwritten float64
+	for _, cn := range c.all() {
+		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
+		applies += c.metric(cn.id, "shale_raft_range_applies_total")
+		overwritten += c.metric(cn.id, "shale_raft_proposals_overwritten_total")
+	}
+	b.Logf("apply writes %.0f for %.0f range applies; %.0f proposals found overwritten", writes, applies, overwritten)
 	// Let placement settle, then report the balance.
 	time.Sleep(6 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
