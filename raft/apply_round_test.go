@@ -64,12 +64,14 @@ func TestApplyWriteSharedAcrossRanges(t *testing.T) {
 			}
 		}
 	}
-	var writes, applies float64
+	var writes, applies, sent, coalesced float64
 	for _, s := range c.running() {
 		writes += counterValue(s.metrics.applyWrites)
 		applies += counterValue(s.metrics.rangeApplies)
+		sent += counterValue(s.metrics.messagesSent)
+		coalesced += counterValue(s.metrics.messagesCoalesced)
 	}
-	t.Logf("%.0f apply writes for %.0f range applies", writes, applies)
+	t.Logf("%.0f apply writes for %.0f range applies; %.0f messages sent, %.0f empty appends coalesced", writes, applies, sent, coalesced)
 	if writes >= applies {
 		t.Fatalf("%.0f engine writes for %.0f range applies: the ranges of a round were not written together", writes, applies)
 	}

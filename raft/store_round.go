@@ -77,8 +77,12 @@ func (s *Store) processRound(reps []*Replica) {
 			continue
 		}
 		r := reps[i]
+		out, dropped := coalesceAppends(rw.out) // coalesce.go
+		if dropped > 0 {
+			s.metrics.messagesCoalesced.Add(float64(dropped))
+		}
 		r.raftMu.Lock()
-		for _, m := range rw.out {
+		for _, m := range out {
 			if m.GetType() == pb.MsgSnap {
 				if r.rn == nil {
 					continue
