@@ -5,6 +5,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
@@ -16,8 +18,18 @@ import (
 //     from its files, so data still in the memtable is not counted yet)
 //     exceeds SplitSizeBytes splits at its middle key by key count;
 //   - by load: a range that served more than SplitQPS requests per second
-//     over the last window splits at the median of its sampled request
-//     keys, which divides its traffic in two.
+//     over the last window, and more than loadSplitShare times its fair
+//     share of this node's load, splits at the median of its sampled
+//     request keys, which divides its traffic in two.
+//
+// The fair share is the QPS of the user ranges this node leads divided by
+// their number. A split helps when one range carries more than the others
+// (the halves can be led from different nodes); under a uniform load every
+// range carries its fair share, and splitting again only multiplies the
+// ranges, each of which costs its own Raft proposals, messages and log and
+// apply batches per round for the same traffic. A node leading a single
+// range splits it once it passes SplitQPS, which spreads its load to the
+// other nodes.
 //
 // A split copies no data (raft/split.go), so checking often is cheap.
 
@@ -37,10 +49,25 @@ func (n *Node) splitLoop(ctx context.Context) {
 
 // splitPass checks every user range this node leads once; it returns the
 // number of splits made.
+// loadSplitShare is how far above its fair share of the node's load a
+// range must be to split by load (see above).
+const loadSplitShare = 1.25
+
+// rangeWindow is one led user range's finished load window.
+type rangeWindow struct {
+	r      *raft.Replica
+	d      *kvpb.RangeDescriptor
+	qps    float64
+	sample [][]byte
+}
+
+// splitPass checks every user range this node leads once; it returns the
+// number of splits made.
 func (n *Node) splitPass(ctx context.Context) int {
 	o := &n.cfg.Sharding
 	now := time.Now()
-	splits := 0
+	var led []rangeWindow
+	total := 0.0
 	for _, r := range n.store.Replicas() {
 		d := r.Descriptor()
 		if d == nil || keys.IsMetaRange(d) {
@@ -50,10 +77,16 @@ func (n *Node) splitPass(ctx context.Context) int {
 		if o.DisableAutoSplit || !r.IsLeader() {
 			continue
 		}
+		led = append(led, rangeWindow{r: r, d: d, qps: qps, sample: sample})
+		total += qps
+	}
+	splits := 0
+	for _, w := range led {
+		r, d := w.r, w.d
 		var key []byte
 		reason := ""
-		if o.SplitQPS > 0 && qps > o.SplitQPS && len(sample) >= 8 {
-			key, reason = sample[len(sample)/2], "load"
+		if n.loadSplitWanted(w.qps, total, len(led)) && len(w.sample) >= 8 {
+			key, reason = w.sample[len(w.sample)/2], "load"
 		}
 		if key == nil {
 			sp := keys.DataSpan(d)
@@ -71,10 +104,20 @@ func (n *Node) splitPass(ctx context.Context) int {
 			n.log.Info("automatic split failed", "range", r.RangeID(), "reason", reason, "err", err)
 			continue
 		}
-		n.log.Info("automatic split", "range", r.RangeID(), "right", right.GetRangeId(), "reason", reason, "qps", qps)
+		n.log.Info("automatic split", "range", r.RangeID(), "right", right.GetRangeId(), "reason", reason, "qps", w.qps)
 		splits++
 	}
 	return splits
+}
+
+// loadSplitWanted reports whether a range serving qps should split by
+// load, on a node whose led user ranges, nLed of them, serve total.
+func (n *Node) loadSplitWanted(qps, total float64, nLed int) bool {
+	o := &n.cfg.Sharding
+	if o.SplitQPS <= 0 || qps <= o.SplitQPS {
+		return false
+	}
+	return nLed <= 1 || qps > loadSplitShare*total/float64(nLed)
 }
 
 // middleKey returns the user key halfway through span by key count,

@@ -41,6 +41,33 @@ type applied struct {
 // once the batch is written.
 // REQUIRES: raftMu.
 func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error) {
+	leader := r.rn.BasicStatus().RaftState == etcdraft.StateLeader
+	acks, confChanged, pos, cs, err := r.stageCommittedLocked(ents)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.apply.flush(); err != nil {
+		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
+	}
+	r.ls.SetApplied(pos, cs)
+	r.resolveOutlivedLocked(pos.Term)
+	if len(r.splits) > 0 {
+		if err := r.finishSplitsLocked(leader); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(r.merges) > 0 {
+		r.finishMergesLocked()
+	}
+	return acks, confChanged, nil
+}
+
+// stageCommittedLocked applies ents into the apply batch, with the new
+// applied state, without writing it; it returns the proposals to notify
+// once the batch is written, whether a configuration change applied, and
+// the applied position and configuration to publish then.
+// REQUIRES: raftMu.
+func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logstore.LogPosition, *pb.ConfState, error) {
 	a := &r.apply
 	var acks []applied
 	confChanged := false
@@ -62,7 +89,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 			var cmd command.Command
 			res, err := r.applyNormalLocked(e, &cmd)
 			if err != nil {
-				return nil, false, err
+				return nil, false, logstore.LogPosition{}, nil, err
 			}
 			if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
@@ -79,7 +106,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 			r.dedup.clear()
 			res, newCS, propID, err := r.applyConfChangeLocked(e)
 			if err != nil {
-				return nil, false, err
+				return nil, false, logstore.LogPosition{}, nil, err
 			}
 			cs = newCS
 			confChanged = true
@@ -88,27 +115,41 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 				acks = append(acks, applied{p: p, res: res, index: e.GetIndex()})
 			}
 		default:
-			return nil, false, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
+			return nil, false, logstore.LogPosition{}, nil, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
 	}
 	last := ents[len(ents)-1]
 	pos := logstore.LogPosition{Index: last.GetIndex(), Term: last.GetTerm()}
 	if err := logstore.StageAppliedState(a.batch, r.rangeID, pos, cs); err != nil {
-		return nil, false, err
+		return nil, false, pos, nil, err
 	}
-	if err := a.flush(); err != nil {
-		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
-	}
-	r.ls.SetApplied(pos, cs)
-	if len(r.splits) > 0 {
-		if err := r.finishSplitsLocked(leader); err != nil {
-			return nil, false, err
+	return acks, confChanged, pos, cs, nil
+}
+
+// plainEntries reports whether ents are only client writes (and the
+// empty entries new leaders append): entries whose application touches
+// nothing but the range's own keys, its dedup records and its applied
+// state, and triggers nothing once written. Only such entries may wait for
+// the round's shared apply write (apply_round.go).
+func plainEntries(ents []*pb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != pb.EntryNormal {
+			return false
+		}
+		if len(e.GetData()) == 0 {
+			continue
+		}
+		k, ok := command.PeekKind(e.GetData())
+		if !ok {
+			return false
+		}
+		switch k {
+		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS:
+		default:
+			return false
 		}
 	}
-	if len(r.merges) > 0 {
-		r.finishMergesLocked()
-	}
-	return acks, confChanged, nil
+	return true
 }
 
 // applyNormalLocked applies one command entry into the apply batch.

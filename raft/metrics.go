@@ -12,9 +12,12 @@ type Metrics struct {
 	logBatchBytes     prometheus.Histogram
 	logWriteSeconds   prometheus.Histogram
 	entriesApplied    prometheus.Counter
+	applyWrites       prometheus.Counter
+	rangeApplies      prometheus.Counter
 	messagesSent      prometheus.Counter
 	messagesReceived  prometheus.Counter
 	messagesDropped   prometheus.Counter
+	messagesCoalesced prometheus.Counter
 	leaderChanges     prometheus.Counter
 	snapshotsSent     prometheus.Counter
 	snapshotsReceived prometheus.Counter
@@ -42,9 +45,12 @@ func newMetrics() *Metrics {
 			Name: "log_write_seconds", Help: "Time to write (and fsync) one log batch.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
 		entriesApplied:    counter("entries_applied_total", "Committed entries applied."),
+		applyWrites:       counter("apply_writes_total", "Engine writes made to apply committed entries: one per round for the client writes of all its ranges, plus one per apply of anything else."),
+		rangeApplies:      counter("range_applies_total", "Batches of committed entries applied (one per range and Ready)."),
 		messagesSent:      counter("messages_sent_total", "Raft messages handed to the transport."),
 		messagesReceived:  counter("messages_received_total", "Raft messages received from peers."),
 		messagesDropped:   counter("messages_dropped_total", "Raft messages that could not be delivered."),
+		messagesCoalesced: counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
 		leaderChanges:     counter("leader_changes_seen_total", "Times a replica on this node became leader."),
 		snapshotsSent:     counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
 		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
@@ -59,8 +65,8 @@ func newMetrics() *Metrics {
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.leaderChanges, m.snapshotsSent,
+	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits} {
 		if err := reg.Register(c); err != nil {
 			return err

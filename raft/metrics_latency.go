@@ -8,6 +8,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 //	shale_raft_proposals_total                  entries handed to Raft by this node
 //	shale_raft_proposals_dropped_total          proposals Raft refused (not in the log)
+//	shale_raft_proposals_overwritten_total      proposals a later leader's log overwrote (answered NotLeader)
 //	shale_raft_commit_latency_seconds           handed to Raft -> committed, for this node's proposals
 //	shale_raft_apply_latency_seconds            one batch of committed entries -> applied
 //	shale_raft_snapshot_bytes_sent_total        snapshot payload streamed to peers
@@ -16,6 +17,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type latencyMetrics struct {
 	proposals             prometheus.Counter
 	proposalsDropped      prometheus.Counter
+	proposalsOverwritten  prometheus.Counter
 	commitLatency         prometheus.Histogram
 	applyLatency          prometheus.Histogram
 	snapshotBytesSent     prometheus.Counter
@@ -36,6 +38,7 @@ func newLatencyMetrics() latencyMetrics {
 	return latencyMetrics{
 		proposals:             counter("proposals_total", "Entries this node handed to Raft (client writes, replica changes, internal commands)."),
 		proposalsDropped:      counter("proposals_dropped_total", "Proposals Raft refused: not the leader, a transfer under way, or too much uncommitted."),
+		proposalsOverwritten:  counter("proposals_overwritten_total", "Proposals made by a leader that lost leadership before they committed, found overwritten by a later term's entries and answered NotLeader."),
 		commitLatency:         histogram("commit_latency_seconds", "Time from handing a proposal to Raft to finding it committed, for this node's proposals."),
 		applyLatency:          histogram("apply_latency_seconds", "Time to apply one batch of committed entries to the engine."),
 		snapshotBytesSent:     counter("snapshot_bytes_sent_total", "Snapshot payload bytes streamed to peers."),
@@ -45,6 +48,6 @@ func newLatencyMetrics() latencyMetrics {
 }
 
 func (m *latencyMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.proposals, m.proposalsDropped, m.commitLatency, m.applyLatency,
+	return []prometheus.Collector{m.proposals, m.proposalsDropped, m.proposalsOverwritten, m.commitLatency, m.applyLatency,
 		m.snapshotBytesSent, m.snapshotBytesReceived, m.confChangesApplied}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shaledb/shale/storage"
 )
 
@@ -23,6 +25,8 @@ import (
 type applyState struct {
 	db    *storage.DB
 	batch *storage.Batch
+	// writes counts the engine writes made (apply_writes_total).
+	writes prometheus.Counter
 	// points holds the point writes staged, in order; their keys are
 	// copied into keys (values are kept as given: the caller must not
 	// modify them until the batch is written).
@@ -58,8 +62,9 @@ const overlayScanMax = 16
 // larger one is dropped.
 const overlayIndexKeep = 256
 
-func (a *applyState) init(db *storage.DB) {
+func (a *applyState) init(db *storage.DB, writes prometheus.Counter) {
 	a.db = db
+	a.writes = writes
 	a.batch = storage.NewBatch(4 << 10)
 }
 
@@ -171,6 +176,7 @@ func (a *applyState) flush() error {
 	if err := a.db.Write(a.batch, storage.WriteOptions{}); err != nil {
 		return err
 	}
+	a.writes.Inc()
 	a.reset()
 	return nil
 }

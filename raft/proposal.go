@@ -20,8 +20,15 @@ import (
 //     replica is not the leader, dropped by Raft): a definite failure,
 //     NotLeader or Unavailable. Nothing was applied.
 //   - handed to Raft, then applied: the result.
-//   - handed to Raft, outcome unknown (leadership lost, deadline hit, node
-//     stopping): Ambiguous. The entry may still commit.
+//   - handed to Raft by the leader, which then lost leadership (a leader
+//     transfer, an election): the entry is in this node's log and may
+//     still commit under the next leader, so the proposal keeps waiting.
+//     Either it applies (the result), or an entry of a later term applies
+//     first, which proves it was overwritten: a definite NotLeader, safe
+//     to retry (see resolveOutlivedLocked).
+//   - handed to Raft, outcome unknown (deadline hit, node stopping,
+//     replica removed, a snapshot replaced the log): Ambiguous. The entry
+//     may still commit.
 const (
 	propQueued int32 = iota
 	propProposed
@@ -313,19 +320,82 @@ func (r *Replica) failProposalsLocked(reason string, cause error) {
 		p.finish(proposalResult{err: ambiguous(r.rangeID, reason, cause)})
 		delete(r.proposals, id)
 	}
+	r.outlived = 0
 }
 
-// failStaleProposalsLocked finishes as ambiguous the proposals handed to
-// Raft under another term or leader than st's: the leader they went to
-// may have lost them, or may still commit them.
+// failStaleProposalsLocked handles the proposals handed to Raft under
+// another term or leader than st's. A forwarded proposal went to a leader
+// that may have lost it or may still commit it: it finishes as ambiguous
+// (its commands are idempotent; callers retry). A proposal this node made
+// as leader is in this node's log at its term: it keeps waiting, and the
+// first applied entry of a later term settles it (resolveOutlivedLocked).
+// Failing it here, as Raft's leadership changes, would report an outcome
+// unknown although a leader transfer commits most such entries.
 // REQUIRES: raftMu.
 func (r *Replica) failStaleProposalsLocked(st etcdraft.BasicStatus) {
+	r.outlived = 0
 	for id, p := range r.proposals {
-		if p.term != st.GetTerm() || p.lead != st.Lead {
+		if p.term == st.GetTerm() && p.lead == st.Lead {
+			continue
+		}
+		if p.forward {
 			p.finish(proposalResult{err: ambiguous(r.rangeID, "leadership changed before the write applied", nil)})
 			delete(r.proposals, id)
+			continue
+		}
+		if p.term < st.GetTerm() {
+			r.outlived++
 		}
 	}
+}
+
+// resolveOutlivedLocked finishes, with a definite NotLeader, the
+// proposals made as leader of a term older than appliedTerm, the term of
+// the last entry just applied. Raft log terms never decrease along the
+// log, and only a term's leader creates entries of that term, so an entry
+// of term T that had not applied before an entry of a later term did
+// never will: a later leader overwrote it. Nothing of it was applied.
+// REQUIRES: raftMu.
+func (r *Replica) resolveOutlivedLocked(appliedTerm uint64) {
+	if r.outlived == 0 {
+		return
+	}
+	st := r.rn.BasicStatus()
+	var nle error
+	r.outlived = 0 // recounted: some may have applied meanwhile
+	for id, p := range r.proposals {
+		if p.forward {
+			continue
+		}
+		if p.term >= appliedTerm {
+			if p.term < st.GetTerm() {
+				r.outlived++
+			}
+			continue
+		}
+		if nle == nil {
+			nle = r.notLeaderErrorFrom(st)
+		}
+		p.finish(proposalResult{err: nle})
+		delete(r.proposals, id)
+		r.store.metrics.proposalsOverwritten.Inc()
+	}
+}
+
+// failOutlivedLocked finishes as ambiguous the proposals this node made
+// as leader that have not applied, when a snapshot replaces the log: the
+// snapshot may include their entries, applied elsewhere, and this node
+// will never see them apply.
+// REQUIRES: raftMu.
+func (r *Replica) failOutlivedLocked(reason string) {
+	for id, p := range r.proposals {
+		if p.forward {
+			continue
+		}
+		p.finish(proposalResult{err: ambiguous(r.rangeID, reason, nil)})
+		delete(r.proposals, id)
+	}
+	r.outlived = 0
 }
 
 // refreshForwardedLocked proposes again the forwarded proposals that have

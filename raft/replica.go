@@ -38,6 +38,17 @@ type Replica struct {
 	// proposals are proposals handed to Raft, by proposal ID, until they
 	// are applied or known to be lost.
 	proposals map[uint64]*proposal
+	// outlived counts the proposals in proposals that this node made as
+	// leader of a term it no longer leads: they wait for their entry to
+	// apply or for a later term's entry to apply first (proposal.go).
+	outlived int
+	// group is the worker's apply group while a round handles the
+	// replica (nil otherwise); pending are its apply messages staged and
+	// not yet written, and parked is set while the group holds its raftMu
+	// for them (apply_round.go).
+	group   *applyGroup
+	pending []pendingApply
+	parked  bool
 	// ccPending are configuration changes handed to Raft this round, to
 	// check in its Ready that Raft did not swallow them.
 	ccPending []*proposal
@@ -174,7 +185,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		proposals: make(map[uint64]*proposal),
 		peerNodes: make(map[uint64]uint64),
 	}
-	r.apply.init(s.cfg.Engine)
+	r.apply.init(s.cfg.Engine, s.metrics.applyWrites)
 	if r.frozen, err = loadFreeze(db, rangeID); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,13 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 // answers their proposers and steps the response back into Raft.
 // REQUIRES: raftMu.
 func (r *Replica) applyMessageLocked(m *pb.Message) error {
+	r.store.metrics.rangeApplies.Inc()
+	if r.group != nil && len(m.GetEntries()) > 0 && plainEntries(m.GetEntries()) {
+		return r.stageMessageLocked(m) // apply_round.go
+	}
+	if err := r.completeBeforeApplyLocked(); err != nil {
+		return err
+	}
 	var acks []applied
 	if ents := m.GetEntries(); len(ents) > 0 {
 		var err error

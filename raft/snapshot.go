@@ -202,6 +202,7 @@ func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs
 func (r *Replica) commitSnapshotLocked(in *incomingSnapshot, sa logstore.SnapshotApply) error {
 	r.ls.CommitSnapshot(sa)
 	r.dedup.clear() // the snapshot replaced the dedup state
+	r.failOutlivedLocked("a snapshot replaced the log before the write applied")
 	desc, err := logstore.LoadDescriptor(r.store.cfg.Engine, r.rangeID)
 	if err != nil {
 		return err

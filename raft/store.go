@@ -28,8 +28,10 @@ type Store struct {
 	transport *transport.Transport
 	sched     *scheduler
 	pool      *workerPool
-	appendQ   *appendQueue
-	metrics   *Metrics
+	// applyGroups: one per concurrent worker of a round, apply_round.go.
+	applyGroups []*applyGroup
+	appendQ     *appendQueue
+	metrics     *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
 	// nanoseconds so that IDs stay unique across restarts (an entry
@@ -221,6 +223,7 @@ func (s *Store) Start() {
 	}
 	s.mu.Unlock()
 	s.pool = newWorkerPool(s.cfg.Workers)
+	s.applyGroups = newApplyGroups(s, s.cfg.Workers)
 	s.wg.Add(3)
 	go s.processLoop()
 	go s.logWriterLoop()

@@ -45,34 +45,26 @@ type roundWork struct {
 func (s *Store) processRound(reps []*Replica) {
 	s.metrics.rounds.Inc()
 	res := make([]roundWork, len(reps))
-	s.pool.each(len(reps), func(i int) {
-		r := reps[i]
-		r.raftMu.Lock()
-		defer r.raftMu.Unlock()
-		if r.rn == nil { // destroyed
-			r.failInboxLocked()
-			return
+	// Each worker takes every n-th replica, so that it can write the
+	// applied client writes of all of them at once (apply_round.go). A
+	// worker takes at least replicasPerWorker replicas: handling one
+	// replica's Ready takes microseconds, about what handing work to
+	// another goroutine costs, and fewer workers make fewer apply writes.
+	n := min(len(s.applyGroups), (len(reps)+replicasPerWorker-1)/replicasPerWorker)
+	groupErrs := make([]error, n)
+	s.pool.each(n, func(w int) {
+		g := s.applyGroups[w]
+		for i := w; i < len(reps); i += n {
+			s.processReplica(reps[i], &res[i], g)
 		}
-		r.handleInboxLocked()
-		if !r.removed {
-			res[i].works, res[i].out, res[i].err = r.handleReadyLocked()
-		}
-		if res[i].err == nil && r.removed {
-			// A configuration change removed the replica (or a peer
-			// reported its removal): nothing of it matters any more.
-			if err := s.destroyReplicaLocked(r); err != nil {
-				res[i].err = fmt.Errorf("range %d: destroying the removed replica: %w", r.rangeID, err)
-			}
-			r.rn = nil
-			// Its last messages still go out (they may tell the others
-			// that its removal committed); its log writes do not matter.
-			res[i].works = nil
-			return
-		}
-		if res[i].err == nil && r.rn.HasReady() {
-			s.sched.enqueue(r)
-		}
+		groupErrs[w] = g.flush(nil)
 	})
+	for _, err := range groupErrs {
+		if err != nil {
+			s.fatal("applying committed entries", err)
+			return
+		}
+	}
 	var works []*appendWork
 	byNode := make(map[uint64][]*raftrpcpb.RangeMessage)
 	for i, rw := range res {
@@ -85,8 +77,12 @@ func (s *Store) processRound(reps []*Replica) {
 			continue
 		}
 		r := reps[i]
+		out, dropped := coalesceAppends(rw.out) // coalesce.go
+		if dropped > 0 {
+			s.metrics.messagesCoalesced.Add(float64(dropped))
+		}
 		r.raftMu.Lock()
-		for _, m := range rw.out {
+		for _, m := range out {
 			if m.GetType() == pb.MsgSnap {
 				if r.rn == nil {
 					continue
@@ -109,6 +105,52 @@ func (s *Store) processRound(reps []*Replica) {
 	for node, msgs := range byNode {
 		s.metrics.messagesSent.Add(float64(len(msgs)))
 		s.transport.Send(node, msgs)
+	}
+}
+
+// replicasPerWorker is the fewest replicas a round hands each worker.
+const replicasPerWorker = 4
+
+// processReplica feeds r's inbox into Raft and handles its Readys. r's
+// raftMu is released on return unless r is parked in g with applies to
+// write (g.flush releases it).
+func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
+	r.raftMu.Lock()
+	if r.rn == nil { // destroyed
+		r.failInboxLocked()
+		r.raftMu.Unlock()
+		return
+	}
+	r.group = g
+	defer func() {
+		r.group = nil
+		if !r.parked {
+			r.raftMu.Unlock()
+		}
+	}()
+	r.handleInboxLocked()
+	if !r.removed {
+		rw.works, rw.out, rw.err = r.handleReadyLocked()
+	}
+	if rw.err == nil && r.removed {
+		// A configuration change removed the replica (or a peer
+		// reported its removal): nothing of it matters any more, but
+		// what it staged is written first.
+		if err := r.completeBeforeApplyLocked(); err != nil {
+			rw.err = fmt.Errorf("range %d: %w", r.rangeID, err)
+			return
+		}
+		if err := s.destroyReplicaLocked(r); err != nil {
+			rw.err = fmt.Errorf("range %d: destroying the removed replica: %w", r.rangeID, err)
+		}
+		r.rn = nil
+		// Its last messages still go out (they may tell the others
+		// that its removal committed); its log writes do not matter.
+		rw.works = nil
+		return
+	}
+	if rw.err == nil && !r.parked && r.rn.HasReady() {
+		s.sched.enqueue(r)
 	}
 }
 

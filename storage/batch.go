@@ -143,6 +143,32 @@ func (b *Batch) SetRepr(repr []byte) error {
 	return nil
 }
 
+// Append adds every record of other to b, after b's own, by copying
+// their encoded bytes (no record is decoded or re-encoded): writing b then
+// applies b's records and other's in order, atomically. other is not
+// changed. An error of other's becomes b's, as does a count over the
+// format's limit.
+func (b *Batch) Append(other *Batch) {
+	if b.err != nil {
+		return
+	}
+	if other.err != nil {
+		b.err = other.err
+		return
+	}
+	if other.count == 0 {
+		return
+	}
+	if uint64(b.count)+uint64(other.count) > math.MaxUint32 {
+		b.err = errorf(ErrInvalidArgument, "batch: more than %d records", uint32(math.MaxUint32))
+		return
+	}
+	b.init()
+	b.repr = append(b.repr, other.repr[batchHeaderSize:]...)
+	b.count += other.count
+	binary.LittleEndian.PutUint32(b.repr[8:], b.count)
+}
+
 // Reader returns a reader over the batch's records.
 func (b *Batch) Reader() *BatchReader {
 	r, err := NewBatchReader(b.Repr())

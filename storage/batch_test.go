@@ -204,3 +204,46 @@ func FuzzBatchReader(f *testing.F) {
 		}
 	})
 }
+
+// TestBatchAppend: appending one batch to another gives the bytes of one
+// batch built with both's records in order, and writing it applies them in
+// that order (a later record wins).
+func TestBatchAppend(t *testing.T) {
+	var a, b, want Batch
+	a.Put([]byte("k1"), []byte("a"))
+	a.Delete([]byte("k2"))
+	b.Put([]byte("k1"), []byte("b"))
+	b.DeleteRange([]byte("x"), []byte("y"))
+	want.Put([]byte("k1"), []byte("a"))
+	want.Delete([]byte("k2"))
+	want.Put([]byte("k1"), []byte("b"))
+	want.DeleteRange([]byte("x"), []byte("y"))
+	a.Append(&b)
+	a.Append(&Batch{}) // an empty batch adds nothing
+	if !bytes.Equal(a.Repr(), want.Repr()) || a.Count() != 4 {
+		t.Fatalf("appended batch:\n got %x (count %d)\nwant %x", a.Repr(), a.Count(), want.Repr())
+	}
+	if b.Count() != 2 {
+		t.Fatalf("the appended batch changed: count %d", b.Count())
+	}
+	var empty Batch
+	empty.Append(&b)
+	if !bytes.Equal(empty.Repr(), b.Repr()) {
+		t.Fatalf("appending to an empty batch:\n got %x\nwant %x", empty.Repr(), b.Repr())
+	}
+
+	db := openTestDB(t, nil)
+	if err := db.Write(&a, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := db.Get([]byte("k1")); err != nil || string(v) != "b" {
+		t.Fatalf("k1 = %q, %v; want the appended batch's later put", v, err)
+	}
+
+	var bad Batch
+	bad.err = errors.New("boom")
+	a.Append(&bad)
+	if a.Err() == nil {
+		t.Fatal("appending a failed batch did not fail the batch")
+	}
+}

@@ -148,13 +148,20 @@ func TestShardingMergeRefusedAndColocated(t *testing.T) {
 	if !strings.Contains(out, "[") {
 		t.Fatalf("shalectl merge printed %q", out)
 	}
-	rs, err := cl.Ranges(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs.GetRanges()) != 2 {
-		t.Fatalf("after the merge meta lists %d ranges; want 2", len(rs.GetRanges()))
-	}
+	// Ranges answers from the asked node's replica of meta, which may
+	// not have applied the merge's meta update yet (a follower on a busy
+	// machine): wait for it.
+	var rs *kvpb.RangesResponse
+	waitUntil(t, 10*time.Second, "meta listing the merged range", func() string {
+		var err error
+		if rs, err = cl.Ranges(ctx); err != nil {
+			return err.Error()
+		}
+		if len(rs.GetRanges()) != 2 {
+			return fmt.Sprintf("after the merge meta lists %d ranges; want 2", len(rs.GetRanges()))
+		}
+		return ""
+	})
 	merged := rs.GetRanges()[len(rs.GetRanges())-1].GetDescriptor_()
 	if len(merged.GetReplicas()) != len(left.GetReplicas()) {
 		t.Fatalf("merged range %v; want the left-hand range's nodes %v", merged, left)

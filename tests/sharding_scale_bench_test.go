@@ -3,8 +3,11 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +32,8 @@ import (
 // 2 MiB), SHALE_SCALE_WORKERS the concurrent writers (default 64),
 // SHALE_SCALE_BATCH the keys per write (default 1: Put; more: WriteMany,
 // which groups them by range), SHALE_SCALE_RUNS the runs to make (default
-// "one-range,presplit-16,splitting"). Keys are 16 bytes in random order,
+// "one-range,presplit-16,splitting"), SHALE_SCALE_PPROF a directory to
+// write a CPU profile of every node into, taken early in each run. Keys are 16 bytes in random order,
 // values 100 bytes. docs/benchmarks.md, "Scale", records the results.
 func BenchmarkShardingScale(b *testing.B) {
 	keys := envInt("SHALE_SCALE_KEYS", 200000)
@@ -131,6 +135,14 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 			}
 		}()
 	}
+	var prof sync.WaitGroup
+	if dir := os.Getenv("SHALE_SCALE_PPROF"); dir != "" {
+		prof.Add(1)
+		go func() {
+			defer prof.Done()
+			scaleProfile(b, c, dir, b.Name())
+		}()
+	}
 	// Report every tenth of the load.
 	// Besides keys/s, which follows whatever else the machine runs, each
 	// slice reports the nodes' CPU time per key written, which does not.
@@ -152,8 +164,19 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	}
 	wg.Wait()
 	el := time.Since(start)
+	prof.Wait()
 	b.ReportMetric(float64(done.Load())/el.Seconds(), "keys/s")
 	b.Logf("%d keys in %v (%.0f keys/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
+	// How many ranges share an apply write, and how many proposals a
+	// leader change left without an outcome (-1: the binary predates
+	// the metric).
+	var writes, applies, overwritten float64
+	for _, cn := range c.all() {
+		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
+		applies += c.metric(cn.id, "shale_raft_range_applies_total")
+		overwritten += c.metric(cn.id, "shale_raft_proposals_overwritten_total")
+	}
+	b.Logf("apply writes %.0f for %.0f range applies; %.0f proposals found overwritten", writes, applies, overwritten)
 	// Let placement settle, then report the balance.
 	time.Sleep(6 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -177,6 +200,34 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 		len(rs.GetRanges()), per, float64(hi)/float64(lo), leaders)
 	b.ReportMetric(float64(len(rs.GetRanges())), "ranges")
 	b.ReportMetric(float64(hi)/float64(lo), "max/min-replicas")
+}
+
+// scaleProfile writes a 10-second CPU profile of every node, taken 15
+// seconds into the load, to dir/<run>-node<id>.pprof (SHALE_SCALE_PPROF).
+func scaleProfile(b *testing.B, c *testCluster, dir, run string) {
+	time.Sleep(15 * time.Second)
+	var wg sync.WaitGroup
+	for _, cn := range c.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get("http://" + cn.httpAddr + "/debug/pprof/profile?seconds=10")
+			if err != nil {
+				b.Logf("profile of node %d: %v", cn.id, err)
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err == nil {
+				name := filepath.Join(dir, fmt.Sprintf("%s-node%d.pprof", strings.ReplaceAll(run, "/", "-"), cn.id))
+				err = os.WriteFile(name, body, 0o644)
+			}
+			if err != nil {
+				b.Logf("profile of node %d: %v", cn.id, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func rangeCountTB(cl *client.Client) int {
