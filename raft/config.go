@@ -116,6 +116,10 @@ type Config struct {
 	// TestingSkipMetaUpdates makes replica changes skip their meta update,
 	// so that tests can watch the periodic repair do it.
 	TestingSkipMetaUpdates bool
+	// TestingLogWriteDelay makes the log writer wait this long between
+	// staging a batch and writing it, widening the window in which a
+	// replica can be destroyed under a staged write. Tests only.
+	TestingLogWriteDelay time.Duration
 
 	// Fatal is called when the node cannot continue safely (a failed Raft
 	// log write, corrupt state): it must not return. Default: log and

@@ -1,9 +1,14 @@
 package raft
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -54,5 +59,56 @@ func TestPeerAddressesSurviveRestart(t *testing.T) {
 		if got[id] != a {
 			t.Fatalf("after a restart without peers, node %d's address is %q; want %q (book %v)", id, got[id], a, got)
 		}
+	}
+}
+
+// TestDestroyWaitsForStagedLogWrites: a replica removed while the log
+// writer holds its entries staged (here, made to wait between staging
+// and writing) is destroyed only after they are written, so the write
+// cannot bring its log and HardState back under the keys a later replica
+// of the range would start from.
+func TestDestroyWaitsForStagedLogWrites(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.TestingLogWriteDelay = 20 * time.Millisecond })
+	ctx := ctxT(t, 60*time.Second)
+	rangeID := keys.FirstUserRangeID
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				c.put(wctx, rangeID, fmt.Sprintf("w%d-%06d", w, i), "v") // errors: the removal may disturb writes
+				cancel()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	l := c.leader(rangeID)
+	var victim uint64
+	for _, id := range c.ids() {
+		if id != l.id {
+			victim = id
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // let the writes reach every log writer
+	if _, err := l.store.ChangeReplicas(ctx, rangeID, []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}}); err != nil && !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("removing node %d from range %d: %v", victim, rangeID, err)
+	}
+	waitFor(t, 10*time.Second, "the removed replica to be destroyed", func() bool {
+		_, err := c.storeOf(victim).Replica(rangeID)
+		return errors.Is(err, ErrRangeNotFound)
+	})
+	// Wait out any log write staged before the destruction.
+	time.Sleep(10 * c.storeOf(victim).cfg.TestingLogWriteDelay)
+	if left := raftStateKeys(t, c.node(victim).db, rangeID); len(left) > 0 {
+		t.Fatalf("node %d holds %d Raft state keys of its destroyed replica of range %d, first %x", victim, len(left), rangeID, left[0])
 	}
 }

@@ -100,13 +100,18 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		r := w.r
 		r.raftMu.Lock()
 		st[i] = r.stageAppendLocked(w, b)
-		if !st[i].skip {
+		if st[i].skip {
+			r.logWrites--
+		} else {
 			m := w.m
 			sync = sync || len(m.GetEntries()) > 0 || w.snap != nil ||
 				(m.Term != nil && (m.GetTerm() != r.ls.HardState().GetTerm() || m.GetVote() != r.ls.HardState().GetVote()))
 			snap = snap || w.snap != nil
 		}
 		r.raftMu.Unlock()
+	}
+	if d := s.cfg.TestingLogWriteDelay; d > 0 {
+		time.Sleep(d)
 	}
 	if !b.Empty() {
 		s.metrics.logBatchBytes.Observe(float64(b.Len()))
@@ -128,6 +133,7 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		}
 		r := w.r
 		r.raftMu.Lock()
+		r.logWrites--
 		if r.rn == nil {
 			r.raftMu.Unlock()
 			continue

@@ -66,8 +66,15 @@ type Replica struct {
 	// up in.
 	peerNodes map[uint64]uint64
 	// removed: a configuration change removed this replica; the round
-	// destroys it once the Ready is handled.
+	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool
+	// logWrites counts this replica's appendWorks handed to the log
+	// writer and not yet written or skipped. The log writer stages a
+	// work under raftMu but writes the batch without it, so a replica
+	// destroyed in between would have its log entries and HardState
+	// written back after its deletion, under keys a later replica of the
+	// same range reuses: destroying waits for zero.
+	logWrites int
 	// splits are the right-hand ranges of splits applied in this batch,
 	// to create once it is written (split.go).
 	splits []*kvpb.RangeDescriptor

@@ -93,6 +93,7 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 	r.mu.Lock()
 	r.releaseWaitersLocked()
 	r.mu.Unlock()
+	r.logWrites += len(works)
 	return works, out, nil
 }
 

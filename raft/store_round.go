@@ -140,13 +140,22 @@ func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
 			rw.err = fmt.Errorf("range %d: %w", r.rangeID, err)
 			return
 		}
+		// Its log writes do not matter any more: this round's are
+		// dropped. Those of earlier rounds may be staged in the log
+		// writer's batch: destroying now would let that batch write
+		// them back after the deletion. The log writer schedules the
+		// replica again once they are written.
+		r.logWrites -= len(rw.works)
+		rw.works = nil
+		if r.logWrites > 0 {
+			return
+		}
 		if err := s.destroyReplicaLocked(r); err != nil {
 			rw.err = fmt.Errorf("range %d: destroying the removed replica: %w", r.rangeID, err)
 		}
 		r.rn = nil
 		// Its last messages still go out (they may tell the others
-		// that its removal committed); its log writes do not matter.
-		rw.works = nil
+		// that its removal committed).
 		return
 	}
 	if rw.err == nil && !r.parked && r.rn.HasReady() {

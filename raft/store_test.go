@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/storage"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -481,6 +483,9 @@ func TestAddAndRemoveNodes(t *testing.T) {
 			_, err := c.storeOf(1).Replica(rangeID)
 			return errors.Is(err, ErrRangeNotFound)
 		})
+		if left := raftStateKeys(t, c.node(1).db, rangeID); len(left) > 0 {
+			t.Fatalf("node 1 still holds %d Raft state keys of destroyed range %d, first %x", len(left), rangeID, left[0])
+		}
 	}
 	// Replace two voters at once: joint consensus.
 	c.addJoiningNode(5)
@@ -622,4 +627,28 @@ func TestMetaRepair(t *testing.T) {
 		ds, err := c.leader(keys.MetaRangeID).store.MetaLookup([]byte("k"), 0)
 		return err == nil && len(ds) == 1 && ds[0].GetGeneration() == d.GetGeneration()
 	})
+}
+
+// raftStateKeys returns the keys of db under range rangeID's local spans
+// other than its tombstone: what a destroyed replica must not leave.
+func raftStateKeys(t *testing.T, db *storage.DB, rangeID uint64) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, sp := range []keys.Span{keys.RangeLocalSpan(rangeID), keys.NodeLocalRangeSpan(rangeID)} {
+		it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End, KeysOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			if k := it.Key(); !bytes.Equal(k, keys.TombstoneKey(rangeID)) {
+				out = append(out, k)
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
