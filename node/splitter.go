@@ -47,8 +47,6 @@ func (n *Node) splitLoop(ctx context.Context) {
 	}
 }
 
-// splitPass checks every user range this node leads once; it returns the
-// number of splits made.
 // loadSplitShare is how far above its fair share of the node's load a
 // range must be to split by load (see above).
 const loadSplitShare = 1.25
