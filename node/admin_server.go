@@ -32,8 +32,17 @@ const (
 	deadAfter = time.Minute
 )
 
-func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
+func (s *adminServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
 	n := s.n
+	if req.GetNodeOnly() {
+		return &kvpb.StatusResponse{
+			Node:             n.descriptor(),
+			ClusterId:        n.ident.ClusterID,
+			Version:          buildinfo.Version + " (" + storage.EngineVersion() + ")",
+			StartedUnixNanos: n.started.UnixNano(),
+			Cpu:              n.cpu.stats(),
+		}, nil
+	}
 	st, err := n.db.Stats()
 	if err != nil {
 		return nil, readError("Status", err)
@@ -45,6 +54,7 @@ func (s *adminServer) Status(ctx context.Context, _ *kvpb.StatusRequest) (*kvpb.
 		StartedUnixNanos: n.started.UnixNano(),
 		Engine:           engineStats(&st),
 		Members:          n.members(),
+		Cpu:              n.cpu.stats(),
 	}
 	for _, r := range n.store.Replicas() {
 		resp.Ranges = append(resp.Ranges, n.rangeStatus(r))
@@ -238,6 +248,9 @@ func (s *adminServer) Nodes(ctx context.Context, req *kvpb.NodesRequest) (*kvpb.
 			}
 		}
 		ns.UsedBytes, ns.Qps = n.nodeStats(m.GetNodeId())
+		if e := hb[m.GetNodeId()]; e != nil {
+			ns.Cpu = e.status.GetCpu()
+		}
 		resp.Nodes = append(resp.Nodes, ns)
 	}
 	return resp, nil

@@ -55,6 +55,26 @@ func TestStatus(t *testing.T) {
 		!strings.HasPrefix(st.ClusterId, "shale-") || st.Engine == nil || len(st.Ranges) != 2 || st.Version == "" {
 		t.Fatalf("Status = %v", st)
 	}
+	// The host's CPU use, measured from the node's start (Linux, where
+	// the tests run) once a clock tick has passed.
+	for deadline := time.Now().Add(5 * time.Second); !st.GetCpu().GetKnown() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if st, err = tn.admin.Status(ctxT(t), &kvpb.StatusRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cpu := st.GetCpu(); !cpu.GetKnown() || cpu.GetHostBusy() < 0 || cpu.GetHostBusy() > 1 ||
+		cpu.GetHostCpus() == 0 || cpu.GetWindowSeconds() <= 0 || cpu.GetProcessCores() < 0 {
+		t.Fatalf("Status.Cpu = %v", cpu)
+	}
+	// A peer asking for the CPU alone gets no ranges nor engine figures.
+	small, err := tn.admin.Status(ctxT(t), &kvpb.StatusRequest{NodeOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.GetNode().GetNodeId() != 7 || len(small.GetRanges()) != 0 || small.GetEngine() != nil || !small.GetCpu().GetKnown() {
+		t.Fatalf("node-only Status = %v", small)
+	}
 	if _, err := tn.admin.Split(ctxT(t), &kvpb.SplitRequest{}); err == nil {
 		t.Fatal("Split succeeded on a single node")
 	}

@@ -22,6 +22,8 @@ import (
 //	shale_raft_*                    replication (raft/metrics.go, raft/metrics_latency.go)
 //	shale_range_*{range}            per-range Raft state, read at scrape time
 //	shale_ranges*                   replica, leader and leaderless counts of the node
+//	shale_node_host_cpu_busy_ratio  the host's CPU use (cpu.go)
+//	shale_load_splits_held_total    load splits waiting for spare CPU (splitter.go)
 //	go_*, process_*                 Go runtime and process
 type metrics struct {
 	registry *prometheus.Registry
@@ -29,6 +31,9 @@ type metrics struct {
 	// unaryInterceptor and streamInterceptor count and time every RPC.
 	unaryInterceptor  grpc.UnaryServerInterceptor
 	streamInterceptor grpc.StreamServerInterceptor
+	// loadSplitsHeld counts load splits held back for want of spare CPU
+	// (splitter.go).
+	loadSplitsHeld prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -42,13 +47,19 @@ func newMetrics(n *Node) *metrics {
 		grpc:              gm,
 		unaryInterceptor:  gm.UnaryServerInterceptor(),
 		streamInterceptor: gm.StreamServerInterceptor(),
+		loadSplitsHeld: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_load_splits_held_total",
+			Help: "Load splits this node held back because no host of the range's voters had CPU to spare (--split-host-cpu).",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
+		m.loadSplitsHeld,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
 		&rangeCollector{n: n},
+		&cpuCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

@@ -43,6 +43,7 @@ type Node struct {
 	peers   *peerClients
 	live    liveness
 	load    loadTracker
+	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
 	metrics *metrics
@@ -103,6 +104,7 @@ func New(cfg Config) (*Node, error) {
 		limits:  cfg.Limits,
 		db:      db,
 		started: time.Now(),
+		cpu:     newCPUSampler(),
 		health:  health.NewServer(),
 	}
 	if err := n.initSecurity(); err != nil {

@@ -13,6 +13,12 @@ type ShardingOptions struct {
 	// SplitCheckInterval, is split at a key that divides its sampled
 	// traffic (2500; negative disables load splits).
 	SplitQPS float64
+	// SplitHostCPU: a range is split by load only while the host of one
+	// of its voters (this node's included) had less than this fraction of
+	// its CPU time busy over the last 10 s, so that the halves' work can
+	// go to a CPU with time to spare (0.8; 1 or more, or negative: split
+	// by load whatever the CPU use).
+	SplitHostCPU float64
 	// SplitCheckInterval is how often each leader checks its ranges' size
 	// and load (10 s).
 	SplitCheckInterval time.Duration
@@ -57,6 +63,9 @@ func (o *ShardingOptions) setDefaults() {
 	}
 	if o.SplitQPS == 0 {
 		o.SplitQPS = 2500
+	}
+	if o.SplitHostCPU == 0 {
+		o.SplitHostCPU = 0.8
 	}
 	if o.SplitCheckInterval <= 0 {
 		o.SplitCheckInterval = 10 * time.Second

@@ -20,7 +20,8 @@ import (
 //   - by load: a range that served more than SplitQPS requests per second
 //     over the last window, and more than loadSplitShare times its fair
 //     share of this node's load, splits at the median of its sampled
-//     request keys, which divides its traffic in two.
+//     request keys, which divides its traffic in two, if the host of one
+//     of its voters had CPU to spare (below).
 //
 // The fair share is the QPS of the user ranges this node leads divided by
 // their number. A split helps when one range carries more than the others
@@ -30,6 +31,19 @@ import (
 // apply batches per round for the same traffic. A node leading a single
 // range splits it once it passes SplitQPS, which spreads its load to the
 // other nodes.
+//
+// A split by load is for spreading work over more CPUs: its halves can be
+// led from different nodes (placement balances leaders), and even on one
+// node they are processed by different workers of a round. That needs a
+// CPU with time to spare. When the hosts of all the range's voters were
+// busier than SplitHostCPU over the last window (cpu.go), nothing can take
+// the work, and a split only adds a Raft group whose proposals, messages
+// and log and apply batches are paid for from the same saturated CPUs:
+// every write then costs more and throughput falls. So a load split waits
+// until some voter's host has CPU to spare, which a node added to a
+// saturated cluster provides once it holds replicas. (TiKV and CockroachDB
+// split by CPU as well as by request rate for the same reason.) Size
+// splits do not wait: they bound a range's size, not its load.
 //
 // A split copies no data (raft/split.go), so checking often is cheap.
 
@@ -79,12 +93,20 @@ func (n *Node) splitPass(ctx context.Context) int {
 		total += qps
 	}
 	splits := 0
+	cpus := map[uint64]*kvpb.NodeCPU{} // this pass's answers, by node
 	for _, w := range led {
 		r, d := w.r, w.d
 		var key []byte
 		reason := ""
 		if n.loadSplitWanted(w.qps, total, len(led)) && len(w.sample) >= 8 {
-			key, reason = w.sample[len(w.sample)/2], "load"
+			if id, busy, ok := n.spareCPU(ctx, d, cpus); ok {
+				key, reason = w.sample[len(w.sample)/2], "load"
+				n.log.Debug("load split: a voter's host has CPU to spare", "range", r.RangeID(), "node", id, "host_busy", busy)
+			} else {
+				n.metrics.loadSplitsHeld.Inc()
+				n.log.Info("load split held back: every voter's host is busy", "range", r.RangeID(),
+					"qps", w.qps, "split_host_cpu", o.SplitHostCPU)
+			}
 		}
 		if key == nil {
 			sp := keys.DataSpan(d)
@@ -118,6 +140,54 @@ func (n *Node) loadSplitWanted(qps, total float64, nLed int) bool {
 	return nLed <= 1 || qps > loadSplitShare*total/float64(nLed)
 }
 
+// spareCPU reports whether the host of one of d's voters, this node's
+// included, was busy less than SplitHostCPU of its CPU time over the last
+// window, with the first such node and its host's use. Always true when
+// SplitHostCPU is 1 or more (or negative). Peers are asked once per pass
+// (cpus caches their answers); a peer that does not answer, or cannot
+// measure its CPU, counts as busy.
+func (n *Node) spareCPU(ctx context.Context, d *kvpb.RangeDescriptor, cpus map[uint64]*kvpb.NodeCPU) (uint64, float64, bool) {
+	limit := n.cfg.Sharding.SplitHostCPU
+	if limit >= 1 || limit < 0 {
+		return 0, 0, true
+	}
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+			continue
+		}
+		id := rd.GetNodeId()
+		cpu, seen := cpus[id]
+		if !seen {
+			cpu = n.nodeCPU(ctx, id)
+			cpus[id] = cpu
+		}
+		if cpu.GetKnown() && cpu.GetHostBusy() < limit {
+			return id, cpu.GetHostBusy(), true
+		}
+	}
+	return 0, 0, false
+}
+
+// nodeCPU asks node id for its CPU use (empty, so unknown, if it does
+// not answer within 2 s).
+func (n *Node) nodeCPU(ctx context.Context, id uint64) *kvpb.NodeCPU {
+	if id == n.ident.NodeID {
+		return n.cpu.stats()
+	}
+	c, err := n.peers.admin(id)
+	if err != nil {
+		return &kvpb.NodeCPU{}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := c.Status(sctx, &kvpb.StatusRequest{NodeOnly: true})
+	if err != nil {
+		n.log.Debug("asking a peer for its CPU use", "node", id, "err", err)
+		return &kvpb.NodeCPU{}
+	}
+	return st.GetCpu()
+}
+
 // middleKey returns the user key halfway through span by key count,
 // guided by the engine's estimate of the count; when the estimate is too
 // high (deleted keys) it counts and takes the true middle. nil if the span
@@ -148,10 +218,14 @@ func (n *Node) middleKey(sp keys.Span, estimate uint64) []byte {
 	return k
 }
 
-// startSharding starts the split checker, the placement controller and
-// the peer address refresh.
+// startSharding starts the split checker, the placement controller, the
+// peer address refresh and the CPU sampler.
 func (n *Node) startSharding() {
-	n.bgWG.Add(3)
+	n.bgWG.Add(4)
+	go func() {
+		defer n.bgWG.Done()
+		n.cpu.run(n.bgCtx)
+	}()
 	go func() {
 		defer n.bgWG.Done()
 		n.peerRefreshLoop(n.bgCtx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // splits.
 func TestShardingLoadSplitUniform(t *testing.T) {
 	c := newCluster(t, 3, "--disable-auto-split=false", "--split-check-interval", "500ms",
-		"--split-qps", "20", "--disable-placement=false", "--placement-interval", "1s")
+		"--split-qps", "20", "--disable-placement=false", "--placement-interval", "1s",
+		"--split-host-cpu", "1") // split whatever the CPU use (below)
 	cl := c.client()
 
 	// Reads of random keys spread over the whole key space: every range
@@ -58,4 +60,73 @@ func TestShardingLoadSplitUniform(t *testing.T) {
 		t.Fatalf("%d ranges after a uniform load: load splits did not stop at a fair share", n)
 	}
 	t.Logf("%d ranges after 15 s of uniform reads", n)
+}
+
+// TestShardingLoadSplitWaitsForSpareCPU: a range hot enough to split by
+// load is held back while the hosts of all its voters are busier than
+// --split-host-cpu, because a split would only add Raft work to CPUs that
+// have none to spare (docs/sharding.md, "Load splits and CPU"). The
+// threshold here is one no host stays under, so every check holds the
+// split back: the nodes count it, and the range stays whole. The nodes
+// report their hosts' CPU use meanwhile (shalectl nodes).
+func TestShardingLoadSplitWaitsForSpareCPU(t *testing.T) {
+	c := newCluster(t, 3, "--disable-auto-split=false", "--split-check-interval", "500ms",
+		"--split-qps", "50", "--split-host-cpu", "0.000001")
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 0; i < 100; i++ {
+		if err := cl.Put(ctx, []byte(fmt.Sprintf("hot/%03d", i)), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rangeCount(t, cl)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ; i += 4 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, _, _ = cl.Get(rctx, []byte(fmt.Sprintf("hot/%03d", i%100)))
+				rcancel()
+			}
+		}()
+	}
+	held := func() float64 {
+		return c.metric(1, "shale_load_splits_held_total") + c.metric(2, "shale_load_splits_held_total") +
+			c.metric(3, "shale_load_splits_held_total")
+	}
+	// Four checks that found the range over --split-qps and held it back.
+	waitUntil(t, 30*time.Second, "load splits held back", func() string {
+		if h := held(); h < 4 {
+			return fmt.Sprintf("%.0f held", h)
+		}
+		return ""
+	})
+	close(stop)
+	wg.Wait()
+
+	if n := rangeCount(t, cl); n != before {
+		t.Fatalf("%d ranges after the hot load, %d before: the range split although no host had CPU to spare", n, before)
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		if s := c.metric(id, "shale_raft_range_splits_total"); s != 0 {
+			t.Fatalf("node %d counts %.0f splits", id, s)
+		}
+		if v := c.metric(id, "shale_node_host_cpu_busy_ratio"); !(v > 0 && v <= 1) {
+			t.Fatalf("node %d: host CPU busy ratio %v", id, v)
+		}
+	}
+	out, errOut, code := runCtl(t, c.node(1).grpcAddr, "nodes")
+	if code != 0 || !strings.Contains(out, "HOST_CPU") || strings.Count(out, "%") != 3 {
+		t.Fatalf("shalectl nodes shows no host CPU: %d %q %q", code, out, errOut)
+	}
 }

@@ -126,11 +126,14 @@ func (x ReplicaChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicaChange_Kind.Descriptor instead.
 func (ReplicaChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18, 0}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_only leaves out ranges and engine statistics: the caller wants
+	// only the node's identity and CPU (a load split's check of its peers).
+	NodeOnly      bool `protobuf:"varint,1,opt,name=node_only,json=nodeOnly,proto3" json:"node_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +166,13 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StatusRequest) GetNodeOnly() bool {
+	if x != nil {
+		return x.NodeOnly
+	}
+	return false
 }
 
 type RaftStatus struct {
@@ -505,6 +515,91 @@ func (x *EngineStats) GetWriteAmplification() float64 {
 	return 0
 }
 
+// NodeCPU is the CPU use of a node's host and process over the last
+// window (docs/sharding.md, "Load splits and CPU").
+type NodeCPU struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// known is false where the host's CPU cannot be read (not Linux, or no
+	// window measured yet); the other fields are then zero.
+	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
+	// host_busy is the fraction of all the host's CPU time, 0..1, that was
+	// not idle (nor waiting for I/O) over the window.
+	HostBusy float64 `protobuf:"fixed64,2,opt,name=host_busy,json=hostBusy,proto3" json:"host_busy,omitempty"`
+	// process_cores is the CPU time this node's process used per second
+	// over the window, in cores.
+	ProcessCores float64 `protobuf:"fixed64,3,opt,name=process_cores,json=processCores,proto3" json:"process_cores,omitempty"`
+	// host_cpus is the number of CPUs the host has.
+	HostCpus      uint32  `protobuf:"varint,4,opt,name=host_cpus,json=hostCpus,proto3" json:"host_cpus,omitempty"`
+	WindowSeconds float64 `protobuf:"fixed64,5,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCPU) Reset() {
+	*x = NodeCPU{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCPU) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCPU) ProtoMessage() {}
+
+func (x *NodeCPU) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCPU.ProtoReflect.Descriptor instead.
+func (*NodeCPU) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NodeCPU) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *NodeCPU) GetHostBusy() float64 {
+	if x != nil {
+		return x.HostBusy
+	}
+	return 0
+}
+
+func (x *NodeCPU) GetProcessCores() float64 {
+	if x != nil {
+		return x.ProcessCores
+	}
+	return 0
+}
+
+func (x *NodeCPU) GetHostCpus() uint32 {
+	if x != nil {
+		return x.HostCpus
+	}
+	return 0
+}
+
+func (x *NodeCPU) GetWindowSeconds() float64 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Node             *NodeDescriptor        `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -515,13 +610,14 @@ type StatusResponse struct {
 	Engine           *EngineStats           `protobuf:"bytes,6,opt,name=engine,proto3" json:"engine,omitempty"`
 	// members is this node's view of the cluster's nodes.
 	Members       []*NodeDescriptor `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	Cpu           *NodeCPU          `protobuf:"bytes,8,opt,name=cpu,proto3" json:"cpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	mi := &file_api_kvpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +629,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	mi := &file_api_kvpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +642,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StatusResponse) GetNode() *NodeDescriptor {
@@ -598,6 +694,13 @@ func (x *StatusResponse) GetMembers() []*NodeDescriptor {
 	return nil
 }
 
+func (x *StatusResponse) GetCpu() *NodeCPU {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
 type RangeLookupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -611,7 +714,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[5]
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +726,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[5]
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +739,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -674,7 +777,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +789,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +802,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RangeLookupResponse) GetRanges() []*RangeDescriptor {
@@ -731,7 +834,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +846,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +859,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type RangesResponse struct {
@@ -768,7 +871,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +883,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +896,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RangesResponse) GetRanges() []*RangeStatus {
@@ -812,13 +915,15 @@ type NodeStatus struct {
 	UsedBytes              uint64                 `protobuf:"varint,5,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
 	Qps                    float64                `protobuf:"fixed64,6,opt,name=qps,proto3" json:"qps,omitempty"`
 	LastHeartbeatUnixNanos int64                  `protobuf:"varint,7,opt,name=last_heartbeat_unix_nanos,json=lastHeartbeatUnixNanos,proto3" json:"last_heartbeat_unix_nanos,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// cpu is the node's CPU use from its latest heartbeat.
+	Cpu           *NodeCPU `protobuf:"bytes,8,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +935,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +948,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeStatus) GetNode() *NodeDescriptor {
@@ -895,6 +1000,13 @@ func (x *NodeStatus) GetLastHeartbeatUnixNanos() int64 {
 	return 0
 }
 
+func (x *NodeStatus) GetCpu() *NodeCPU {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
 type NodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -903,7 +1015,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1027,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1040,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 type NodesResponse struct {
@@ -940,7 +1052,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1064,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1077,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodesResponse) GetNodes() []*NodeStatus {
@@ -984,7 +1096,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1108,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1121,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -1029,7 +1141,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1153,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1166,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1080,7 +1192,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1204,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1217,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MergeRequest) GetKey() []byte {
@@ -1124,7 +1236,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1248,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1261,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MergeResponse) GetMerged() *RangeDescriptor {
@@ -1169,7 +1281,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1293,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1306,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -1219,7 +1331,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1343,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1356,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type ReplicaChange struct {
@@ -1257,7 +1369,7 @@ type ReplicaChange struct {
 
 func (x *ReplicaChange) Reset() {
 	*x = ReplicaChange{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1381,7 @@ func (x *ReplicaChange) String() string {
 func (*ReplicaChange) ProtoMessage() {}
 
 func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1394,7 @@ func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaChange.ProtoReflect.Descriptor instead.
 func (*ReplicaChange) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaChange) GetKind() ReplicaChange_Kind {
@@ -1309,7 +1421,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1433,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1446,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -1360,7 +1472,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1484,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1497,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChangeReplicasResponse) GetDescriptor_() *RangeDescriptor {
@@ -1404,7 +1516,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1528,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1541,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddNodeRequest) GetNode() *NodeDescriptor {
@@ -1449,7 +1561,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1573,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1586,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AddNodeResponse) GetNodeId() uint64 {
@@ -1501,7 +1613,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1625,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1638,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1551,7 +1663,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1675,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1688,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 type DecommissionRequest struct {
@@ -1590,7 +1702,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1714,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1727,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -1641,7 +1753,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1765,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1778,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DecommissionResponse) GetRemainingReplicas() uint64 {
@@ -1686,7 +1798,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1810,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1823,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CompactRequest) GetStartKey() []byte {
@@ -1736,7 +1848,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1860,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1873,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type UpdateMetaRequest struct {
@@ -1774,7 +1886,7 @@ type UpdateMetaRequest struct {
 
 func (x *UpdateMetaRequest) Reset() {
 	*x = UpdateMetaRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1898,7 @@ func (x *UpdateMetaRequest) String() string {
 func (*UpdateMetaRequest) ProtoMessage() {}
 
 func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1911,7 @@ func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMetaRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateMetaRequest) GetDescriptors() []*RangeDescriptor {
@@ -1826,7 +1938,7 @@ type UpdateMetaResponse struct {
 
 func (x *UpdateMetaResponse) Reset() {
 	*x = UpdateMetaResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1950,7 @@ func (x *UpdateMetaResponse) String() string {
 func (*UpdateMetaResponse) ProtoMessage() {}
 
 func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1963,7 @@ func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMetaResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateMetaResponse) GetRangeId() uint64 {
@@ -1865,8 +1977,9 @@ var File_api_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/kvpb/admin.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\"\x0f\n" +
-	"\rStatusRequest\"\xac\x02\n" +
+	"\x14api/kvpb/admin.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\",\n" +
+	"\rStatusRequest\x12\x1b\n" +
+	"\tnode_only\x18\x01 \x01(\bR\bnodeOnly\"\xac\x02\n" +
 	"\n" +
 	"RaftStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1d\n" +
@@ -1907,7 +2020,13 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"levelFiles\x12\x1f\n" +
 	"\vlevel_bytes\x18\r \x03(\x04R\n" +
 	"levelBytes\x12/\n" +
-	"\x13write_amplification\x18\x0e \x01(\x01R\x12writeAmplification\"\xc3\x02\n" +
+	"\x13write_amplification\x18\x0e \x01(\x01R\x12writeAmplification\"\xa5\x01\n" +
+	"\aNodeCPU\x12\x14\n" +
+	"\x05known\x18\x01 \x01(\bR\x05known\x12\x1b\n" +
+	"\thost_busy\x18\x02 \x01(\x01R\bhostBusy\x12#\n" +
+	"\rprocess_cores\x18\x03 \x01(\x01R\fprocessCores\x12\x1b\n" +
+	"\thost_cpus\x18\x04 \x01(\rR\bhostCpus\x12%\n" +
+	"\x0ewindow_seconds\x18\x05 \x01(\x01R\rwindowSeconds\"\xeb\x02\n" +
 	"\x0eStatusResponse\x12/\n" +
 	"\x04node\x18\x01 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x04node\x12\x1d\n" +
 	"\n" +
@@ -1916,7 +2035,8 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x12started_unix_nanos\x18\x04 \x01(\x03R\x10startedUnixNanos\x120\n" +
 	"\x06ranges\x18\x05 \x03(\v2\x18.shale.kv.v1.RangeStatusR\x06ranges\x120\n" +
 	"\x06engine\x18\x06 \x01(\v2\x18.shale.kv.v1.EngineStatsR\x06engine\x125\n" +
-	"\amembers\x18\a \x03(\v2\x1b.shale.kv.v1.NodeDescriptorR\amembers\"X\n" +
+	"\amembers\x18\a \x03(\v2\x1b.shale.kv.v1.NodeDescriptorR\amembers\x12&\n" +
+	"\x03cpu\x18\b \x01(\v2\x14.shale.kv.v1.NodeCPUR\x03cpu\"X\n" +
 	"\x12RangeLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
 	"\bprefetch\x18\x02 \x01(\rR\bprefetch\x12\x14\n" +
@@ -1927,7 +2047,7 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x1b.shale.kv.v1.NodeDescriptorR\x05nodes\"\x0f\n" +
 	"\rRangesRequest\"B\n" +
 	"\x0eRangesResponse\x120\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x18.shale.kv.v1.RangeStatusR\x06ranges\"\x8d\x02\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x18.shale.kv.v1.RangeStatusR\x06ranges\"\xb5\x02\n" +
 	"\n" +
 	"NodeStatus\x12/\n" +
 	"\x04node\x18\x01 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x04node\x12,\n" +
@@ -1937,7 +2057,8 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"used_bytes\x18\x05 \x01(\x04R\tusedBytes\x12\x10\n" +
 	"\x03qps\x18\x06 \x01(\x01R\x03qps\x129\n" +
-	"\x19last_heartbeat_unix_nanos\x18\a \x01(\x03R\x16lastHeartbeatUnixNanos\"\x0e\n" +
+	"\x19last_heartbeat_unix_nanos\x18\a \x01(\x03R\x16lastHeartbeatUnixNanos\x12&\n" +
+	"\x03cpu\x18\b \x01(\v2\x14.shale.kv.v1.NodeCPUR\x03cpu\"\x0e\n" +
 	"\fNodesRequest\">\n" +
 	"\rNodesResponse\x12-\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x17.shale.kv.v1.NodeStatusR\x05nodes\"+\n" +
@@ -2028,7 +2149,7 @@ func file_api_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_api_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: shale.kv.v1.NodeState
 	(ReplicaChange_Kind)(0),        // 1: shale.kv.v1.ReplicaChange.Kind
@@ -2036,90 +2157,93 @@ var file_api_kvpb_admin_proto_goTypes = []any{
 	(*RaftStatus)(nil),             // 3: shale.kv.v1.RaftStatus
 	(*RangeStatus)(nil),            // 4: shale.kv.v1.RangeStatus
 	(*EngineStats)(nil),            // 5: shale.kv.v1.EngineStats
-	(*StatusResponse)(nil),         // 6: shale.kv.v1.StatusResponse
-	(*RangeLookupRequest)(nil),     // 7: shale.kv.v1.RangeLookupRequest
-	(*RangeLookupResponse)(nil),    // 8: shale.kv.v1.RangeLookupResponse
-	(*RangesRequest)(nil),          // 9: shale.kv.v1.RangesRequest
-	(*RangesResponse)(nil),         // 10: shale.kv.v1.RangesResponse
-	(*NodeStatus)(nil),             // 11: shale.kv.v1.NodeStatus
-	(*NodesRequest)(nil),           // 12: shale.kv.v1.NodesRequest
-	(*NodesResponse)(nil),          // 13: shale.kv.v1.NodesResponse
-	(*SplitRequest)(nil),           // 14: shale.kv.v1.SplitRequest
-	(*SplitResponse)(nil),          // 15: shale.kv.v1.SplitResponse
-	(*MergeRequest)(nil),           // 16: shale.kv.v1.MergeRequest
-	(*MergeResponse)(nil),          // 17: shale.kv.v1.MergeResponse
-	(*TransferLeaderRequest)(nil),  // 18: shale.kv.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 19: shale.kv.v1.TransferLeaderResponse
-	(*ReplicaChange)(nil),          // 20: shale.kv.v1.ReplicaChange
-	(*ChangeReplicasRequest)(nil),  // 21: shale.kv.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 22: shale.kv.v1.ChangeReplicasResponse
-	(*AddNodeRequest)(nil),         // 23: shale.kv.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),        // 24: shale.kv.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),      // 25: shale.kv.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),     // 26: shale.kv.v1.RemoveNodeResponse
-	(*DecommissionRequest)(nil),    // 27: shale.kv.v1.DecommissionRequest
-	(*DecommissionResponse)(nil),   // 28: shale.kv.v1.DecommissionResponse
-	(*CompactRequest)(nil),         // 29: shale.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 30: shale.kv.v1.CompactResponse
-	(*UpdateMetaRequest)(nil),      // 31: shale.kv.v1.UpdateMetaRequest
-	(*UpdateMetaResponse)(nil),     // 32: shale.kv.v1.UpdateMetaResponse
-	(*RangeDescriptor)(nil),        // 33: shale.kv.v1.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 34: shale.kv.v1.NodeDescriptor
+	(*NodeCPU)(nil),                // 6: shale.kv.v1.NodeCPU
+	(*StatusResponse)(nil),         // 7: shale.kv.v1.StatusResponse
+	(*RangeLookupRequest)(nil),     // 8: shale.kv.v1.RangeLookupRequest
+	(*RangeLookupResponse)(nil),    // 9: shale.kv.v1.RangeLookupResponse
+	(*RangesRequest)(nil),          // 10: shale.kv.v1.RangesRequest
+	(*RangesResponse)(nil),         // 11: shale.kv.v1.RangesResponse
+	(*NodeStatus)(nil),             // 12: shale.kv.v1.NodeStatus
+	(*NodesRequest)(nil),           // 13: shale.kv.v1.NodesRequest
+	(*NodesResponse)(nil),          // 14: shale.kv.v1.NodesResponse
+	(*SplitRequest)(nil),           // 15: shale.kv.v1.SplitRequest
+	(*SplitResponse)(nil),          // 16: shale.kv.v1.SplitResponse
+	(*MergeRequest)(nil),           // 17: shale.kv.v1.MergeRequest
+	(*MergeResponse)(nil),          // 18: shale.kv.v1.MergeResponse
+	(*TransferLeaderRequest)(nil),  // 19: shale.kv.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 20: shale.kv.v1.TransferLeaderResponse
+	(*ReplicaChange)(nil),          // 21: shale.kv.v1.ReplicaChange
+	(*ChangeReplicasRequest)(nil),  // 22: shale.kv.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 23: shale.kv.v1.ChangeReplicasResponse
+	(*AddNodeRequest)(nil),         // 24: shale.kv.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),        // 25: shale.kv.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),      // 26: shale.kv.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 27: shale.kv.v1.RemoveNodeResponse
+	(*DecommissionRequest)(nil),    // 28: shale.kv.v1.DecommissionRequest
+	(*DecommissionResponse)(nil),   // 29: shale.kv.v1.DecommissionResponse
+	(*CompactRequest)(nil),         // 30: shale.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 31: shale.kv.v1.CompactResponse
+	(*UpdateMetaRequest)(nil),      // 32: shale.kv.v1.UpdateMetaRequest
+	(*UpdateMetaResponse)(nil),     // 33: shale.kv.v1.UpdateMetaResponse
+	(*RangeDescriptor)(nil),        // 34: shale.kv.v1.RangeDescriptor
+	(*NodeDescriptor)(nil),         // 35: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	33, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	34, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
-	34, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
+	35, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 3: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
 	5,  // 4: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
-	34, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	33, // 6: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	34, // 7: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	34, // 8: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
-	4,  // 9: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	34, // 10: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
-	0,  // 11: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
-	11, // 12: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
-	33, // 13: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
-	33, // 14: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
-	33, // 15: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
-	1,  // 16: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
-	20, // 17: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	33, // 18: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	34, // 19: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
-	34, // 20: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	33, // 21: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
-	2,  // 22: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
-	7,  // 23: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
-	9,  // 24: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
-	12, // 25: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
-	14, // 26: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
-	16, // 27: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
-	18, // 28: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
-	21, // 29: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
-	23, // 30: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
-	25, // 31: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
-	27, // 32: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
-	29, // 33: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
-	31, // 34: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
-	6,  // 35: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
-	8,  // 36: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
-	10, // 37: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
-	13, // 38: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
-	15, // 39: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
-	17, // 40: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
-	19, // 41: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
-	22, // 42: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
-	24, // 43: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
-	26, // 44: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
-	28, // 45: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
-	30, // 46: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
-	32, // 47: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	35, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	6,  // 6: shale.kv.v1.StatusResponse.cpu:type_name -> shale.kv.v1.NodeCPU
+	34, // 7: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	35, // 8: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	35, // 9: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
+	4,  // 10: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
+	35, // 11: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
+	0,  // 12: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
+	6,  // 13: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
+	12, // 14: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
+	34, // 15: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
+	34, // 16: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
+	34, // 17: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
+	1,  // 18: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
+	21, // 19: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
+	34, // 20: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	35, // 21: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
+	35, // 22: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	34, // 23: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
+	2,  // 24: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
+	8,  // 25: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
+	10, // 26: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
+	13, // 27: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
+	15, // 28: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
+	17, // 29: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
+	19, // 30: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
+	22, // 31: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
+	24, // 32: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
+	26, // 33: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
+	28, // 34: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
+	30, // 35: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
+	32, // 36: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
+	7,  // 37: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
+	9,  // 38: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
+	11, // 39: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
+	14, // 40: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
+	16, // 41: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
+	18, // 42: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
+	20, // 43: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
+	23, // 44: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
+	25, // 45: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
+	27, // 46: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
+	29, // 47: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
+	31, // 48: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
+	33, // 49: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_admin_proto_init() }
@@ -2134,7 +2258,7 @@ func file_api_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_admin_proto_rawDesc), len(file_api_kvpb_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -81,6 +81,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	o := &s.sharding
 	fs.Uint64Var(&o.SplitSizeBytes, "split-size", 64<<20, "split a range whose approximate size exceeds this many bytes")
 	fs.Float64Var(&o.SplitQPS, "split-qps", 2500, "split a range serving more requests per second than this, at a key dividing its traffic; negative: never by load")
+	fs.Float64Var(&o.SplitHostCPU, "split-host-cpu", 0.8, "split by load only while the host of one of the range's voters has less than this fraction of its CPU busy; 1: whatever the CPU use")
 	fs.DurationVar(&o.SplitCheckInterval, "split-check-interval", 10*time.Second, "how often leaders check their ranges' size and load")
 	fs.BoolVar(&o.DisableAutoSplit, "disable-auto-split", false, "turn size and load splits off (manual splits still work)")
 	fs.DurationVar(&o.PlacementInterval, "placement-interval", 10*time.Second, "how often the placement controller runs a pass")

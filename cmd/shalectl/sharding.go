@@ -108,15 +108,24 @@ func newNodesCmd(g *globals) *cobra.Command {
 				return printJSON(out, ns)
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tREPLICAS\tLEADERS\tBYTES\tQPS")
+			fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tREPLICAS\tLEADERS\tBYTES\tQPS\tHOST_CPU")
 			for _, n := range ns.GetNodes() {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%.1f\n", n.GetNode().GetNodeId(), n.GetNode().GetAddress(),
-					nodeState(n.GetState()), n.GetReplicas(), n.GetLeaders(), n.GetUsedBytes(), n.GetQps())
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\n", n.GetNode().GetNodeId(), n.GetNode().GetAddress(),
+					nodeState(n.GetState()), n.GetReplicas(), n.GetLeaders(), n.GetUsedBytes(), n.GetQps(), hostCPU(n.GetCpu()))
 			}
 			return w.Flush()
 		},
 	}
 	return cmd
+}
+
+// hostCPU formats a node's host CPU use over the last 10 s ("-" if
+// unknown).
+func hostCPU(c *kvpb.NodeCPU) string {
+	if !c.GetKnown() {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*c.GetHostBusy())
 }
 
 func newSplitCmd(g *globals) *cobra.Command {

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// CPU use of the node's host and process, for load splits (splitter.go)
+// and for operators (Admin.Status, Admin.Nodes, the host CPU gauge).
+//
+// A sampler reads the host's cumulative CPU times (/proc/stat) and the
+// process's (getrusage) once per cpuSampleEvery and keeps the readings of
+// the last cpuWindow; a caller gets the use from the oldest of them to
+// the moment it asks, without resetting anybody else's window.
+
+const (
+	cpuSampleEvery = time.Second
+	// cpuWindow matches the split check's default interval, the window
+	// over which a range's load is measured.
+	cpuWindow = 10 * time.Second
+)
+
+// cpuReading is one sample of cumulative CPU times.
+type cpuReading struct {
+	at        time.Time
+	hostBusy  uint64 // jiffies not idle nor waiting for I/O, all CPUs
+	hostTotal uint64 // all jiffies, all CPUs
+	process   time.Duration
+}
+
+type cpuSampler struct {
+	statPath string // /proc/stat; a test points it elsewhere
+
+	mu       sync.Mutex
+	readings []cpuReading // oldest first; the second is under cpuWindow old
+	err      error        // the last reading's failure, if it failed
+}
+
+// newCPUSampler takes the first reading at once, so that stats has a
+// window from the node's start on.
+func newCPUSampler() *cpuSampler {
+	s := &cpuSampler{statPath: "/proc/stat"}
+	s.sample(time.Now())
+	return s
+}
+
+// run samples until ctx is done.
+func (s *cpuSampler) run(ctx context.Context) {
+	t := time.NewTicker(cpuSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.sample(now)
+		}
+	}
+}
+
+// sample takes one reading and drops those older than the window.
+func (s *cpuSampler) sample(now time.Time) {
+	r, err := s.read(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+	if err != nil {
+		return
+	}
+	s.readings = append(s.readings, r)
+	drop := 0
+	for drop < len(s.readings)-2 && now.Sub(s.readings[drop+1].at) >= cpuWindow {
+		drop++
+	}
+	s.readings = append(s.readings[:0], s.readings[drop:]...)
+}
+
+func (s *cpuSampler) read(now time.Time) (cpuReading, error) {
+	data, err := os.ReadFile(s.statPath)
+	if err != nil {
+		return cpuReading{}, fmt.Errorf("reading host CPU times: %w", err)
+	}
+	busy, total, err := parseProcStatCPU(data)
+	if err != nil {
+		return cpuReading{}, fmt.Errorf("%s: %w", s.statPath, err)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuReading{}, fmt.Errorf("reading process CPU time: %w", err)
+	}
+	proc := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuReading{at: now, hostBusy: busy, hostTotal: total, process: proc}, nil
+}
+
+// stats is the CPU use from the oldest reading kept (about cpuWindow
+// ago) to now; unknown if the CPU times cannot be read or no time has
+// passed since the first reading.
+func (s *cpuSampler) stats() *kvpb.NodeCPU {
+	now, err := s.read(time.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || s.err != nil || len(s.readings) == 0 {
+		return &kvpb.NodeCPU{}
+	}
+	a := s.readings[0]
+	secs := now.at.Sub(a.at).Seconds()
+	if now.hostTotal <= a.hostTotal || secs <= 0 {
+		return &kvpb.NodeCPU{}
+	}
+	return &kvpb.NodeCPU{
+		Known:         true,
+		HostBusy:      float64(now.hostBusy-a.hostBusy) / float64(now.hostTotal-a.hostTotal),
+		ProcessCores:  (now.process - a.process).Seconds() / secs,
+		HostCpus:      uint32(runtime.NumCPU()),
+		WindowSeconds: secs,
+	}
+}
+
+var errNoCPULine = errors.New(`no "cpu " line`)
+
+// parseProcStatCPU reads the aggregate "cpu" line of /proc/stat: user,
+// nice, system, idle, iowait, irq, softirq, steal (guest time is already
+// counted in user and nice). It returns the jiffies spent neither idle
+// nor waiting for I/O, and all jiffies.
+func parseProcStatCPU(data []byte) (busy, total uint64, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 5 || string(f[0]) != "cpu" {
+			continue
+		}
+		var idle uint64
+		for i, field := range f[1:min(len(f), 9)] {
+			v, err := strconv.ParseUint(string(field), 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("cpu line field %d: %w", i+1, err)
+			}
+			total += v
+			if i == 3 || i == 4 { // idle, iowait
+				idle += v
+			}
+		}
+		return total - idle, total, nil
+	}
+	return 0, 0, errNoCPULine
+}
+
+// cpuCollector exports the host's CPU use over the sampler's window.
+type cpuCollector struct{ n *Node }
+
+var hostCPUBusy = prometheus.NewDesc("shale_node_host_cpu_busy_ratio",
+	"Fraction of the host's CPU time, all CPUs, not idle over the last 10 s (NaN until measured).", nil, nil)
+
+func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hostCPUBusy }
+
+// Collect exports NaN while the use is unknown (no clock tick since the
+// start, or no /proc/stat), so that the series is always there.
+func (c *cpuCollector) Collect(ch chan<- prometheus.Metric) {
+	v := math.NaN()
+	if st := c.n.cpu.stats(); st.GetKnown() {
+		v = st.GetHostBusy()
+	}
+	ch <- prometheus.MustNewConstMetric(hostCPUBusy, prometheus.GaugeValue, v)
+}
