@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -25,7 +26,7 @@ import (
 // A sampler reads the host's cumulative CPU times (/proc/stat) and the
 // process's (getrusage) once per cpuSampleEvery and keeps the readings of
 // the last cpuWindow; a caller gets the use from the oldest of them to
-// the moment it asks, without resetting anybody else's window.
+// the moment it asks (stats), without resetting anybody else's window.
 
 const (
 	cpuSampleEvery = time.Second
@@ -106,9 +107,12 @@ func (s *cpuSampler) read(now time.Time) (cpuReading, error) {
 	return cpuReading{at: now, hostBusy: busy, hostTotal: total, process: proc}, nil
 }
 
-// stats is the CPU use from the oldest reading kept (about cpuWindow
-// ago) to now; unknown if the CPU times cannot be read or no time has
-// passed since the first reading.
+// stats is the CPU use over the readings kept (about cpuWindow) and a
+// reading taken now. The host's use is the median of its use in each
+// interval between readings (about a second each), so that a few seconds
+// of a different load at one end of the window (a node just started, a
+// load just begun) do not decide it; the process's use is its mean.
+// Unknown if the CPU times cannot be read or no interval is measured yet.
 func (s *cpuSampler) stats() *kvpb.NodeCPU {
 	now, err := s.read(time.Now())
 	s.mu.Lock()
@@ -116,15 +120,30 @@ func (s *cpuSampler) stats() *kvpb.NodeCPU {
 	if err != nil || s.err != nil || len(s.readings) == 0 {
 		return &kvpb.NodeCPU{}
 	}
-	a := s.readings[0]
-	secs := now.at.Sub(a.at).Seconds()
-	if now.hostTotal <= a.hostTotal || secs <= 0 {
+	pts := s.readings
+	if now.at.Sub(pts[len(pts)-1].at) >= cpuSampleEvery/2 {
+		pts = append(pts[:len(pts):len(pts)], now)
+	}
+	var busy []float64
+	for i := 1; i < len(pts); i++ {
+		if dt := pts[i].hostTotal - pts[i-1].hostTotal; pts[i].hostTotal > pts[i-1].hostTotal {
+			busy = append(busy, float64(pts[i].hostBusy-pts[i-1].hostBusy)/float64(dt))
+		}
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	secs := last.at.Sub(first.at).Seconds()
+	if len(busy) == 0 || secs <= 0 {
 		return &kvpb.NodeCPU{}
+	}
+	slices.Sort(busy)
+	med := busy[len(busy)/2]
+	if len(busy)%2 == 0 {
+		med = (busy[len(busy)/2-1] + med) / 2
 	}
 	return &kvpb.NodeCPU{
 		Known:         true,
-		HostBusy:      float64(now.hostBusy-a.hostBusy) / float64(now.hostTotal-a.hostTotal),
-		ProcessCores:  (now.process - a.process).Seconds() / secs,
+		HostBusy:      med,
+		ProcessCores:  (last.process - first.process).Seconds() / secs,
 		HostCpus:      uint32(runtime.NumCPU()),
 		WindowSeconds: secs,
 	}
@@ -163,7 +182,7 @@ func parseProcStatCPU(data []byte) (busy, total uint64, err error) {
 type cpuCollector struct{ n *Node }
 
 var hostCPUBusy = prometheus.NewDesc("shale_node_host_cpu_busy_ratio",
-	"Fraction of the host's CPU time, all CPUs, not idle over the last 10 s (NaN until measured).", nil, nil)
+	"Fraction of the host's CPU time, all CPUs, not idle: the median over the seconds of the last 10 s (NaN until measured).", nil, nil)
 
 func (c *cpuCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hostCPUBusy }
 

@@ -32,8 +32,9 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 }
 
-// TestCPUSamplerWindow: stats measures from the oldest reading kept to
-// now, and readings older than the window are dropped as new ones come.
+// TestCPUSamplerWindow: the host's use is the median of its use between
+// consecutive readings, over the readings of the last window; older ones
+// are dropped as new ones come.
 func TestCPUSamplerWindow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stat")
 	write := func(busy, idle uint64) {
@@ -47,32 +48,40 @@ func TestCPUSamplerWindow(t *testing.T) {
 	if s.stats().GetKnown() {
 		t.Fatal("known before any reading")
 	}
+	// Three seconds: 90% busy, 10% (say, a pause), 90%. (The readings
+	// are a minute old, so stats' own reading of the unchanged file adds
+	// an interval without CPU time, which does not count.)
 	start := time.Now().Add(-time.Minute)
 	write(100, 900)
 	s.sample(start)
-	// The next 10 s: 90% busy.
-	write(1000, 1000)
-	s.sample(start.Add(cpuWindow))
-	write(1900, 1100)
-	cpu := s.stats()
-	if !cpu.GetKnown() || math.Abs(cpu.GetHostBusy()-(1800.0/2000)) > 1e-9 {
-		t.Fatalf("stats = %v; want host busy 0.9 from the first reading", cpu)
+	if s.stats().GetKnown() {
+		t.Fatal("known from a single reading of an unchanged file")
 	}
-	// A reading a window after the second drops the first: now the use
-	// is measured from the second on.
-	s.sample(start.Add(2 * cpuWindow))
-	if len(s.readings) != 2 || s.readings[0].hostBusy != 1000 {
+	write(1000, 1000)
+	s.sample(start.Add(time.Second))
+	write(1100, 1900)
+	s.sample(start.Add(2 * time.Second))
+	write(2000, 2000)
+	s.sample(start.Add(3 * time.Second))
+	cpu := s.stats()
+	if !cpu.GetKnown() || math.Abs(cpu.GetHostBusy()-0.9) > 1e-9 || cpu.GetHostCpus() == 0 {
+		t.Fatalf("stats = %v; want host busy 0.9 (the median of 0.9, 0.1, 0.9)", cpu)
+	}
+	// A reading a window after the last drops every earlier one but it:
+	// the use is then that of the one interval left, 10%.
+	write(2100, 2900)
+	s.sample(start.Add(3*time.Second + cpuWindow))
+	if len(s.readings) != 2 || s.readings[0].hostBusy != 2000 {
 		t.Fatalf("readings kept: %+v", s.readings)
 	}
-	write(2000, 2000)
-	if cpu := s.stats(); math.Abs(cpu.GetHostBusy()-(1000.0/2000)) > 1e-9 {
-		t.Fatalf("stats = %v; want host busy 0.5 from the second reading", cpu)
+	if cpu := s.stats(); math.Abs(cpu.GetHostBusy()-0.1) > 1e-9 || cpu.GetWindowSeconds() < cpuWindow.Seconds() {
+		t.Fatalf("stats = %v; want host busy 0.1 over one window", cpu)
 	}
 	// A host whose CPU times cannot be read is unknown, not idle.
 	if err := os.WriteFile(path, []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.sample(start.Add(3 * cpuWindow))
+	s.sample(start.Add(4*time.Second + cpuWindow))
 	if cpu := s.stats(); cpu.GetKnown() {
 		t.Fatalf("stats = %v after an unreadable sample", cpu)
 	}
