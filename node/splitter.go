@@ -42,8 +42,8 @@ import (
 // every write then costs more and throughput falls. So a load split waits
 // until some voter's host has CPU to spare, which a node added to a
 // saturated cluster provides once it holds replicas. (TiKV and CockroachDB
-// split by CPU as well as by request rate for the same reason.) Size
-// splits do not wait: they bound a range's size, not its load.
+// also weigh CPU, not request rates alone, in their load-based splitting.)
+// Size splits do not wait: they bound a range's size, not its load.
 //
 // A split copies no data (raft/split.go), so checking often is cheap.
 
