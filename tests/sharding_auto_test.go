@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -61,24 +60,7 @@ func TestShardingAutoSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; ; i += 8 {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, _ = cl.Get(rctx, []byte(fmt.Sprintf("hot/%03d", i%100)))
-				rcancel()
-			}
-		}()
-	}
+	stopReads := startReads(cl, 8, func(n int) string { return fmt.Sprintf("hot/%03d", n%100) })
 	waitUntil(t, 30*time.Second, "a split by load inside hot/", func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -94,8 +76,7 @@ func TestShardingAutoSplit(t *testing.T) {
 		}
 		return fmt.Sprintf("%d ranges, none starting inside hot/", len(rs.GetRanges()))
 	})
-	close(stop)
-	wg.Wait()
+	stopReads()
 	if rangeCount(t, cl) <= before {
 		t.Fatal("the load split did not add a range")
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/client"
 )
 
 // TestShardingLoadSplitUniform: a uniform load well over --split-qps does
@@ -26,29 +28,11 @@ func TestShardingLoadSplitUniform(t *testing.T) {
 
 	// Reads of random keys spread over the whole key space: every range
 	// sees traffic in proportion to its share of it.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, _ = cl.Get(rctx, []byte(fmt.Sprintf("u/%08d", rand.IntN(100000000))))
-				rcancel()
-			}
-		}()
-	}
+	stopReads := startReads(cl, 8, func(int) string { return fmt.Sprintf("u/%08d", rand.IntN(100000000)) })
 	// Long enough for a bare threshold to split a few times over (one
 	// check every 500 ms, each split halving a range's traffic).
 	time.Sleep(15 * time.Second)
-	close(stop)
-	wg.Wait()
+	stopReads()
 
 	n := rangeCount(t, cl)
 	if n < 3 {
@@ -82,24 +66,7 @@ func TestShardingLoadSplitWaitsForSpareCPU(t *testing.T) {
 	}
 	before := rangeCount(t, cl)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; ; i += 4 {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, _ = cl.Get(rctx, []byte(fmt.Sprintf("hot/%03d", i%100)))
-				rcancel()
-			}
-		}()
-	}
+	stopReads := startReads(cl, 4, func(n int) string { return fmt.Sprintf("hot/%03d", n%100) })
 	held := func() float64 {
 		return c.metric(1, "shale_load_splits_held_total") + c.metric(2, "shale_load_splits_held_total") +
 			c.metric(3, "shale_load_splits_held_total")
@@ -111,8 +78,7 @@ func TestShardingLoadSplitWaitsForSpareCPU(t *testing.T) {
 		}
 		return ""
 	})
-	close(stop)
-	wg.Wait()
+	stopReads()
 
 	if n := rangeCount(t, cl); n != before {
 		t.Fatalf("%d ranges after the hot load, %d before: the range split although no host had CPU to spare", n, before)
@@ -128,5 +94,34 @@ func TestShardingLoadSplitWaitsForSpareCPU(t *testing.T) {
 	out, errOut, code := runCtl(t, c.node(1).grpcAddr, "nodes")
 	if code != 0 || !strings.Contains(out, "HOST_CPU") || strings.Count(out, "%") != 3 {
 		t.Fatalf("shalectl nodes shows no host CPU: %d %q %q", code, out, errOut)
+	}
+}
+
+// startReads runs workers goroutines that each get key(n) for n = their
+// index, then n + workers, and so on, as fast as the cluster answers
+// (errors ignored: the load is what matters), until the returned stop is
+// called; stop waits for them.
+func startReads(cl *client.Client, workers int, key func(n int) string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := w; ; n += workers {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, _, _ = cl.Get(ctx, []byte(key(n)))
+				cancel()
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
