@@ -55,8 +55,14 @@ type Config struct {
 	// entries (16 MiB).
 	EntryCacheBytes int
 	// LogTruncateMinEntries: a log is truncated only when at least this
-	// many entries can go, so truncations are rare (1000).
+	// many entries can go, so truncations are rare (1000), or when it
+	// holds LogTruncateMinBytes.
 	LogTruncateMinEntries uint64
+	// LogTruncateMinBytes: a log holding this many bytes is truncated
+	// even with fewer than LogTruncateMinEntries entries to go, so that
+	// large entries die in the engine's memtable instead of being
+	// flushed and compacted (4 MiB; truncate.go).
+	LogTruncateMinBytes int64
 	// LogMaxEntries and LogMaxBytes cap a range's log: past either, the
 	// leader truncates up to its applied index even if a follower still
 	// needs the entries (it will get a snapshot instead). 10000 entries,
@@ -155,6 +161,9 @@ func (c *Config) setDefaults() error {
 	def64(&c.MaxCommittedSizePerReady, 64<<20)
 	def(&c.EntryCacheBytes, 16<<20)
 	def64(&c.LogTruncateMinEntries, 1000)
+	if c.LogTruncateMinBytes <= 0 {
+		c.LogTruncateMinBytes = 4 << 20
+	}
 	def64(&c.LogMaxEntries, 10000)
 	if c.LogMaxBytes <= 0 {
 		c.LogMaxBytes = 64 << 20

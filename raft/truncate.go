@@ -19,7 +19,20 @@ import (
 // RecentActive) does not hold the log back: it will need a snapshot to
 // catch up in all likelihood. Followers truncate up to their applied
 // index. Truncations smaller than LogTruncateMinEntries are not worth a
-// range deletion and wait.
+// range deletion and wait, unless they free LogTruncateMinBytes.
+//
+// The log lives in the engine beside the data. An entry deleted while it
+// is still in the memtable is dropped by the flush (the range deletion
+// covers it) and never written to a table file; one that outlives a flush
+// is written, then compacted, level by level, until the deletion reaches
+// it. A count alone lets large entries outlive flushes: a bulk load's
+// 1,000-key batches make entries of about 116 KB, so 1,000 of them are
+// 116 MB of log, several memtables' worth, and its flushes and compactions
+// carried the log along with the data. Truncating once that many bytes can
+// go (LogTruncateMinBytes, 4 MiB, well under a memtable) keeps such
+// entries in the memtable; small entries still wait for the count, so a
+// busy range of single puts does not add a range deletion every few
+// milliseconds.
 
 // maybeTruncateLocked truncates the log if the policy above allows enough.
 // REQUIRES: raftMu.
@@ -27,7 +40,19 @@ func (r *Replica) maybeTruncateLocked() error {
 	cfg := &r.store.cfg
 	first := r.ls.Truncated().Index + 1
 	applied := r.ls.Applied().Index
-	if applied < first+cfg.LogTruncateMinEntries {
+	// enough reports whether truncating up to idx is worth a range
+	// deletion: LogTruncateMinEntries entries, or about
+	// LogTruncateMinBytes (the log's bytes pro rata: entries of one log
+	// are of a kind).
+	enough := func(idx uint64) bool {
+		if idx < first {
+			return false
+		}
+		n := r.ls.Last().Index - first + 1
+		est := float64(r.ls.LogBytes()) * float64(idx-first+1) / float64(n)
+		return idx >= first+cfg.LogTruncateMinEntries || est >= float64(cfg.LogTruncateMinBytes)
+	}
+	if !enough(applied) {
 		return nil
 	}
 	idx := applied
@@ -43,7 +68,7 @@ func (r *Replica) maybeTruncateLocked() error {
 			}
 		})
 	}
-	if idx < first+cfg.LogTruncateMinEntries {
+	if !enough(idx) {
 		return nil
 	}
 	b := storage.NewBatch(128)
