@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime"
@@ -41,10 +42,15 @@ type cpuReading struct {
 	hostBusy  uint64 // jiffies not idle nor waiting for I/O, all CPUs
 	hostTotal uint64 // all jiffies, all CPUs
 	process   time.Duration
+	// cgLimit is the node's cgroup CPU quota in CPUs (0: none), cgUsage
+	// the cgroup's cumulative CPU time (cpu_cgroup.go).
+	cgLimit float64
+	cgUsage time.Duration
 }
 
 type cpuSampler struct {
 	statPath string // /proc/stat; a test points it elsewhere
+	cgroup   string // the node's cgroup v2 directory, "" if none
 
 	mu       sync.Mutex
 	readings []cpuReading // oldest first; the second is under cpuWindow old
@@ -52,9 +58,19 @@ type cpuSampler struct {
 }
 
 // newCPUSampler takes the first reading at once, so that stats has a
-// window from the node's start on.
-func newCPUSampler() *cpuSampler {
+// window from the node's start on. A cgroup whose quota cannot be read
+// at start is left out (logged): the host's figures still count.
+func newCPUSampler(log *slog.Logger) *cpuSampler {
 	s := &cpuSampler{statPath: "/proc/stat"}
+	if data, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		s.cgroup = cgroupDirFor(data, "/sys/fs/cgroup")
+	}
+	if s.cgroup != "" {
+		if _, _, err := readCgroupCPU(s.cgroup); err != nil {
+			log.Warn("cannot read this node's cgroup CPU quota; load splits judge the host's CPU alone", "err", err)
+			s.cgroup = ""
+		}
+	}
 	s.sample(time.Now())
 	return s
 }
@@ -104,14 +120,22 @@ func (s *cpuSampler) read(now time.Time) (cpuReading, error) {
 		return cpuReading{}, fmt.Errorf("reading process CPU time: %w", err)
 	}
 	proc := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return cpuReading{at: now, hostBusy: busy, hostTotal: total, process: proc}, nil
+	r := cpuReading{at: now, hostBusy: busy, hostTotal: total, process: proc}
+	if s.cgroup != "" {
+		if r.cgLimit, r.cgUsage, err = readCgroupCPU(s.cgroup); err != nil {
+			return cpuReading{}, err
+		}
+	}
+	return r, nil
 }
 
 // stats is the CPU use over the readings kept (about cpuWindow) and a
 // reading taken now. The host's use is the median of its use in each
 // interval between readings (about a second each), so that a few seconds
 // of a different load at one end of the window (a node just started, a
-// load just begun) do not decide it; the process's use is its mean.
+// load just begun) do not decide it; in an interval where the node's
+// cgroup has a CPU quota, the use is the greater of the host's and the
+// quota's share used. The process's use is its mean.
 // Unknown if the CPU times cannot be read or no interval is measured yet.
 func (s *cpuSampler) stats() *kvpb.NodeCPU {
 	now, err := s.read(time.Now())
@@ -126,9 +150,16 @@ func (s *cpuSampler) stats() *kvpb.NodeCPU {
 	}
 	var busy []float64
 	for i := 1; i < len(pts); i++ {
-		if dt := pts[i].hostTotal - pts[i-1].hostTotal; pts[i].hostTotal > pts[i-1].hostTotal {
-			busy = append(busy, float64(pts[i].hostBusy-pts[i-1].hostBusy)/float64(dt))
+		a, b := pts[i-1], pts[i]
+		if b.hostTotal <= a.hostTotal {
+			continue
 		}
+		f := float64(b.hostBusy-a.hostBusy) / float64(b.hostTotal-a.hostTotal)
+		// Under a quota, the share of it used counts too.
+		if secs := b.at.Sub(a.at).Seconds(); a.cgLimit > 0 && b.cgLimit > 0 && secs > 0 {
+			f = max(f, min(1, (b.cgUsage-a.cgUsage).Seconds()/(b.cgLimit*secs)))
+		}
+		busy = append(busy, f)
 	}
 	first, last := pts[0], pts[len(pts)-1]
 	secs := last.at.Sub(first.at).Seconds()

@@ -104,7 +104,7 @@ func New(cfg Config) (*Node, error) {
 		limits:  cfg.Limits,
 		db:      db,
 		started: time.Now(),
-		cpu:     newCPUSampler(),
+		cpu:     newCPUSampler(cfg.Logger),
 		health:  health.NewServer(),
 	}
 	if err := n.initSecurity(); err != nil {

@@ -523,8 +523,9 @@ type NodeCPU struct {
 	// window measured yet); the other fields are then zero.
 	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
 	// host_busy is the fraction of all the host's CPU time, 0..1, that was
-	// neither idle nor waiting for I/O: the median of that fraction over
-	// the window's intervals of about a second each.
+	// neither idle nor waiting for I/O, or, for a node under a cgroup v2
+	// CPU quota, the share of the quota used if greater: the median of that
+	// fraction over the window's intervals of about a second each.
 	HostBusy float64 `protobuf:"fixed64,2,opt,name=host_busy,json=hostBusy,proto3" json:"host_busy,omitempty"`
 	// process_cores is the CPU time this node's process used per second
 	// over the window, in cores.
