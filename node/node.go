@@ -49,6 +49,10 @@ type Node struct {
 	metrics *metrics
 	started time.Time
 
+	// heldSplits are the ranges whose load split the last split pass
+	// held back for want of CPU (splitter.go; the split loop's alone).
+	heldSplits map[uint64]bool
+
 	grpc *grpc.Server
 	// unaryChain is the interceptor chain of every unary request, plain
 	// or multiplexed (interceptors.go); mux serves KV.Multiplex streams.

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -94,6 +95,7 @@ func (n *Node) splitPass(ctx context.Context) int {
 	}
 	splits := 0
 	cpus := map[uint64]*kvpb.NodeCPU{} // this pass's answers, by node
+	held := map[uint64]bool{}
 	for _, w := range led {
 		r, d := w.r, w.d
 		var key []byte
@@ -104,7 +106,15 @@ func (n *Node) splitPass(ctx context.Context) int {
 				n.log.Debug("load split: a voter's host has CPU to spare", "range", r.RangeID(), "node", id, "host_busy", busy)
 			} else {
 				n.metrics.loadSplitsHeld.Inc()
-				n.log.Info("load split held back: every voter's host is busy", "range", r.RangeID(),
+				held[r.RangeID()] = true
+				// Logged when a range starts waiting, not at every check
+				// of a cluster that stays saturated (the counter counts
+				// every check).
+				lvl := slog.LevelInfo
+				if n.heldSplits[r.RangeID()] {
+					lvl = slog.LevelDebug
+				}
+				n.log.Log(ctx, lvl, "load split held back: every voter's host is busy", "range", r.RangeID(),
 					"qps", w.qps, "split_host_cpu", o.SplitHostCPU)
 			}
 		}
@@ -127,6 +137,7 @@ func (n *Node) splitPass(ctx context.Context) int {
 		n.log.Info("automatic split", "range", r.RangeID(), "right", right.GetRangeId(), "reason", reason, "qps", w.qps)
 		splits++
 	}
+	n.heldSplits = held
 	return splits
 }
 
