@@ -34,28 +34,22 @@ const (
 
 func (s *adminServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
 	n := s.n
-	if req.GetNodeOnly() {
-		return &kvpb.StatusResponse{
-			Node:             n.descriptor(),
-			ClusterId:        n.ident.ClusterID,
-			Version:          buildinfo.Version + " (" + storage.EngineVersion() + ")",
-			StartedUnixNanos: n.started.UnixNano(),
-			Cpu:              n.cpu.stats(),
-		}, nil
-	}
-	st, err := n.db.Stats()
-	if err != nil {
-		return nil, readError("Status", err)
-	}
 	resp := &kvpb.StatusResponse{
 		Node:             n.descriptor(),
 		ClusterId:        n.ident.ClusterID,
 		Version:          buildinfo.Version + " (" + storage.EngineVersion() + ")",
 		StartedUnixNanos: n.started.UnixNano(),
-		Engine:           engineStats(&st),
-		Members:          n.members(),
 		Cpu:              n.cpu.stats(),
 	}
+	if req.GetNodeOnly() {
+		return resp, nil
+	}
+	st, err := n.db.Stats()
+	if err != nil {
+		return nil, readError("Status", err)
+	}
+	resp.Engine = engineStats(&st)
+	resp.Members = n.members()
 	for _, r := range n.store.Replicas() {
 		resp.Ranges = append(resp.Ranges, n.rangeStatus(r))
 	}
