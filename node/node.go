@@ -49,9 +49,9 @@ type Node struct {
 	metrics *metrics
 	started time.Time
 
-	// heldSplits are the ranges whose load split the last split pass
-	// held back for want of CPU (splitter.go; the split loop's alone).
-	heldSplits map[uint64]bool
+	// splitMem is what the split loop carries from one pass to the next
+	// (splitter.go; the split loop's alone).
+	splitMem splitMemory
 
 	grpc *grpc.Server
 	// unaryChain is the interceptor chain of every unary request, plain

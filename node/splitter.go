@@ -18,14 +18,19 @@ import (
 //   - by size: a range whose approximate size (the engine's estimate
 //     from its files, so data still in the memtable is not counted yet)
 //     exceeds SplitSizeBytes splits at its middle key by key count;
-//   - by load: a range that served more than SplitQPS requests per second
-//     over the last window, and more than loadSplitShare times its fair
-//     share of this node's load, splits at the median of its sampled
-//     request keys, which divides its traffic in two, if the host of one
-//     of its voters had CPU to spare (below).
+//   - by load: a range that served more than SplitQPS requests per second,
+//     and more than loadSplitShare times its fair share of this node's
+//     load, in loadSplitWindows windows in a row splits at the median of
+//     its sampled request keys, which divides its traffic in two, if the
+//     host of one of its voters had CPU to spare (below).
 //
-// The fair share is the QPS of the user ranges this node leads divided by
-// their number. A split helps when one range carries more than the others
+// The fair share is the QPS of the settled user ranges this node leads
+// divided by their number; a range is settled when this node led it for
+// the whole window and did not split it at the window's start, so its
+// QPS is a whole window's of traffic clients already route to it. Two
+// windows in a row, as TiKV asks a range to stay hot for several checks,
+// keep one busy window (a client's burst, a leader just moved) from
+// splitting a range. A split helps when one range carries more than the others
 // (the halves can be led from different nodes); under a uniform load every
 // range carries its fair share, and splitting again only multiplies the
 // ranges, each of which costs its own Raft proposals, messages and log and
@@ -66,12 +71,63 @@ func (n *Node) splitLoop(ctx context.Context) {
 // range must be to split by load (see above).
 const loadSplitShare = 1.25
 
+// loadSplitWindows is how many check windows in a row a range must want a
+// load split before it splits (see above).
+const loadSplitWindows = 2
+
+// splitMemory is what one split pass leaves for the next.
+type splitMemory struct {
+	// settled are the user ranges this node led at the pass and did not
+	// split by it: at the next pass, their window covers a whole
+	// interval of traffic that clients already routed to them.
+	settled map[uint64]bool
+	// hot counts, per range, the settled windows in a row in which it
+	// wanted a load split.
+	hot map[uint64]int
+	// held are the ranges whose load split the pass held back for want
+	// of CPU.
+	held map[uint64]bool
+}
+
 // rangeWindow is one led user range's finished load window.
 type rangeWindow struct {
+	id     uint64
 	r      *raft.Replica
 	d      *kvpb.RangeDescriptor
 	qps    float64
 	sample [][]byte
+}
+
+// hotRanges decides, from the windows of the user ranges this node leads
+// and what the last pass remembered, which of them want a load split now
+// (hot[i] for led[i]), and returns what this pass leaves for the next one
+// (without held, which the caller fills in; a caller that splits a range
+// must also drop it from settled and hot).
+//
+// The fair share is taken over the settled ranges only. A range split,
+// or first led here, since the last pass has a partial window, often near
+// zero while clients learn of it: counted, such ranges pulled the mean
+// down until every settled range looked hot, each split made another
+// such range, and a uniform load on a loaded machine split without end
+// (282 ranges in 15 s in TestShardingLoadSplitUniform).
+func hotRanges(prev splitMemory, led []rangeWindow, splitQPS float64) (hot []bool, next splitMemory) {
+	next = splitMemory{settled: map[uint64]bool{}, hot: map[uint64]int{}, held: map[uint64]bool{}}
+	total, nSettled := 0.0, 0
+	for _, w := range led {
+		next.settled[w.id] = true
+		if prev.settled[w.id] {
+			total += w.qps
+			nSettled++
+		}
+	}
+	hot = make([]bool, len(led))
+	for i, w := range led {
+		if prev.settled[w.id] && len(w.sample) >= 8 && loadSplitWanted(splitQPS, w.qps, total, nSettled) {
+			next.hot[w.id] = prev.hot[w.id] + 1
+			hot[i] = next.hot[w.id] >= loadSplitWindows
+		}
+	}
+	return hot, next
 }
 
 // splitPass checks every user range this node leads once; it returns the
@@ -80,7 +136,6 @@ func (n *Node) splitPass(ctx context.Context) int {
 	o := &n.cfg.Sharding
 	now := time.Now()
 	var led []rangeWindow
-	total := 0.0
 	for _, r := range n.store.Replicas() {
 		d := r.Descriptor()
 		if d == nil || keys.IsMetaRange(d) {
@@ -90,31 +145,31 @@ func (n *Node) splitPass(ctx context.Context) int {
 		if o.DisableAutoSplit || !r.IsLeader() {
 			continue
 		}
-		led = append(led, rangeWindow{r: r, d: d, qps: qps, sample: sample})
-		total += qps
+		led = append(led, rangeWindow{id: r.RangeID(), r: r, d: d, qps: qps, sample: sample})
 	}
+	prev := n.splitMem
+	hot, next := hotRanges(prev, led, o.SplitQPS)
 	splits := 0
 	cpus := map[uint64]*kvpb.NodeCPU{} // this pass's answers, by node
-	held := map[uint64]bool{}
-	for _, w := range led {
-		r, d := w.r, w.d
+	for i, w := range led {
+		d, id := w.d, w.id
 		var key []byte
 		reason := ""
-		if n.loadSplitWanted(w.qps, total, len(led)) && len(w.sample) >= 8 {
-			if id, busy, ok := n.spareCPU(ctx, d, cpus); ok {
+		if hot[i] {
+			if peer, busy, ok := n.spareCPU(ctx, d, cpus); ok {
 				key, reason = w.sample[len(w.sample)/2], "load"
-				n.log.Debug("load split: a voter's host has CPU to spare", "range", r.RangeID(), "node", id, "host_busy", busy)
+				n.log.Debug("load split: a voter's host has CPU to spare", "range", id, "node", peer, "host_busy", busy)
 			} else {
 				n.metrics.loadSplitsHeld.Inc()
-				held[r.RangeID()] = true
+				next.held[id] = true
 				// Logged when a range starts waiting, not at every check
 				// of a cluster that stays saturated (the counter counts
 				// every check).
 				lvl := slog.LevelInfo
-				if n.heldSplits[r.RangeID()] {
+				if prev.held[id] {
 					lvl = slog.LevelDebug
 				}
-				n.log.Log(ctx, lvl, "load split held back: every voter's host is busy", "range", r.RangeID(),
+				n.log.Log(ctx, lvl, "load split held back: every voter's host is busy", "range", id,
 					"qps", w.qps, "split_host_cpu", o.SplitHostCPU)
 			}
 		}
@@ -128,24 +183,28 @@ func (n *Node) splitPass(ctx context.Context) int {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, right, err := n.store.Split(sctx, r.RangeID(), key)
+		_, right, err := n.store.Split(sctx, id, key)
 		cancel()
 		if err != nil {
-			n.log.Info("automatic split failed", "range", r.RangeID(), "reason", reason, "err", err)
+			n.log.Info("automatic split failed", "range", id, "reason", reason, "err", err)
 			continue
 		}
-		n.log.Info("automatic split", "range", r.RangeID(), "right", right.GetRangeId(), "reason", reason, "qps", w.qps)
+		n.log.Info("automatic split", "range", id, "right", right.GetRangeId(), "reason", reason, "qps", w.qps)
 		splits++
+		// The left half's next window still holds requests for the
+		// right half's keys, sent before clients learnt of the split.
+		delete(next.settled, id)
+		delete(next.hot, id)
 	}
-	n.heldSplits = held
+	n.splitMem = next
 	return splits
 }
 
 // loadSplitWanted reports whether a range serving qps should split by
-// load, on a node whose led user ranges, nLed of them, serve total.
-func (n *Node) loadSplitWanted(qps, total float64, nLed int) bool {
-	o := &n.cfg.Sharding
-	if o.SplitQPS <= 0 || qps <= o.SplitQPS {
+// load under splitQPS, on a node whose settled led user ranges, nLed of
+// them, serve total.
+func loadSplitWanted(splitQPS, qps, total float64, nLed int) bool {
+	if splitQPS <= 0 || qps <= splitQPS {
 		return false
 	}
 	return nLed <= 1 || qps > loadSplitShare*total/float64(nLed)
