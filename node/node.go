@@ -122,6 +122,13 @@ func New(cfg Config) (*Node, error) {
 	n.cfg.NodeID = ident.NodeID
 	n.log = cfg.Logger.With("node", ident.NodeID)
 	ro := cfg.Raft
+	// The Raft logs share the engine's memtable with the data: held to a
+	// quarter of it together, their entries are deleted before a flush
+	// writes them to a table file (raft/truncate.go).
+	memtable := engineOpts.WriteBufferSize
+	if memtable == 0 {
+		memtable = storage.EngineDefaults().WriteBufferSize
+	}
 	n.store, err = raft.NewStore(raft.Config{
 		Engine:                    db,
 		NodeID:                    ident.NodeID,
@@ -135,6 +142,7 @@ func New(cfg Config) (*Node, error) {
 		MaxUncommittedEntriesSize: ro.MaxUncommittedBytes,
 		LogMaxEntries:             ro.LogMaxEntries,
 		LogMaxBytes:               ro.LogMaxBytes,
+		LogBudgetBytes:            int64(memtable / 4),
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,

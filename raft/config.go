@@ -63,6 +63,16 @@ type Config struct {
 	// large entries die in the engine's memtable instead of being
 	// flushed and compacted (4 MiB; truncate.go).
 	LogTruncateMinBytes int64
+	// LogBudgetBytes bounds the node's Raft logs together: while they hold
+	// more, a log is truncated once LogTruncateFloorBytes of it can go, so
+	// that many ranges' logs, each under LogTruncateMinBytes, do not
+	// outgrow the memtable they share (4 MiB; the node sets a quarter of
+	// the engine's memtable; truncate.go).
+	LogBudgetBytes int64
+	// LogTruncateFloorBytes is the smallest truncation made for
+	// LogBudgetBytes: smaller ones would add range deletions faster than
+	// they free memtable space (64 KiB).
+	LogTruncateFloorBytes int64
 	// LogMaxEntries and LogMaxBytes cap a range's log: past either, the
 	// leader truncates up to its applied index even if a follower still
 	// needs the entries (it will get a snapshot instead). 10000 entries,
@@ -163,6 +173,12 @@ func (c *Config) setDefaults() error {
 	def64(&c.LogTruncateMinEntries, 1000)
 	if c.LogTruncateMinBytes <= 0 {
 		c.LogTruncateMinBytes = 4 << 20
+	}
+	if c.LogBudgetBytes <= 0 {
+		c.LogBudgetBytes = 4 << 20
+	}
+	if c.LogTruncateFloorBytes <= 0 {
+		c.LogTruncateFloorBytes = 64 << 10
 	}
 	def64(&c.LogMaxEntries, 10000)
 	if c.LogMaxBytes <= 0 {

@@ -433,6 +433,7 @@ func (r *Replica) finishMergesLocked() {
 			delete(s.mu.replicas, rr.rangeID)
 		}
 		s.mu.Unlock()
+		rr.uncountLogBytesLocked()
 		rr.failProposalsLocked("range merged", nil)
 		rr.failReadsLocked(unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
 		rr.rn = nil

@@ -33,6 +33,9 @@ type Replica struct {
 	rn        *etcdraft.RawNode
 	ls        *logstore.Store
 	replicaID uint64
+	// logBytesCounted is what this replica's log adds to Store.logBytes
+	// (truncate.go).
+	logBytesCounted int64
 	// desc is the applied descriptor (nil while uninitialized).
 	desc *kvpb.RangeDescriptor
 	// proposals are proposals handed to Raft, by proposal ID, until they

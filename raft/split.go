@@ -41,12 +41,14 @@ import (
 // concurrent split, merge or replica change won) is rejected
 // deterministically and changes nothing.
 //
-// A replica of the right-hand range may already exist on a node whose L
-// has not applied the split yet: the right-hand range's first leader sent
-// it a message, which created an uninitialized replica. The split then
-// leaves it alone; it is initialized by a snapshot from its leader. Until
-// the local L has split, such a snapshot is refused (it would overlap L's
-// span, and L's older log entries could still write into [b, c)).
+// The right-hand range's first leader may reach a node whose L has not
+// applied the split yet. Its messages are then dropped (awaitSplit in
+// store_transport.go), for up to ten election timeouts, so that the split
+// creates the replica there with the data in place. After that, or if a
+// replica exists anyway, it is uninitialized: the split leaves it alone,
+// and it is initialized by a snapshot from its leader. Until the local L
+// has split, such a snapshot is refused (it would overlap L's span, and
+// L's older log entries could still write into [b, c)).
 //
 // Meta is updated afterwards, by the proposer, with one PutDescriptors
 // command holding both descriptors (so a lookup never sees a hole); if the

@@ -92,3 +92,48 @@ func isOutOfRange(err error) bool {
 	var re *command.RejectedError
 	return errors.As(err, &re) && re.Code == command.CodeKeyOutOfRange
 }
+
+// TestSplitOnALaggingFollower: a node that applies a split only after the
+// right-hand range's leader first reaches it (here: it was down during the
+// split) gets its right-hand replica from the split itself, with the data
+// already in place, and not from a snapshot: the leader's messages are
+// dropped until the split applies there (awaitSplit).
+func TestSplitOnALaggingFollower(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	var last uint64
+	for i := 0; i < 20; i++ {
+		idx, err := c.put(ctx, keys.FirstUserRangeID, fmt.Sprintf("k%02d", i), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = idx
+	}
+	c.waitApplied(keys.FirstUserRangeID, last)
+	c.stop(3)
+	_, right, err := c.leader(keys.FirstUserRangeID).store.Split(ctx, keys.FirstUserRangeID, []byte("k10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid := right.GetRangeId()
+	if _, err := c.put(ctx, rid, "k15", "b"); err != nil {
+		t.Fatal(err)
+	}
+	c.start(3)
+	waitFor(t, 20*time.Second, "node 3 holding the right-hand range with its write", func() bool {
+		r, err := c.storeOf(3).Replica(rid)
+		if err != nil || r.Descriptor() == nil {
+			return false
+		}
+		v, ok := c.get(3, "k15")
+		return ok && v == "b"
+	})
+	for id, s := range c.running() {
+		if n := counterValue(s.metrics.snapshotsSent); n != 0 {
+			t.Fatalf("node %d sent %.0f snapshots: the split's right-hand side was copied to the node that lagged", id, n)
+		}
+	}
+	if v, ok := c.get(3, "k05"); !ok || v != "a" {
+		t.Fatalf("node 3 lost k05: %q %v", v, ok)
+	}
+}

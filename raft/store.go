@@ -43,6 +43,16 @@ type Store struct {
 	stopped chan struct{} // closed by Stop
 	wg      sync.WaitGroup
 	snapSem chan struct{} // bounds concurrent outgoing snapshots
+	// splitWaits records when messages for a range split off a local
+	// range that has not applied the split yet were first dropped
+	// (store_transport.go, awaitSplit).
+	splitWaits struct {
+		sync.Mutex
+		since map[uint64]time.Time
+	}
+	// logBytes is the approximate sum of the replicas' Raft logs, for
+	// LogBudgetBytes (truncate.go).
+	logBytes atomic.Int64
 	// remoteMeta reaches meta from a node without a replica of it.
 	remoteMeta atomic.Pointer[RemoteMeta]
 
@@ -387,6 +397,7 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 		delete(s.mu.replicas, r.rangeID)
 	}
 	s.mu.Unlock()
+	r.uncountLogBytesLocked()
 	r.failProposalsLocked("replica removed", nil)
 	r.failReadsLocked(unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
 	r.mu.Lock()

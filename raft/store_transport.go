@@ -1,13 +1,16 @@
 package raft
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/raft/keys"
 )
 
 // HandleRaftMessages implements transport.Handler: it queues each message
@@ -93,6 +96,9 @@ func (s *Store) replicaForMessage(rm *raftrpcpb.RangeMessage) (*Replica, error) 
 	if me == nil || me.GetReplicaId() != m.GetTo() {
 		return nil, ErrRangeNotFound
 	}
+	if s.awaitSplit(desc) {
+		return nil, ErrRangeNotFound
+	}
 	r, err := s.getOrCreateReplica(rm.GetRangeId(), m.GetTo())
 	if err != nil {
 		if !errors.Is(err, ErrRangeNotFound) {
@@ -124,4 +130,73 @@ func (s *Store) onUnreachable(_ uint64, msgs []*raftrpcpb.RangeMessage) {
 	for r := range touched {
 		s.sched.enqueue(r)
 	}
+}
+
+// splitWaitTimeouts is how many election timeouts a message for the
+// right-hand side of a split is dropped while the local left-hand side
+// has not applied it (awaitSplit): 10 s by default.
+const splitWaitTimeouts = 10
+
+// awaitSplit reports whether a message for desc's range, which this node
+// does not hold, is to be dropped because the range was split off a
+// local range that has not applied the split yet: one holding desc's
+// start key without starting there. When that split applies, it creates
+// the replica here from the split's own state (split.go). A replica
+// created now by the message would be uninitialized, and the split then
+// leaves it alone, so it could only be filled by a snapshot: a copy of
+// the range's data, which a split is meant not to need: in one bulk load
+// a follower that lagged got the right-hand side of a split as a
+// snapshot of 410,543 keys. The leader's messages are dropped instead;
+// Raft sends them again. A split that has not applied here
+// after splitWaitTimeouts election timeouts (the local replica is far
+// behind, or stuck) no longer holds the range back: the replica is
+// created and gets its snapshot, as before.
+func (s *Store) awaitSplit(desc *kvpb.RangeDescriptor) bool {
+	if keys.IsMetaRange(desc) || len(desc.GetStartKey()) == 0 {
+		return false
+	}
+	pending := false
+	for _, o := range s.Replicas() {
+		od := o.Descriptor()
+		if od == nil || o.rangeID == desc.GetRangeId() || keys.IsMetaRange(od) {
+			continue
+		}
+		if bytes.Compare(od.GetStartKey(), desc.GetStartKey()) < 0 &&
+			(len(od.GetEndKey()) == 0 || bytes.Compare(desc.GetStartKey(), od.GetEndKey()) < 0) {
+			pending = true
+			break
+		}
+	}
+	s.splitWaits.Lock()
+	defer s.splitWaits.Unlock()
+	id := desc.GetRangeId()
+	if !pending {
+		delete(s.splitWaits.since, id)
+		return false
+	}
+	now := time.Now()
+	if s.splitWaits.since == nil {
+		s.splitWaits.since = map[uint64]time.Time{}
+	}
+	first, ok := s.splitWaits.since[id]
+	if !ok {
+		// Forget waits that ended without a replica here (the range
+		// merged away, or this node left it) so the map stays small.
+		for rid, t := range s.splitWaits.since {
+			if now.Sub(t) > time.Minute {
+				delete(s.splitWaits.since, rid)
+			}
+		}
+		s.splitWaits.since[id] = now
+		s.cfg.Logger.Debug("dropping messages for a range until the split that makes it applies here", "range", id)
+		return true
+	}
+	limit := splitWaitTimeouts * time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval
+	if now.Sub(first) < limit {
+		return true
+	}
+	delete(s.splitWaits.since, id)
+	s.cfg.Logger.Info("the split that makes a range has not applied here; creating its replica for a snapshot",
+		"range", id, "waited", now.Sub(first).Round(time.Millisecond))
+	return false
 }

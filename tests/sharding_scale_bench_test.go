@@ -170,13 +170,21 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	// How many ranges share an apply write, and how many proposals a
 	// leader change left without an outcome (-1: the binary predates
 	// the metric).
-	var writes, applies, overwritten float64
+	// And what the engines wrote to their files: Raft log entries that
+	// outlive a memtable are flushed and compacted with the data.
+	var writes, applies, overwritten, flushed, compacted, truncations, snapshots float64
 	for _, cn := range c.all() {
 		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
 		applies += c.metric(cn.id, "shale_raft_range_applies_total")
 		overwritten += c.metric(cn.id, "shale_raft_proposals_overwritten_total")
+		flushed += c.metric(cn.id, "shale_engine_flush_bytes_written_total")
+		compacted += c.metric(cn.id, "shale_engine_compaction_bytes_written_total")
+		truncations += c.metric(cn.id, "shale_raft_log_truncations_total")
+		snapshots += c.metric(cn.id, "shale_raft_snapshots_sent_total")
 	}
 	b.Logf("apply writes %.0f for %.0f range applies; %.0f proposals found overwritten", writes, applies, overwritten)
+	b.Logf("engines: %.0f MB flushed, %.0f MB compacted; %.0f log truncations; %.0f snapshots sent",
+		flushed/1e6, compacted/1e6, truncations, snapshots)
 	// Let placement settle, then report the balance.
 	time.Sleep(6 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
