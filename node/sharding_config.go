@@ -6,8 +6,8 @@ import "time"
 // Every zero field keeps its default.
 type ShardingOptions struct {
 	// SplitSizeBytes: a range whose approximate size (the engine's
-	// estimate from its files) exceeds this is split at its middle key
-	// (64 MiB).
+	// estimate from its files) exceeds this is split at the key that
+	// halves the estimate (64 MiB).
 	SplitSizeBytes uint64
 	// SplitQPS: a range serving more requests per second than this, over
 	// SplitCheckInterval, is split at a key that divides its sampled

@@ -9,7 +9,6 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/storage"
 )
 
 // Automatic splits (docs/sharding.md, "Automatic splits"). Every
@@ -17,7 +16,8 @@ import (
 //
 //   - by size: a range whose approximate size (the engine's estimate
 //     from its files, so data still in the memtable is not counted yet)
-//     exceeds SplitSizeBytes splits at its middle key by key count;
+//     exceeds SplitSizeBytes splits at the key that halves that size
+//     (split_key.go);
 //   - by load: a range that served more than SplitQPS requests per second,
 //     and more than loadSplitShare times its fair share of this node's
 //     load, in loadSplitWindows windows in a row splits at the median of
@@ -175,8 +175,12 @@ func (n *Node) splitPass(ctx context.Context) int {
 		}
 		if key == nil {
 			sp := keys.DataSpan(d)
-			if size, nkeys, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil && size > o.SplitSizeBytes {
-				key, reason = n.middleKey(sp, nkeys), "size"
+			if size, _, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil && size > o.SplitSizeBytes {
+				k, err := sizeMiddleKey(n.db, sp, size)
+				if err != nil {
+					n.log.Warn("finding the middle of an oversized range", "range", id, "err", err)
+				}
+				key, reason = k, "size"
 			}
 		}
 		if key == nil || bytes.Compare(key, d.GetStartKey()) <= 0 || !keys.ContainsUserKey(d, key) {
@@ -256,36 +260,6 @@ func (n *Node) nodeCPU(ctx context.Context, id uint64) *kvpb.NodeCPU {
 		return &kvpb.NodeCPU{}
 	}
 	return st.GetCpu()
-}
-
-// middleKey returns the user key halfway through span by key count,
-// guided by the engine's estimate of the count; when the estimate is too
-// high (deleted keys) it counts and takes the true middle. nil if the span
-// has fewer than two keys.
-func (n *Node) middleKey(sp keys.Span, estimate uint64) []byte {
-	nth := func(target uint64) (key []byte, seen uint64) {
-		it, err := n.db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End, KeysOnly: true})
-		if err != nil {
-			return nil, 0
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			seen++
-			if seen > target {
-				k, err := keys.DecodeUserKey(it.UnsafeKey())
-				if err != nil {
-					return nil, seen
-				}
-				return bytes.Clone(k), seen
-			}
-		}
-		return nil, seen
-	}
-	k, seen := nth(max(estimate/2, 1))
-	if k == nil && seen >= 2 {
-		k, _ = nth(seen / 2)
-	}
-	return k
 }
 
 // startSharding starts the split checker, the placement controller, the
