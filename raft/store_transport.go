@@ -143,14 +143,14 @@ const splitWaitTimeouts = 10
 // start key without starting there. When that split applies, it creates
 // the replica here from the split's own state (split.go). A replica
 // created now by the message would be uninitialized, and the split then
-// leaves it alone, so it could only be filled by a snapshot: a copy of
-// the range's data, which a split is meant not to need: in one bulk load
-// a follower that lagged got the right-hand side of a split as a
-// snapshot of 410,543 keys. The leader's messages are dropped instead;
-// Raft sends them again. A split that has not applied here
-// after splitWaitTimeouts election timeouts (the local replica is far
-// behind, or stuck) no longer holds the range back: the replica is
-// created and gets its snapshot, as before.
+// leaves it alone, so it could only be filled by a snapshot, a copy of
+// the range's data that a split is meant not to need (in one bulk load a
+// follower that lagged got the right-hand side of a split as a snapshot
+// of 410,543 keys). The leader's messages are dropped instead; Raft sends
+// them again. A split that has not applied here after splitWaitTimeouts
+// election timeouts (the local replica is far behind, or stuck) no longer
+// holds the range back: the replica is created and gets its snapshot, as
+// before.
 func (s *Store) awaitSplit(desc *kvpb.RangeDescriptor) bool {
 	if keys.IsMetaRange(desc) || len(desc.GetStartKey()) == 0 {
 		return false

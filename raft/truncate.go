@@ -27,9 +27,11 @@ import (
 // while a range of 700,000 keys streamed for three seconds the leader
 // truncated past the snapshot's index, and the follower, once it had
 // applied it, needed another: six snapshots in a row, a collapse of the
-// load's throughput to a fifth each time (docs/benchmarks.md, "Snapshots
-// that fed themselves"). Truncations smaller than LogTruncateMinEntries are not worth a
-// range deletion and wait, unless they free LogTruncateMinBytes.
+// load's throughput to a fifth each time (docs/benchmarks.md, "Splits
+// without snapshots").
+//
+// Truncations smaller than LogTruncateMinEntries are not worth a range
+// deletion and wait, unless they free LogTruncateMinBytes.
 //
 // The log lives in the engine beside the data. An entry deleted while it
 // is still in the memtable is dropped by the flush (the range deletion
