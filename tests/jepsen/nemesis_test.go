@@ -42,7 +42,11 @@ type nemesis struct {
 
 // nemeses is every nemesis, in the order the report lists them.
 var nemeses = []*nemesis{
-	{name: "partition-leader", unavailable: needNet, inject: partitionLeader, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
+	// Requests routed to the isolated leader hang until it steps down
+	// (CheckQuorum, an election timeout) or the client moves on, so it
+	// slows operations like the pause: a `make test` run had 19% of its
+	// operations and 84% of their time in flight under the isolation.
+	{name: "partition-leader", unavailable: needNet, inject: partitionLeader, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
 	{name: "partition-halves", unavailable: needNet, inject: partitionHalves, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "partition-bridge", unavailable: needNet, inject: partitionBridge, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "loss-oneway", unavailable: needNet, inject: lossOneWay, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
