@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -92,7 +91,6 @@ type splitMemory struct {
 // rangeWindow is one led user range's finished load window.
 type rangeWindow struct {
 	id     uint64
-	r      *raft.Replica
 	d      *kvpb.RangeDescriptor
 	qps    float64
 	sample [][]byte
@@ -145,7 +143,7 @@ func (n *Node) splitPass(ctx context.Context) int {
 		if o.DisableAutoSplit || !r.IsLeader() {
 			continue
 		}
-		led = append(led, rangeWindow{id: r.RangeID(), r: r, d: d, qps: qps, sample: sample})
+		led = append(led, rangeWindow{id: r.RangeID(), d: d, qps: qps, sample: sample})
 	}
 	prev := n.splitMem
 	hot, next := hotRanges(prev, led, o.SplitQPS)
