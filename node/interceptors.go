@@ -11,6 +11,7 @@ import (
 // KV.Multiplex stream (mux_server.go):
 //
 //	metrics    count and time the request under its method's name
+//	cluster    refuse a call that names another cluster (cluster_check.go)
 //	auth       authenticate the caller and check the method's role
 //	deadline   give a request without a deadline the default one
 //	admit      refuse requests once the node is stopping; count the rest
@@ -23,6 +24,7 @@ import (
 func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 	return chainUnary(
 		n.metrics.unaryInterceptor,
+		n.clusterUnaryInterceptor,
 		n.sec.auth.unaryInterceptor,
 		n.cfg.Conn.deadlineInterceptor,
 		n.admitInterceptor,
