@@ -11,8 +11,9 @@ import (
 // KV.Multiplex stream (mux_server.go):
 //
 //	metrics    count and time the request under its method's name
-//	cluster    refuse a call that names another cluster (cluster_check.go)
 //	auth       authenticate the caller and check the method's role
+//	cluster    refuse a call that names another cluster (cluster_check.go),
+//	           after auth, so that only a caller let in learns the ID
 //	deadline   give a request without a deadline the default one
 //	admit      refuse requests once the node is stopping; count the rest
 //	recover    turn a handler's panic into an Internal error
@@ -24,8 +25,8 @@ import (
 func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 	return chainUnary(
 		n.metrics.unaryInterceptor,
-		n.clusterUnaryInterceptor,
 		n.sec.auth.unaryInterceptor,
+		n.clusterUnaryInterceptor,
 		n.cfg.Conn.deadlineInterceptor,
 		n.admitInterceptor,
 		n.recoverInterceptor,

@@ -173,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.clusterStreamInterceptor, n.sec.auth.streamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
