@@ -271,7 +271,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.mux.stop()
 		// The peers' Raft streams never end by themselves: end them, so
 		// that the graceful stop below has nothing left to wait for.
-		n.store.Transport().StopServing()
+		n.store.StopServing()
 		drained := make(chan struct{})
 		go func() {
 			n.grpc.GracefulStop()
