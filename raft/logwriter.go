@@ -2,7 +2,6 @@ package raft
 
 import (
 	"sync"
-	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -112,18 +111,18 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		r.raftMu.Unlock()
 	}
 	if d := s.cfg.TestingLogWriteDelay; d > 0 {
-		time.Sleep(d)
+		<-s.after(d)
 	}
 	if !b.Empty() {
 		s.metrics.logBatchBytes.Observe(float64(b.Len()))
-		start := time.Now()
+		start := s.now()
 		// A full disk is waited out (diskfull.go): nothing of this
 		// batch is acknowledged until it is written.
 		if err := s.retryNoSpace("the Raft log", func() error { return s.writeDurably(b, sync, snap) }); err != nil {
 			s.fatal("writing the Raft log", err)
 			return
 		}
-		s.metrics.logWriteSeconds.Observe(time.Since(start).Seconds())
+		s.metrics.logWriteSeconds.Observe(since(s.cfg.Clock, start).Seconds())
 		if sync {
 			s.metrics.logSyncs.Inc()
 		}
