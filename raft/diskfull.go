@@ -77,7 +77,7 @@ func (s *Store) retryNoSpace(what string, write func() error) error {
 			select {
 			case <-s.stopped:
 				return fmt.Errorf("%s: %w while waiting for disk space: %w", what, ErrStopped, err)
-			case <-time.After(wait):
+			case <-s.after(wait):
 			}
 			wait = min(2*wait, noSpaceRetryMax)
 		}
