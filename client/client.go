@@ -93,6 +93,9 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	)
+	if o.ClusterID != "" {
+		dialOpts = append(dialOpts, withClusterID(o.ClusterID)...)
+	}
 	dialOpts = append(dialOpts, o.DialOptions...)
 	c.dialOpts = dialOpts
 	for _, addr := range endpoints {
@@ -124,6 +127,7 @@ func (c *Client) checkHealth(ctx context.Context) error {
 	reasons := make([]string, len(c.conns))
 	var last error
 	for round := 0; ; round++ {
+		refused := 0
 		for i, e := range c.conns {
 			// Not WaitForReady: a node that cannot be reached fails at once
 			// with the transport's reason.
@@ -131,6 +135,14 @@ func (c *Client) checkHealth(ctx context.Context) error {
 			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 				c.preferred.Store(uint32(i))
 				return nil
+			}
+			if st := status.Convert(err); err != nil && st.Code() == codes.FailedPrecondition {
+				// The node refused us outright (a node of another cluster
+				// than Options.ClusterID): waiting changes nothing.
+				refused++
+				reasons[i] = st.Message()
+				last = err
+				continue
 			}
 			switch {
 			case err == nil:
@@ -143,6 +155,9 @@ func (c *Client) checkHealth(ctx context.Context) error {
 				reasons[i] = explainTransportFailure(status.Convert(err).Message(), c.opts.TLS != nil)
 				last = err
 			}
+		}
+		if refused == len(c.conns) {
+			return &Error{Op: "Dial", Msg: "every endpoint refused the client: " + strings.Join(reasons, "; "), kind: ErrInvalidArgument, cause: last}
 		}
 		if !sleep(ctx, c.backoff(round)) {
 			break

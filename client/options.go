@@ -44,6 +44,12 @@ type Options struct {
 	// role the cluster's token file gives it decides what the client may
 	// do.
 	Token string
+	// ClusterID, when set, is sent with every call (kvpb.ClusterIDMetadata),
+	// and a node of another cluster refuses the call with an error naming
+	// both clusters instead of serving it: a guard against endpoints that
+	// point at the wrong cluster (`shalectl status` shows a cluster's ID).
+	// Empty: calls name no cluster.
+	ClusterID string
 	// DialOptions are added to the gRPC dial options.
 	DialOptions []grpc.DialOption
 	// DisableMultiplexing sends every KV call as its own unary RPC instead
