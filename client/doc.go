@@ -18,6 +18,17 @@
 // jittered exponential backoff, on the next endpoint first, until it
 // succeeds or the deadline passes.
 //
+// Each attempt at one node has its own timeout below the deadline,
+// Options.AttemptTimeout (1s; set it to about the cluster's election
+// timeout), so that a node that is paused or stalled without dropping its
+// connections costs one attempt, not the whole deadline: the request goes
+// on to another replica and the node is avoided for a while, even when
+// other replicas still name it leader. A write whose attempt timed out is
+// retried with its identity (client_id, request_seq), which the cluster
+// applies at most once; if no later attempt succeeds it is ErrAmbiguous.
+// Leader hints are kept by Raft term, so a late answer naming an old
+// leader never replaces a newer one.
+//
 // # Errors
 //
 // Every error is an *Error naming the operation and the endpoint, matching

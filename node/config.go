@@ -36,8 +36,11 @@ type Config struct {
 	// directory is initialized.
 	InitialCluster []*kvpb.NodeDescriptor
 	Join           []string
-	// ClusterID names the cluster; empty derives it from InitialCluster
-	// (and, when set, refuses a data directory or a cluster of another ID).
+	// ClusterID names the cluster. Empty: a new cluster gets a random ID,
+	// made by its seed (the initial member with the lowest node ID) and
+	// learnt by the other initial members, which wait for it (identity.go).
+	// Set on every initial member, it is the ID and nobody waits. When set,
+	// a data directory or a cluster of another ID is refused.
 	ClusterID string
 
 	// Raft tunes replication (zero: the documented defaults).

@@ -153,6 +153,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("node: opening the replicas: %w", err), db.Close())
 	}
+	if err := n.checkDirectoryCluster(ident.ClusterID); err != nil {
+		n.store.Stop()
+		return nil, errors.Join(err, db.Close())
+	}
 	n.peers = newPeerClients(n)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(n)
@@ -169,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
@@ -267,7 +271,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.mux.stop()
 		// The peers' Raft streams never end by themselves: end them, so
 		// that the graceful stop below has nothing left to wait for.
-		n.store.Transport().StopServing()
+		n.store.StopServing()
 		drained := make(chan struct{})
 		go func() {
 			n.grpc.GracefulStop()
@@ -327,7 +331,9 @@ func (n *Node) localIP() net.IP {
 }
 
 func (n *Node) descriptor() *kvpb.NodeDescriptor {
-	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID}
+	// Started: this node serves; its registration marks it as one that
+	// may not bootstrap again from an empty directory (identity.go).
+	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID, Started: true}
 	if a := n.grpcAddr.Load(); a != nil {
 		d.Address = *a
 	}

@@ -31,6 +31,16 @@ type Config struct {
 	// --initial-cluster or --join addresses), by node ID.
 	Peers map[uint64]string
 
+	// Clock is the Store's source of time: ticks, the leader lease,
+	// proposer timestamps and every wait (clock.go). Default: WallClock.
+	Clock Clock
+	// NewTransport makes the transport that carries the Store's messages
+	// and snapshots to other nodes, delivering what arrives to the given
+	// handlers (transport_seam.go). Default: the gRPC transport of
+	// raft/transport, configured by Resolver, Peers and the transport
+	// tuning fields below.
+	NewTransport func(TransportHandlers) (Transport, error)
+
 	// TickInterval is the Raft tick (100 ms). ElectionTicks (10) and
 	// HeartbeatTicks (1) are in ticks; Raft randomizes the election
 	// timeout in [ElectionTicks, 2*ElectionTicks).
@@ -159,6 +169,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = WallClock{}
 	}
 	def(&c.ElectionTicks, 10)
 	def(&c.HeartbeatTicks, 1)

@@ -2,7 +2,6 @@ package raft
 
 import (
 	"sync"
-	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -111,16 +110,16 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		r.raftMu.Unlock()
 	}
 	if d := s.cfg.TestingLogWriteDelay; d > 0 {
-		time.Sleep(d)
+		<-s.after(d)
 	}
 	if !b.Empty() {
 		s.metrics.logBatchBytes.Observe(float64(b.Len()))
-		start := time.Now()
+		start := s.now()
 		if err := s.writeDurably(b, sync, snap); err != nil {
 			s.fatal("writing the Raft log", err)
 			return
 		}
-		s.metrics.logWriteSeconds.Observe(time.Since(start).Seconds())
+		s.metrics.logWriteSeconds.Observe(since(s.cfg.Clock, start).Seconds())
 		if sync {
 			s.metrics.logSyncs.Inc()
 		}

@@ -381,7 +381,7 @@ func (r *Replica) Status() RaftStatus {
 		Applied:      r.mu.applied,
 		LastIndex:    r.mu.last,
 		Truncated:    r.mu.truncated,
-		LeaseValid:   r.leaseValidRLocked(time.Now()),
+		LeaseValid:   r.leaseValidRLocked(r.store.now()),
 		Descriptor:   cloneDesc(r.mu.desc),
 	}
 }

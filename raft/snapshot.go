@@ -232,13 +232,13 @@ func (s *Store) sendSnapshot(r *Replica, m *pb.Message, toNode uint64) {
 	case <-s.stopped:
 		return
 	}
-	start := time.Now()
+	start := s.now()
 	n, err := s.streamSnapshot(r, m, toNode)
 	if err != nil {
 		s.cfg.Logger.Warn("sending snapshot failed", "range", r.rangeID, "to_node", toNode, "to_replica", m.GetTo(), "err", err)
 	} else {
 		s.cfg.Logger.Info("sent snapshot", "range", r.rangeID, "to_node", toNode, "to_replica", m.GetTo(),
-			"entries", n, "took", time.Since(start).Round(time.Millisecond))
+			"entries", n, "took", since(s.cfg.Clock, start).Round(time.Millisecond))
 		s.metrics.snapshotsSent.Inc()
 	}
 	r.in.Lock()
@@ -307,7 +307,7 @@ func (s *Store) streamSnapshot(r *Replica, m *pb.Message, toNode uint64) (uint64
 		}
 		return count, nil
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, snapshotTimeout)
+	ctx, cancel := s.withTimeout(s.ctx, snapshotTimeout)
 	defer cancel()
 	return count, s.transport.SendSnapshot(ctx, h, src)
 }

@@ -174,7 +174,7 @@ func (s *Store) awaitSplit(desc *kvpb.RangeDescriptor) bool {
 		delete(s.splitWaits.since, id)
 		return false
 	}
-	now := time.Now()
+	now := s.now()
 	if s.splitWaits.since == nil {
 		s.splitWaits.since = map[uint64]time.Time{}
 	}
