@@ -12,6 +12,16 @@ import (
 // raftLogger adapts slog to etcd-io/raft's Logger interface. Raft's own
 // Fatal and Panic mean a broken invariant: they panic, as the library
 // expects, after logging.
+//
+// The library's Info messages are its running commentary (a replica
+// became follower or candidate, sent or ignored a vote, switched to a
+// configuration, found an acknowledged entry already stable under
+// AsyncStorageWrites, etcd-io/raft issue 307); under a light load they
+// were most of a node's log. They are logged at debug level. What an
+// operator needs at info level Shale logs itself (a replica became
+// leader: replica_ready.go; replicas added or removed: confchange.go).
+// Warnings and errors keep their level. Every line of the library
+// carries src=etcd-raft, so that it can be filtered either way.
 type raftLogger struct {
 	l *slog.Logger
 }
@@ -19,34 +29,16 @@ type raftLogger struct {
 var _ etcdraft.Logger = raftLogger{}
 
 func (r raftLogger) log(level slog.Level, msg string) {
-	r.l.Log(context.Background(), level, msg)
-}
-
-// expectedInfo lists raft's Info messages that are normal operation, not
-// news, for Shale: they are logged at debug level.
-//
-// With AsyncStorageWrites an append acknowledgement can arrive after a
-// later one already made its entries stable, and raft then reports the
-// older one's index missing from its unstable log (etcd-io/raft issue
-// 307); under a write load that is many times a second.
-var expectedInfo = map[string]bool{
-	"entry at index %d missing from unstable log; ignoring": true,
-}
-
-func infoLevel(format string) slog.Level {
-	if expectedInfo[format] {
-		return slog.LevelDebug
-	}
-	return slog.LevelInfo
+	r.l.Log(context.Background(), level, msg, "src", "etcd-raft")
 }
 
 func (r raftLogger) Debug(v ...any) { r.log(slog.LevelDebug, fmt.Sprint(v...)) }
 func (r raftLogger) Debugf(format string, v ...any) {
 	r.log(slog.LevelDebug, fmt.Sprintf(format, v...))
 }
-func (r raftLogger) Info(v ...any) { r.log(slog.LevelInfo, fmt.Sprint(v...)) }
+func (r raftLogger) Info(v ...any) { r.log(slog.LevelDebug, fmt.Sprint(v...)) }
 func (r raftLogger) Infof(format string, v ...any) {
-	r.log(infoLevel(format), fmt.Sprintf(format, v...))
+	r.log(slog.LevelDebug, fmt.Sprintf(format, v...))
 }
 func (r raftLogger) Warning(v ...any) { r.log(slog.LevelWarn, fmt.Sprint(v...)) }
 func (r raftLogger) Warningf(format string, v ...any) {

@@ -182,8 +182,17 @@ func (p *nodeProc) stop() {
 // stderr and exit code.
 func runCtl(t *testing.T, endpoint string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCtlInput(t, endpoint, nil, args...)
+}
+
+// runCtlInput is runCtl with stdin read from in (nil: no input).
+func runCtlInput(t *testing.T, endpoint string, in []byte, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	_, ctl := binaries(t)
 	cmd := exec.Command(ctl, args...)
+	if in != nil {
+		cmd.Stdin = bytes.NewReader(in)
+	}
 	cmd.Env = append(os.Environ(), "SHALE_ENDPOINTS="+endpoint)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

@@ -37,7 +37,8 @@ func TestShalectlDebugAndJSON(t *testing.T) {
 		t.Fatalf("debug engine-stats:\n%s", out)
 	}
 	es := asJSON("debug", "engine-stats")
-	if eng, ok := es["engine"].(map[string]any); !ok || eng["userBytesWritten"] == "0" || es["nodeId"] != float64(1) {
+	eng, _ := es["engine"].(map[string]any)
+	if n, ok := eng["userBytesWritten"].(float64); !ok || n == 0 || es["nodeId"] != float64(1) {
 		t.Fatalf("debug engine-stats --json = %v", es)
 	}
 

@@ -50,7 +50,7 @@ func TestShalectl(t *testing.T) {
 		}
 		rows = append(rows, row)
 	}
-	if len(rows) != 2 || rows[0]["key_base64"] != "AP8=" || rows[1]["key"] != "veg/kale" {
+	if len(rows) != 2 || rows[0]["keyBase64"] != "AP8=" || rows[1]["key"] != "veg/kale" {
 		t.Fatalf("scan --json rows = %v", rows)
 	}
 	out, _, code = runCtl(t, ep, "status")
@@ -63,7 +63,7 @@ func TestShalectl(t *testing.T) {
 		t.Fatalf("status --json = %q exit %d", out, code)
 	}
 	_, errOut, code = runCtl(t, ep, "put", "onlykey")
-	if code == 0 || !strings.Contains(errOut, "accepts 2 arg") {
+	if code == 0 || !strings.Contains(errOut, "missing VALUE") {
 		t.Fatalf("put with one argument: exit %d, %q", code, errOut)
 	}
 	node.stop()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,8 +13,6 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 func init() { register(newDebugCmd) }
@@ -27,17 +24,6 @@ func newDebugCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newDebugEngineCmd(g), newDebugRangeCmd(g, false), newDebugRangeCmd(g, true))
 	return cmd
-}
-
-// protoJSON renders m for --json output (field names in lowerCamelCase,
-// zero values included so that scripts see every field).
-func protoJSON(m proto.Message) json.RawMessage {
-	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
-	if err != nil {
-		// Marshalling our own messages cannot fail; say so if it does.
-		b, _ = json.Marshal(map[string]string{"error": err.Error()})
-	}
-	return b
 }
 
 func newDebugEngineCmd(g *globals) *cobra.Command {
@@ -58,7 +44,7 @@ func newDebugEngineCmd(g *globals) *cobra.Command {
 			e := st.GetEngine()
 			out := cmd.OutOrStdout()
 			if g.json {
-				return writeJSON(out, map[string]any{"nodeId": st.GetNode().GetNodeId(), "address": st.GetNode().GetAddress(), "engine": protoJSON(e)})
+				return writeJSON(out, map[string]any{"nodeId": st.GetNode().GetNodeId(), "address": st.GetNode().GetAddress(), "engine": g.protoObject(e)})
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "node\t%d at %s\n", st.GetNode().GetNodeId(), st.GetNode().GetAddress())
@@ -178,27 +164,23 @@ func newDebugRangeCmd(g *globals, raft bool) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.json {
-				type jsonReplica struct {
-					NodeID  uint64          `json:"nodeId"`
-					Address string          `json:"address"`
-					Type    string          `json:"type"`
-					Status  json.RawMessage `json:"status,omitempty"`
-					Error   string          `json:"error,omitempty"`
-				}
-				var jr []jsonReplica
+				jr := []object{}
 				for _, r := range reps {
-					j := jsonReplica{NodeID: r.desc.GetNodeId(), Address: r.address, Type: replicaType(r.desc), Error: r.err}
+					j := object{{"nodeId", r.desc.GetNodeId()}, {"address", r.address}, {"type", replicaType(r.desc)}}
 					if r.status != nil {
-						j.Status = protoJSON(r.status)
+						j.add("status", g.protoObject(r.status))
+					}
+					if r.err != "" {
+						j.add("error", r.err)
 					}
 					jr = append(jr, j)
 				}
-				return writeJSON(out, map[string]any{"range": protoJSON(rs), "replicas": jr})
+				return writeJSON(out, object{{"range", g.protoObject(rs)}, {"replicas", jr}})
 			}
 			if raft {
-				return printRaft(out, rs, reps)
+				return g.printRaft(out, rs, reps)
 			}
-			return printRange(out, rs, reps)
+			return g.printRange(out, rs, reps)
 		},
 	}
 }
@@ -207,11 +189,11 @@ func replicaType(rd *kvpb.ReplicaDescriptor) string {
 	return strings.ToLower(strings.TrimPrefix(rd.GetType().String(), "REPLICA_TYPE_"))
 }
 
-func printRange(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
+func (g *globals) printRange(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
 	d := rs.GetDescriptor_()
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "range\t%d\n", d.GetRangeId())
-	fmt.Fprintf(w, "span\t%s\n", span(d))
+	fmt.Fprintf(w, "span\t%s\n", g.span(d))
 	fmt.Fprintf(w, "generation\t%d\n", d.GetGeneration())
 	leader := "none known"
 	if id := rs.GetLeaderNodeId(); id != 0 {
@@ -234,8 +216,8 @@ func printRange(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error
 	return w.Flush()
 }
 
-func printRaft(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
-	fmt.Fprintf(out, "range %d %s\n\n", rs.GetDescriptor_().GetRangeId(), span(rs.GetDescriptor_()))
+func (g *globals) printRaft(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
+	fmt.Fprintf(out, "range %d %s\n\n", rs.GetDescriptor_().GetRangeId(), g.span(rs.GetDescriptor_()))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NODE\tREPLICA\tSTATE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tLOG (first, last]")
 	for _, r := range reps {

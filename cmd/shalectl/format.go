@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,20 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/shaledb/shale/api/kvpb"
 )
+
+// How shalectl takes and shows bytes (the root command's help repeats it):
+//
+//   - keys and values on the command line are text, or hex with --hex;
+//   - a value can instead come from stdin (VALUE "-") or a file (--file),
+//     taken byte for byte, never decoded: the way to pass binary data or a
+//     value too long for an argument list;
+//   - text output shows bytes as they are when they are printable UTF-8,
+//     else Go-quoted; with --hex always hex; get --raw writes the value's
+//     bytes alone;
+//   - --json output follows the layout in jsonout.go.
 
 // parseArg decodes a key or value given on the command line.
 func (g *globals) parseArg(name, s string) ([]byte, error) {
@@ -35,6 +47,8 @@ func (g *globals) display(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
+// printable says whether b is valid UTF-8 of printable characters (spaces
+// included): the bytes that text and JSON output show as they are.
 func printable(b []byte) bool {
 	if !utf8.Valid(b) {
 		return false
@@ -47,38 +61,30 @@ func printable(b []byte) bool {
 	return true
 }
 
-// jsonEntry is the JSON form of a key and value. Bytes that are valid
-// UTF-8 appear as strings; others as base64 in the *_base64 fields (JSON
-// strings cannot carry arbitrary bytes).
-type jsonEntry struct {
-	Key         *string `json:"key,omitempty"`
-	KeyBase64   *string `json:"key_base64,omitempty"`
-	Value       *string `json:"value,omitempty"`
-	ValueBase64 *string `json:"value_base64,omitempty"`
-	Found       *bool   `json:"found,omitempty"`
-}
-
-func (g *globals) jsonBytes(b []byte) (str, b64 *string) {
-	switch {
-	case g.hex:
-		s := hex.EncodeToString(b)
-		return &s, nil
-	case utf8.Valid(b):
-		s := string(b)
-		return &s, nil
-	default:
-		s := base64.StdEncoding.EncodeToString(b)
-		return nil, &s
+// span renders a range's span for text output: meta, or [start, end) with
+// each bound shown by display and -inf/+inf for the open ends.
+func (g *globals) span(d *kvpb.RangeDescriptor) string {
+	if d.GetRangeId() == 1 {
+		return "meta"
 	}
+	s, e := "-inf", "+inf"
+	if len(d.GetStartKey()) > 0 {
+		s = g.display(d.GetStartKey())
+	}
+	if len(d.GetEndKey()) > 0 {
+		e = g.display(d.GetEndKey())
+	}
+	return "[" + s + ", " + e + ")"
 }
 
-func (g *globals) entry(key, value []byte, withValue bool) jsonEntry {
-	var e jsonEntry
-	e.Key, e.KeyBase64 = g.jsonBytes(key)
+// entry is the JSON form of a key and, withValue, its value.
+func (g *globals) entry(key, value []byte, withValue bool) object {
+	o := object{}
+	g.addBytes(&o, "key", key)
 	if withValue {
-		e.Value, e.ValueBase64 = g.jsonBytes(value)
+		g.addBytes(&o, "value", value)
 	}
-	return e
+	return o
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -20,16 +20,26 @@ func (g *globals) printOK(cmd *cobra.Command) error {
 }
 
 func newPutCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "put KEY VALUE",
+	var src valueSource
+	cmd := &cobra.Command{
+		Use:   "put KEY [VALUE | -]",
 		Short: "Set KEY to VALUE (durable when the command returns)",
-		Args:  cobra.ExactArgs(2),
+		Long: `put sets KEY to a value given one of three ways:
+
+  shalectl put KEY VALUE          the argument (hex with --hex)
+  shalectl put KEY - < FILE       stdin, byte for byte
+  shalectl put KEY --file FILE    a file, byte for byte
+
+Stdin and --file take the bytes as they are (--hex does not apply to
+them): use them for binary values and for values too long for an
+argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := g.parseArg("key", args[0])
 			if err != nil {
 				return err
 			}
-			value, err := g.parseArg("value", args[1])
+			value, err := src.read(g, cmd, args[1:])
 			if err != nil {
 				return err
 			}
@@ -44,13 +54,20 @@ func newPutCmd(g *globals) *cobra.Command {
 			return g.printOK(cmd)
 		},
 	}
+	cmd.Flags().StringVar(&src.file, "file", "", "read the value from this file, byte for byte")
+	return cmd
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var stale, raw bool
+	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print KEY's value (exit status 1 if the key does not exist)",
-		Args:  cobra.ExactArgs(1),
+		Long: `get prints KEY's value: as text when it is printable UTF-8, else
+Go-quoted; hex with --hex; with --raw the value's bytes alone, nothing
+added (for binary values: shalectl get --raw KEY > FILE). --stale reads
+from any replica, possibly missing the latest writes.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := g.parseArg("key", args[0])
 			if err != nil {
@@ -61,18 +78,27 @@ func newGetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			value, found, err := c.Get(ctx, key)
+			var opts []client.ReadOption
+			if stale {
+				opts = append(opts, client.StaleRead())
+			}
+			value, found, err := c.Get(ctx, key, opts...)
 			if err != nil {
 				return g.withEndpoints(err)
 			}
 			out := cmd.OutOrStdout()
-			if g.json {
+			switch {
+			case g.json:
 				e := g.entry(key, value, found)
-				e.Found = &found
+				e.add("found", found)
 				if err := writeJSON(out, e); err != nil {
 					return err
 				}
-			} else if found {
+			case found && raw:
+				if _, err := out.Write(value); err != nil {
+					return err
+				}
+			case found:
 				fmt.Fprintln(out, g.display(value))
 			}
 			if !found {
@@ -81,6 +107,9 @@ func newGetCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
+	cmd.Flags().BoolVar(&raw, "raw", false, "print the value's bytes exactly, with no newline (binary values)")
+	return cmd
 }
 
 func newDelCmd(g *globals) *cobra.Command {
@@ -124,12 +153,14 @@ func newScanCmd(g *globals) *cobra.Command {
 		limit    int
 		reverse  bool
 		keysOnly bool
+		stale    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scan [START [END]]",
 		Short: "List keys in [START, END) in order (everything by default)",
 		Long: "List the entries whose keys are in [START, END), one per line: the key, a tab, the value.\n" +
-			"An empty or missing START or END is unbounded. With --json, one JSON object per line.",
+			"An empty or missing START or END is unbounded. With --json, one JSON object per line.\n" +
+			"--stale reads each range from any replica, possibly missing the latest writes.",
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var start, end []byte
@@ -154,7 +185,7 @@ func newScanCmd(g *globals) *cobra.Command {
 			defer done()
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
-			opts := &client.ScanOptions{Limit: limit, Reverse: reverse, KeysOnly: keysOnly}
+			opts := &client.ScanOptions{Limit: limit, Reverse: reverse, KeysOnly: keysOnly, Stale: stale}
 			for kv, err := range c.Scan(ctx, start, end, opts) {
 				if err != nil {
 					w.Flush()
@@ -178,5 +209,6 @@ func newScanCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "stop after this many entries (0: no limit)")
 	f.BoolVar(&reverse, "reverse", false, "descending key order")
 	f.BoolVar(&keysOnly, "keys-only", false, "print keys only")
+	f.BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
 	return cmd
 }

@@ -54,7 +54,19 @@ func newRootCmd() *cobra.Command {
 		Long: `shalectl talks to a Shale cluster through its gRPC endpoints.
 
 Every command takes --endpoints (default $SHALE_ENDPOINTS, else the three
-nodes of "make run"), --timeout and --json (machine-readable output).`,
+nodes of "make run"), --timeout and --json (machine-readable output).
+
+Binary data: keys and values on the command line are text, or hex with
+--hex (every key, value and span bound, in every command's input and
+output). A value can come from stdin ("put KEY -") or a file ("put KEY
+--file F"), byte for byte, and "get --raw KEY" writes a value's bytes
+alone. Text output shows printable UTF-8 as it is and other bytes
+Go-quoted.
+
+--json: one layout for every command. Numbers are JSON numbers; a byte
+string such as a key appears as "key" when it is printable UTF-8, else as
+"keyBase64" (standard base64), and with --hex always as "keyHex"; enums
+are lower-case words ("live", "voter").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -65,7 +77,7 @@ nodes of "make run"), --timeout and --json (machine-readable output).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.endpoints, "endpoints", eps, "comma-separated gRPC addresses of cluster nodes (env SHALE_ENDPOINTS)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
-	pf.BoolVar(&g.hex, "hex", false, "keys and values on the command line and in the output are hex-encoded")
+	pf.BoolVar(&g.hex, "hex", false, "keys and values (and span bounds) on the command line and in every output are hex-encoded")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	pf.BoolVar(&g.noMux, "no-multiplex", false, "send each request as its own gRPC call, not over the connection's multiplexed stream")
 	g.security.register(pf)

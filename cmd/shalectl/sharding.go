@@ -2,16 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/spf13/cobra"
 )
 
 // Sharding commands (docs/sharding.md): ranges, nodes, split, merge,
@@ -19,16 +15,6 @@ import (
 
 func init() {
 	register(newRangesCmd, newNodesCmd, newSplitCmd, newMergeCmd, newMoveReplicaCmd, newDecommissionCmd)
-}
-
-// printJSON prints m as one JSON document.
-func printJSON(out io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(out, "%s\n", b)
-	return err
 }
 
 func parseID(what, s string) (uint64, error) {
@@ -56,7 +42,7 @@ func newRangesCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.json {
-				return printJSON(out, rs)
+				return g.printProto(out, rs)
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS\tBYTES\tKEYS\tQPS")
@@ -66,7 +52,7 @@ func newRangesCmd(g *globals) *cobra.Command {
 				if r.GetLeaderNodeId() != 0 {
 					leader = strconv.FormatUint(r.GetLeaderNodeId(), 10)
 				}
-				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%.1f\n", d.GetRangeId(), span(d), d.GetGeneration(), leader,
+				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%.1f\n", d.GetRangeId(), g.span(d), d.GetGeneration(), leader,
 					replicaList(d), r.GetApproximateBytes(), r.GetApproximateKeys(), r.GetQps())
 			}
 			return w.Flush()
@@ -105,7 +91,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.json {
-				return printJSON(out, ns)
+				return g.printProto(out, ns)
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tREPLICAS\tLEADERS\tBYTES\tQPS\tHOST_CPU")
@@ -148,9 +134,9 @@ func newSplitCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return printJSON(cmd.OutOrStdout(), &kvpb.SplitResponse{Left: l, Right: r})
+				return g.printProto(cmd.OutOrStdout(), &kvpb.SplitResponse{Left: l, Right: r})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s | range %d %s\n", l.GetRangeId(), span(l), r.GetRangeId(), span(r))
+			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s | range %d %s\n", l.GetRangeId(), g.span(l), r.GetRangeId(), g.span(r))
 			return nil
 		},
 	}
@@ -177,9 +163,9 @@ func newMergeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return printJSON(cmd.OutOrStdout(), &kvpb.MergeResponse{Merged: d})
+				return g.printProto(cmd.OutOrStdout(), &kvpb.MergeResponse{Merged: d})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s\n", d.GetRangeId(), span(d))
+			fmt.Fprintf(cmd.OutOrStdout(), "range %d %s\n", d.GetRangeId(), g.span(d))
 			return nil
 		},
 	}
@@ -214,7 +200,7 @@ func newMoveReplicaCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return printJSON(cmd.OutOrStdout(), d)
+				return g.printProto(cmd.OutOrStdout(), d)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "range %d: replicas %s (generation %d)\n", d.GetRangeId(), replicaList(d), d.GetGeneration())
 			return nil
@@ -247,7 +233,7 @@ until it holds none. Decommissioning cannot be undone.`,
 				return err
 			}
 			if g.json {
-				return printJSON(cmd.OutOrStdout(), &kvpb.DecommissionResponse{RemainingReplicas: left})
+				return g.printProto(cmd.OutOrStdout(), &kvpb.DecommissionResponse{RemainingReplicas: left})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d: decommissioning, %d replicas left\n", id, left)
 			if wait && left > 0 {

@@ -41,8 +41,7 @@ the reached node's status alone.`,
 			}
 			out := cmd.OutOrStdout()
 			if g.json && nodeOnly {
-				_, err = fmt.Fprintf(out, "%s\n", protoJSON(st))
-				return err
+				return g.printProto(out, st)
 			}
 			if g.json {
 				// The cluster view: the reached node's status, the
@@ -55,14 +54,21 @@ the reached node's status alone.`,
 				if err != nil {
 					return g.withEndpoints(err)
 				}
-				return writeJSON(out, map[string]any{"clusterId": st.GetClusterId(), "version": st.GetVersion(),
-					"reached": protoJSON(st), "nodes": protoJSON(nodes), "ranges": protoJSON(ranges)})
+				nodeList, rangeList := []object{}, []object{}
+				for _, n := range nodes.GetNodes() {
+					nodeList = append(nodeList, g.protoObject(n))
+				}
+				for _, r := range ranges.GetRanges() {
+					rangeList = append(rangeList, g.protoObject(r))
+				}
+				return writeJSON(out, object{{"clusterId", st.GetClusterId()}, {"version", st.GetVersion()},
+					{"reached", g.protoObject(st)}, {"nodes", nodeList}, {"ranges", rangeList}})
 			}
 			if nodeOnly {
-				printStatus(out, st)
+				g.printStatus(out, st)
 				return nil
 			}
-			return g.withEndpoints(printCluster(ctx, out, c, st))
+			return g.withEndpoints(g.printCluster(ctx, out, c, st))
 		},
 	}
 	cmd.Flags().BoolVar(&nodeOnly, "node", false, "report on the reached node only")
@@ -70,7 +76,7 @@ the reached node's status alone.`,
 }
 
 // printCluster prints the nodes table and the ranges table.
-func printCluster(ctx context.Context, out io.Writer, c *client.Client, self *kvpb.StatusResponse) error {
+func (g *globals) printCluster(ctx context.Context, out io.Writer, c *client.Client, self *kvpb.StatusResponse) error {
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return err
@@ -109,17 +115,29 @@ func printCluster(ctx context.Context, out io.Writer, c *client.Client, self *kv
 	w.Flush()
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tADDRESS\tHTTP\tSTATE\tREPLICAS\tLEADERS\tLAST SEEN")
+	fmt.Fprintln(w, "NODE\tADDRESS\tHTTP\tSTATE\tREPLICAS\tLEADERS\tDISK\tLAST SEEN")
+	var full []string
 	for _, ns := range nodes.GetNodes() {
 		n := ns.GetNode()
 		seen := "-"
 		if t := ns.GetLastHeartbeatUnixNanos(); t != 0 {
 			seen = time.Since(time.Unix(0, t)).Round(time.Millisecond).String() + " ago"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", n.GetNodeId(), n.GetAddress(), n.GetHttpAddress(),
-			nodeState(ns.GetState()), ns.GetReplicas(), ns.GetLeaders(), seen)
+		disk := "?"
+		if st := statuses[n.GetNodeId()]; st != nil {
+			disk = diskSummary(st.GetDisk())
+			if st.GetDisk().GetFull() {
+				full = append(full, fmt.Sprintf("node %d: disk full (%s) in %s: writes to the ranges it leads are refused until space returns",
+					n.GetNodeId(), st.GetDisk().GetReason(), st.GetDisk().GetDataDir()))
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.GetNodeId(), n.GetAddress(), n.GetHttpAddress(),
+			nodeState(ns.GetState()), ns.GetReplicas(), ns.GetLeaders(), disk, seen)
 	}
 	w.Flush()
+	for _, f := range full {
+		fmt.Fprintln(out, "WARNING: "+f)
+	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS (node:state:applied index)")
@@ -149,7 +167,7 @@ func printCluster(ctx context.Context, out io.Writer, c *client.Client, self *kv
 		if id := leaderNode(rs, statuses); id != 0 {
 			leader = fmt.Sprintf("n%d", id)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", d.GetRangeId(), span(d), d.GetGeneration(), leader, strings.Join(reps, " "))
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", d.GetRangeId(), g.span(d), d.GetGeneration(), leader, strings.Join(reps, " "))
 	}
 	return w.Flush()
 }
@@ -185,26 +203,12 @@ func leaderNode(rs *kvpb.RangeStatus, statuses map[uint64]*kvpb.StatusResponse) 
 	return 0
 }
 
-func span(d *kvpb.RangeDescriptor) string {
-	if d.GetRangeId() == 1 {
-		return "meta"
-	}
-	s, e := fmt.Sprintf("%q", d.GetStartKey()), fmt.Sprintf("%q", d.GetEndKey())
-	if len(d.GetStartKey()) == 0 {
-		s = "-inf"
-	}
-	if len(d.GetEndKey()) == 0 {
-		e = "+inf"
-	}
-	return "[" + s + ", " + e + ")"
-}
-
 func nodeState(s kvpb.NodeState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
 }
 
 // printStatus prints what one node reports about itself.
-func printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusResponse) {
+func (g *globals) printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusResponse) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer w.Flush()
 	n := st.GetNode()
@@ -220,11 +224,18 @@ func printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusRes
 		members = append(members, fmt.Sprintf("%d@%s", m.GetNodeId(), m.GetAddress()))
 	}
 	fmt.Fprintf(w, "members\t%s\n", strings.Join(members, " "))
+	if d := st.GetDisk(); d != nil {
+		fmt.Fprintf(w, "disk\t%s in %s\n", diskSummary(d), d.GetDataDir())
+		if d.GetFull() {
+			fmt.Fprintf(w, "\tFULL since %s: %s; writes are refused until space returns\n",
+				time.Unix(0, d.GetFullSinceUnixNanos()).Format(time.RFC3339), d.GetReason())
+		}
+	}
 	for _, r := range st.GetRanges() {
 		d := r.GetDescriptor_()
 		rf := r.GetRaft()
 		fmt.Fprintf(w, "range %d\t%s gen %d: %s, term %d, leader node %d, commit %d, applied %d, log (%d, %d], ~%d keys, ~%d bytes\n",
-			d.GetRangeId(), span(d), d.GetGeneration(), rf.GetState(), rf.GetTerm(), r.GetLeaderNodeId(),
+			d.GetRangeId(), g.span(d), d.GetGeneration(), rf.GetState(), rf.GetTerm(), r.GetLeaderNodeId(),
 			rf.GetCommitIndex(), rf.GetAppliedIndex(), rf.GetTruncatedIndex(), rf.GetLastIndex(),
 			r.GetApproximateKeys(), r.GetApproximateBytes())
 	}
@@ -244,3 +255,18 @@ func printStatus(out interface{ Write([]byte) (int, error) }, st *kvpb.StatusRes
 		}
 	}
 }
+
+// diskSummary is a node's disk in a few words: "FULL", or the space
+// available, with the reserve.
+func diskSummary(d *kvpb.NodeDisk) string {
+	if d == nil || d.GetTotalBytes() == 0 {
+		return "-"
+	}
+	state := "ok"
+	if d.GetFull() {
+		state = "FULL"
+	}
+	return fmt.Sprintf("%s %s free of %s (reserve %s)", state, mib(d.GetAvailableBytes()), mib(d.GetTotalBytes()), mib(d.GetReserveBytes()))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20)) }
