@@ -55,6 +55,9 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// HTTP configures the HTTP server of /healthz, /metrics and pprof
+	// (zero: plaintext, no pprof).
+	HTTP HTTPOptions
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -94,6 +97,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
+	}
+	if c.HTTP.TLS && !c.Security.TLS.Enabled() {
+		return errors.New("node: HTTP over TLS needs the node's TLS certificate (Security.TLS)")
 	}
 	if err := c.Security.validate(); err != nil {
 		return err
