@@ -58,8 +58,30 @@ type Config struct {
 	// HTTP configures the HTTP server of /healthz, /metrics and pprof
 	// (zero: plaintext, no pprof).
 	HTTP HTTPOptions
+	// DiskReserveBytes is the disk reserve (disk.go): writes are refused
+	// while the data directory's file system has less than this
+	// available, and a reserve file of this size is kept to let writes in
+	// flight finish on a disk that filled anyway. 0: DefaultDiskReserve;
+	// negative: no reserve (a full disk is still survived, but with no
+	// room kept for recovering).
+	DiskReserveBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
+}
+
+// DefaultDiskReserve is the default disk reserve: room for a memtable's
+// flush (64 MiB by default) and the log appends in flight, twice over.
+const DefaultDiskReserve = 128 << 20
+
+// diskReserve is the reserve in bytes (0: none).
+func (c *Config) diskReserve() uint64 {
+	switch {
+	case c.DiskReserveBytes < 0:
+		return 0
+	case c.DiskReserveBytes == 0:
+		return DefaultDiskReserve
+	}
+	return uint64(c.DiskReserveBytes)
 }
 
 // RaftOptions tunes replication; every zero field keeps its default

@@ -76,6 +76,7 @@ func newMetrics(n *Node) *metrics {
 		&engineCollector{n: n},
 		&rangeCollector{n: n},
 		&cpuCollector{n: n},
+		&diskCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail
