@@ -45,6 +45,7 @@ type Node struct {
 	peers   *peerClients
 	live    liveness
 	load    loadTracker
+	hot     hotTracker
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
