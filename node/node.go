@@ -49,6 +49,7 @@ type Node struct {
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
+	sizes   rangeSizes // range_size.go
 	metrics *metrics
 	started time.Time
 
