@@ -20,6 +20,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
+	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/storage"
@@ -38,6 +39,7 @@ type Node struct {
 	limits  Limits
 	sec     *security
 	db      *storage.DB
+	disk    *diskspace.Monitor // disk.go
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
@@ -94,11 +96,15 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
 	}
+	disk, err := openDisk(cfg.DataDir, cfg.diskReserve(), cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
 	engineDir := filepath.Join(cfg.DataDir, "engine")
 	engineOpts := cfg.Engine
 	// A test build (faults_on.go) opens the engine over its fault layer.
 	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
-	db, err := storage.Open(engineDir, &engineOpts)
+	db, err := openEngine(engineDir, &engineOpts, disk)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
 	}
@@ -107,6 +113,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		limits:  cfg.Limits,
 		db:      db,
+		disk:    disk,
 		started: time.Now(),
 		cpu:     newCPUSampler(cfg.Logger),
 		health:  health.NewServer(),
@@ -120,6 +127,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ident = *ident
 	n.cfg.NodeID = ident.NodeID
+	n.disk.SetNodeID(ident.NodeID)
 	n.log = cfg.Logger.With("node", ident.NodeID)
 	ro := cfg.Raft
 	// The Raft logs share the engine's memtable with the data: held to a
@@ -143,6 +151,7 @@ func New(cfg Config) (*Node, error) {
 		LogMaxEntries:             ro.LogMaxEntries,
 		LogMaxBytes:               ro.LogMaxBytes,
 		LogBudgetBytes:            int64(memtable / 4),
+		Disk:                      n.disk,
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
@@ -152,6 +161,10 @@ func New(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("node: opening the replicas: %w", err), db.Close())
+	}
+	if err := n.checkDirectoryCluster(ident.ClusterID); err != nil {
+		n.store.Stop()
+		return nil, errors.Join(err, db.Close())
 	}
 	n.peers = newPeerClients(n)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
@@ -169,7 +182,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
@@ -206,7 +219,8 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(2)
+	n.bgWG.Add(3)
+	go n.diskLoop()
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
@@ -267,7 +281,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.mux.stop()
 		// The peers' Raft streams never end by themselves: end them, so
 		// that the graceful stop below has nothing left to wait for.
-		n.store.Transport().StopServing()
+		n.store.StopServing()
 		drained := make(chan struct{})
 		go func() {
 			n.grpc.GracefulStop()
@@ -327,7 +341,9 @@ func (n *Node) localIP() net.IP {
 }
 
 func (n *Node) descriptor() *kvpb.NodeDescriptor {
-	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID}
+	// Started: this node serves; its registration marks it as one that
+	// may not bootstrap again from an empty directory (identity.go).
+	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID, Started: true}
 	if a := n.grpcAddr.Load(); a != nil {
 		d.Address = *a
 	}

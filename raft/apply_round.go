@@ -69,7 +69,7 @@ func newApplyGroups(s *Store, n int) []*applyGroup {
 // replica's apply batch and parks the replica in its round's group.
 // REQUIRES: raftMu, r.group set.
 func (r *Replica) stageMessageLocked(m *pb.Message) error {
-	start := time.Now()
+	start := r.store.now()
 	ents := m.GetEntries()
 	acks, _, pos, _, err := r.stageCommittedLocked(ents)
 	if err != nil {
@@ -102,7 +102,7 @@ func (r *Replica) finishPendingLocked() error {
 		}
 	}
 	r.publishAppliedLocked()
-	now := time.Now()
+	now := r.store.now()
 	for i, pa := range r.pending {
 		m.applyLatency.Observe(now.Sub(pa.start).Seconds())
 		for _, a := range pa.acks {
@@ -133,7 +133,7 @@ func (g *applyGroup) flush(cur *Replica) error {
 	}
 	var err error
 	if !b.Empty() {
-		if err = s.cfg.Engine.Write(b, storage.WriteOptions{}); err != nil {
+		if err = s.writeEngine(b, storage.WriteOptions{}); err != nil {
 			err = fmt.Errorf("writing the applied entries of %d ranges: %w", len(g.parked), err)
 		} else {
 			s.metrics.applyWrites.Inc()

@@ -392,7 +392,7 @@ func (r *Replica) changeConf(ctx context.Context, cur, next *kvpb.RangeDescripto
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(20 * time.Millisecond):
+		case <-r.store.after(20 * time.Millisecond):
 		}
 		if d := r.Descriptor(); d.GetGeneration() != cur.GetGeneration() {
 			return nil, fmt.Errorf("%w: range %d changed (generation %d) while waiting", ErrRejected, r.rangeID, d.GetGeneration())
@@ -475,7 +475,7 @@ func (r *Replica) waitNotJoint(ctx context.Context) (*kvpb.RangeDescriptor, erro
 		select {
 		case <-ctx.Done():
 			return nil, unavailablef(r.rangeID, "still in a joint configuration: %v", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-r.store.after(10 * time.Millisecond):
 		}
 	}
 }
@@ -512,7 +512,7 @@ func (r *Replica) waitCaughtUp(ctx context.Context, replicaID uint64) error {
 		select {
 		case <-ctx.Done():
 			return unavailablef(r.rangeID, "replica %d did not catch up (at %d of %d): %v", replicaID, match, target, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-r.store.after(20 * time.Millisecond):
 		}
 	}
 }
@@ -566,9 +566,9 @@ func (s *Store) TransferLeader(ctx context.Context, rangeID, targetNode uint64) 
 	s.sched.enqueue(r)
 	// Raft abandons a transfer after an election timeout; retry until the
 	// caller's deadline.
-	retry := time.NewTicker(2 * s.cfg.electionTimeout())
+	retry := s.cfg.Clock.NewTicker(2 * s.cfg.electionTimeout())
 	defer retry.Stop()
-	poll := time.NewTicker(10 * time.Millisecond)
+	poll := s.cfg.Clock.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for {
 		st := r.Status()
@@ -578,8 +578,8 @@ func (s *Store) TransferLeader(ctx context.Context, rangeID, targetNode uint64) 
 		select {
 		case <-ctx.Done():
 			return unavailablef(rangeID, "leadership did not move to node %d: %v", targetNode, ctx.Err())
-		case <-poll.C:
-		case <-retry.C:
+		case <-poll.C():
+		case <-retry.C():
 			if r.IsLeader() {
 				r.in.Lock()
 				r.in.transferTo = target.GetReplicaId()
@@ -616,7 +616,7 @@ func (s *Store) updateMeta(ctx context.Context, desc *kvpb.RangeDescriptor) {
 		case <-ctx.Done():
 		case <-s.stopped:
 			return
-		case <-time.After(backoff):
+		case <-s.after(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/storage"
 )
@@ -30,6 +31,16 @@ type Config struct {
 	// Peers are addresses known before meta is readable (the
 	// --initial-cluster or --join addresses), by node ID.
 	Peers map[uint64]string
+
+	// Clock is the Store's source of time: ticks, the leader lease,
+	// proposer timestamps and every wait (clock.go). Default: WallClock.
+	Clock Clock
+	// NewTransport makes the transport that carries the Store's messages
+	// and snapshots to other nodes, delivering what arrives to the given
+	// handlers (transport_seam.go). Default: the gRPC transport of
+	// raft/transport, configured by Resolver, Peers and the transport
+	// tuning fields below.
+	NewTransport func(TransportHandlers) (Transport, error)
 
 	// TickInterval is the Raft tick (100 ms). ElectionTicks (10) and
 	// HeartbeatTicks (1) are in ticks; Raft randomizes the election
@@ -137,6 +148,12 @@ type Config struct {
 	// replica can be destroyed under a staged write. Tests only.
 	TestingLogWriteDelay time.Duration
 
+	// Disk is the node's disk-space monitor (nil: none). While it says
+	// the disk is full, the store takes no new data from peers, and a
+	// write the disk has no room for releases its reserve and waits for
+	// space instead of failing (diskfull.go).
+	Disk *diskspace.Monitor
+
 	// Fatal is called when the node cannot continue safely (a failed Raft
 	// log write, corrupt state): it must not return. Default: log and
 	// os.Exit(1).
@@ -159,6 +176,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = WallClock{}
 	}
 	def(&c.ElectionTicks, 10)
 	def(&c.HeartbeatTicks, 1)

@@ -578,7 +578,7 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 	// (it will have to apply the freeze): check before freezing, so a
 	// node that is down fails the merge at once instead of after a
 	// freeze that blocks writes.
-	pctx, cancel := context.WithTimeout(ctx, min(2*time.Second, s.cfg.MergeFreezeTimeout/4))
+	pctx, cancel := s.withTimeout(ctx, min(2*time.Second, s.cfg.MergeFreezeTimeout/4))
 	err = s.cfg.AppliedWaiter.WaitApplied(pctx, rdesc, rr.AppliedIndex())
 	cancel()
 	if err != nil {
@@ -603,7 +603,7 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 		s.cfg.Logger.Info("merge failed; aborting it", "range", leftID, "right", rightID, "err", err)
 		// The freeze may have applied: make the merge impossible (or find
 		// it done) and lift the freeze, on a context of its own.
-		actx, cancel := context.WithTimeout(s.ctx, s.cfg.MergeFreezeTimeout)
+		actx, cancel := s.withTimeout(s.ctx, s.cfg.MergeFreezeTimeout)
 		done, aerr := s.abortMerge(actx, leftID, ldesc.GetGeneration(), rightID)
 		cancel()
 		switch {
@@ -639,7 +639,7 @@ func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.Ra
 	if !rr.Frozen() || frozen == nil {
 		return nil, unavailablef(rr.rangeID, "range %d is no longer frozen", rr.rangeID)
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.MergeFreezeTimeout/2)
+	wctx, cancel := s.withTimeout(ctx, s.cfg.MergeFreezeTimeout/2)
 	err := s.cfg.AppliedWaiter.WaitApplied(wctx, frozen, freezeIdx)
 	cancel()
 	if err != nil {
@@ -758,7 +758,7 @@ func (r *Replica) maybeAbortStaleFreezeLocked(now time.Time, leader bool) {
 	go func() {
 		defer s.wg.Done()
 		defer r.mergeAborting.Store(false)
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		ctx, cancel := s.withTimeout(s.ctx, timeout)
 		defer cancel()
 		s.cfg.Logger.Warn("range frozen for a merge too long; settling the merge", "range", rightID, "left", f.left)
 		if _, err := s.abortMerge(ctx, f.left, f.leftGen, rightID); err != nil {

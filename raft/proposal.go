@@ -95,7 +95,7 @@ func (r *Replica) propose(ctx context.Context, cmd *command.Command, forward boo
 	s := r.store
 	cmd.ProposerNode = s.cfg.NodeID
 	cmd.ProposalID = s.nextProposalID()
-	cmd.ProposerTime = time.Now().UnixNano()
+	cmd.ProposerTime = r.store.now().UnixNano()
 	data, err := cmd.Encode(make([]byte, 0, 64))
 	if err != nil {
 		return command.Result{}, 0, err
@@ -110,7 +110,7 @@ func (r *Replica) proposeConfChange(ctx context.Context, cc *pb.ConfChangeV2, cm
 	s := r.store
 	cmd.ProposerNode = s.cfg.NodeID
 	cmd.ProposalID = s.nextProposalID()
-	cmd.ProposerTime = time.Now().UnixNano()
+	cmd.ProposerTime = r.store.now().UnixNano()
 	data, err := cmd.Encode(nil)
 	if err != nil {
 		return command.Result{}, 0, err
@@ -126,13 +126,13 @@ func (r *Replica) proposeConfChange(ctx context.Context, cc *pb.ConfChangeV2, cm
 func (r *Replica) proposeAsync(cmd *command.Command) {
 	cmd.ProposerNode = r.store.cfg.NodeID
 	cmd.ProposalID = r.store.nextProposalID()
-	cmd.ProposerTime = time.Now().UnixNano()
+	cmd.ProposerTime = r.store.now().UnixNano()
 	data, err := cmd.Encode(nil)
 	if err != nil {
 		r.store.cfg.Logger.Error("encoding an internal command", "range", r.rangeID, "kind", cmd.Kind.String(), "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.store.ctx, time.Minute)
+	ctx, cancel := r.store.withTimeout(r.store.ctx, time.Minute)
 	p := &proposal{id: cmd.ProposalID, data: data, forward: true, ctx: ctx, done: make(chan proposalResult, 1)}
 	r.in.Lock()
 	r.in.props = append(r.in.props, p)
@@ -290,7 +290,7 @@ func (r *Replica) stepProposalsLocked(ps []*proposal, st etcdraft.BasicStatus) {
 		return
 	}
 	r.store.metrics.proposals.Add(float64(len(ps)))
-	now := time.Now()
+	now := r.store.now()
 	for _, p := range ps {
 		p.term, p.lead = st.GetTerm(), st.Lead
 		p.proposedAt = now

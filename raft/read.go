@@ -66,7 +66,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 	if err := r.store.checkRunning(); err != nil {
 		return 0, unavailablef(r.rangeID, "%v", err)
 	}
-	now := time.Now()
+	now := r.store.now()
 	r.mu.Lock()
 	if r.mu.state != etcdraft.StateLeader {
 		err := r.notLeaderErrorRLocked()
@@ -99,7 +99,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 		return 0, unavailablef(r.rangeID, "read barrier: %v", ErrStopped)
 	}
 	r.mu.Lock()
-	r.mu.lastLeaseRead = time.Now()
+	r.mu.lastLeaseRead = r.store.now()
 	r.mu.Unlock()
 	return r.waitApplied(ctx, idx)
 }
@@ -163,7 +163,7 @@ func (r *Replica) releaseWaitersLocked() {
 // REQUIRES: raftMu.
 func (r *Replica) startReadRoundLocked(waiters []*readWaiter) {
 	r.nextReadRound++
-	rr := &readRound{id: r.nextReadRound, started: time.Now(), waiters: waiters}
+	rr := &readRound{id: r.nextReadRound, started: r.store.now(), waiters: waiters}
 	r.readRounds = append(r.readRounds, rr)
 	var ctx [8]byte
 	binary.BigEndian.PutUint64(ctx[:], rr.id)

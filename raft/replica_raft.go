@@ -82,7 +82,7 @@ func (r *Replica) handleInboxLocked() {
 		}
 	}
 	if ticks > 0 {
-		now := time.Now()
+		now := r.store.now()
 		r.maintenanceLocked(now, st)
 		r.refreshForwardedLocked(now, st)
 	}
@@ -168,7 +168,7 @@ func (r *Replica) proposeInternalLocked(cmd *command.Command, st etcdraft.BasicS
 	cmd.ProposerNode = r.store.cfg.NodeID
 	cmd.ProposalID = r.store.nextProposalID()
 	if cmd.ProposerTime == 0 {
-		cmd.ProposerTime = time.Now().UnixNano()
+		cmd.ProposerTime = r.store.now().UnixNano()
 	}
 	data, err := cmd.Encode(nil)
 	if err != nil {
@@ -182,14 +182,14 @@ func (r *Replica) proposeInternalLocked(cmd *command.Command, st etcdraft.BasicS
 // applyEntriesLocked applies ents and counts them.
 // REQUIRES: raftMu.
 func (r *Replica) applyEntriesLocked(ents []*pb.Entry) ([]applied, error) {
-	start := time.Now()
+	start := r.store.now()
 	acks, confChanged, err := r.applyCommittedLocked(ents)
 	if err != nil {
 		return nil, fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
 	}
 	m := r.store.metrics
 	m.entriesApplied.Add(float64(len(ents)))
-	m.applyLatency.Observe(time.Since(start).Seconds())
+	m.applyLatency.Observe(since(r.store.cfg.Clock, start).Seconds())
 	for _, a := range acks {
 		if !a.p.proposedAt.IsZero() {
 			m.commitLatency.Observe(start.Sub(a.p.proposedAt).Seconds())

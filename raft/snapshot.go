@@ -67,6 +67,11 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	if me == nil || me.GetReplicaId() != msg.GetTo() {
 		return fmt.Errorf("raft: snapshot of range %d for replica %d, which the descriptor does not place on node %d", h.GetRangeId(), msg.GetTo(), s.cfg.NodeID)
 	}
+	if err := s.cfg.Disk.Err(); err != nil {
+		// diskfull.go: the sender retries once the disk has room.
+		s.metrics.appendsRefused.Inc()
+		return fmt.Errorf("raft: refusing a snapshot of range %d: %w", h.GetRangeId(), err)
+	}
 	if err := s.checkSnapshotOverlap(desc); err != nil {
 		return err
 	}
@@ -232,13 +237,13 @@ func (s *Store) sendSnapshot(r *Replica, m *pb.Message, toNode uint64) {
 	case <-s.stopped:
 		return
 	}
-	start := time.Now()
+	start := s.now()
 	n, err := s.streamSnapshot(r, m, toNode)
 	if err != nil {
 		s.cfg.Logger.Warn("sending snapshot failed", "range", r.rangeID, "to_node", toNode, "to_replica", m.GetTo(), "err", err)
 	} else {
 		s.cfg.Logger.Info("sent snapshot", "range", r.rangeID, "to_node", toNode, "to_replica", m.GetTo(),
-			"entries", n, "took", time.Since(start).Round(time.Millisecond))
+			"entries", n, "took", since(s.cfg.Clock, start).Round(time.Millisecond))
 		s.metrics.snapshotsSent.Inc()
 	}
 	r.in.Lock()
@@ -307,7 +312,7 @@ func (s *Store) streamSnapshot(r *Replica, m *pb.Message, toNode uint64) (uint64
 		}
 		return count, nil
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, snapshotTimeout)
+	ctx, cancel := s.withTimeout(s.ctx, snapshotTimeout)
 	defer cancel()
 	return count, s.transport.SendSnapshot(ctx, h, src)
 }

@@ -109,7 +109,7 @@ func (s *Store) AllocRangeID(ctx context.Context) (uint64, error) {
 		select {
 		case <-ctx.Done():
 			return 0, err
-		case <-time.After(backoff):
+		case <-s.after(backoff):
 		}
 	}
 	if err := res.Err(); err != nil {
@@ -395,7 +395,7 @@ func (r *Replica) finishSplitsLocked(leader bool) error {
 		}
 		s.sched.enqueue(nr)
 		if leader {
-			time.AfterFunc(2*s.cfg.TickInterval, func() {
+			s.cfg.Clock.AfterFunc(2*s.cfg.TickInterval, func() {
 				nr.in.Lock()
 				nr.in.inspect = append(nr.in.inspect, func(nr *Replica) {
 					if nr.rn != nil && nr.rn.BasicStatus().Lead == 0 {
@@ -495,7 +495,7 @@ func (r *Replica) reconcileRemoteMetaLocked() {
 	d := cloneDesc(desc)
 	go func() {
 		defer r.metaPushing.Store(false)
-		ctx, cancel := context.WithTimeout(r.store.ctx, r.store.cfg.MetaCheckInterval)
+		ctx, cancel := r.store.withTimeout(r.store.ctx, r.store.cfg.MetaCheckInterval)
 		defer cancel()
 		if err := rm.PutDescriptors(ctx, []*kvpb.RangeDescriptor{d}); err != nil {
 			r.store.cfg.Logger.Debug("storing a descriptor in meta through another node", "range", r.rangeID, "err", err)

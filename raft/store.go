@@ -25,7 +25,7 @@ import (
 // them to the transport. It is safe for concurrent use.
 type Store struct {
 	cfg       Config
-	transport *transport.Transport
+	transport Transport
 	sched     *scheduler
 	pool      *workerPool
 	// applyGroups: one per concurrent worker of a round, apply_round.go.
@@ -92,7 +92,7 @@ func (s *Store) noteContact(nodeID uint64) {
 	if !ok {
 		v, _ = s.lastContact.LoadOrStore(nodeID, new(atomic.Int64))
 	}
-	v.(*atomic.Int64).Store(time.Now().UnixNano())
+	v.(*atomic.Int64).Store(s.cfg.Clock.Now().UnixNano())
 }
 
 // NewStore opens the store of a bootstrapped (or joined) engine: it checks
@@ -121,7 +121,7 @@ func NewStore(cfg Config) (*Store, error) {
 		stopped: make(chan struct{}),
 		snapSem: make(chan struct{}, 2),
 	}
-	s.proposalSeq.Store(uint64(time.Now().UnixNano()))
+	s.proposalSeq.Store(uint64(cfg.Clock.Now().UnixNano()))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.replicas = make(map[uint64]*Replica)
 	if s.peers.addrs, err = loadPeerAddresses(cfg.Engine); err != nil {
@@ -130,25 +130,13 @@ func NewStore(cfg Config) (*Store, error) {
 	for id, a := range cfg.Peers {
 		s.SetPeerAddress(id, a)
 	}
-	resolver := cfg.Resolver
-	if resolver == nil {
-		resolver = s.resolve
+	newTransport := cfg.NewTransport
+	if newTransport == nil {
+		newTransport = s.newGRPCTransport
 	}
-	s.transport, err = transport.New(transport.Config{
-		NodeID:             cfg.NodeID,
-		ClusterID:          cfg.ClusterID,
-		Resolver:           resolver,
-		Handler:            s,
-		OnUnreachable:      s.onUnreachable,
-		OnAck:              s.onAck,
-		LocalIP:            cfg.LocalIP,
-		Credentials:        cfg.TransportCredentials,
-		SnapshotRate:       cfg.SnapshotRate,
-		SnapshotChunkBytes: cfg.SnapshotChunkBytes,
-		Logger:             cfg.Logger,
-	})
+	s.transport, err = newTransport(TransportHandlers{Handler: s, OnUnreachable: s.onUnreachable, OnAck: s.onAck})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("raft: making the transport: %w", err)
 	}
 	ids, err := storedRangeIDs(cfg.Engine)
 	if err != nil {
@@ -201,13 +189,22 @@ func storedRangeIDs(db *storage.DB) ([]uint64, error) {
 	return ids, it.Error()
 }
 
-// Transport returns the store's transport (for registering its gRPC
-// service).
-func (s *Store) Transport() *transport.Transport { return s.transport }
-
 // RegisterServer registers the node-to-node Raft service on srv. The
-// server should be built with transport.ServerOptions().
-func (s *Store) RegisterServer(srv *grpc.Server) { s.transport.Register(srv) }
+// server should be built with transport.ServerOptions(). It does nothing
+// when the Store runs over another transport than the gRPC one.
+func (s *Store) RegisterServer(srv *grpc.Server) {
+	if t, ok := s.transport.(*transport.Transport); ok {
+		t.Register(srv)
+	}
+}
+
+// StopServing refuses new incoming Raft streams and ends the open ones (a
+// node shutting down), when the Store runs over the gRPC transport.
+func (s *Store) StopServing() {
+	if t, ok := s.transport.(*transport.Transport); ok {
+		t.StopServing()
+	}
+}
 
 // Metrics returns the store's Prometheus collectors.
 func (s *Store) Metrics() *Metrics { return s.metrics }
@@ -359,7 +356,7 @@ func (s *Store) getOrCreateReplica(rangeID, replicaID uint64) (*Replica, error) 
 	// identity under which this node votes and acknowledges.
 	b := storage.NewBatch(64)
 	b.Put(keys.ReplicaIDKey(rangeID), logstore.EncodeReplicaID(replicaID))
-	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+	if err := s.writeEngine(b, storage.Sync); err != nil {
 		return nil, fmt.Errorf("raft: creating replica %d of range %d: %w", replicaID, rangeID, err)
 	}
 	r, err := s.newReplica(rangeID, replicaID)
@@ -389,7 +386,7 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	del(keys.RangeLocalSpan(r.rangeID))
 	del(keys.NodeLocalRangeSpan(r.rangeID))
 	b.Put(keys.TombstoneKey(r.rangeID), logstore.EncodeReplicaID(r.replicaID+1))
-	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+	if err := s.writeEngine(b, storage.Sync); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -481,13 +478,13 @@ func (s *Store) resolve(nodeID uint64) (string, error) {
 // tickLoop ticks every replica every TickInterval.
 func (s *Store) tickLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.TickInterval)
+	t := s.cfg.Clock.NewTicker(s.cfg.TickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stopped:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		for _, r := range s.Replicas() {
 			r.in.Lock()
