@@ -173,9 +173,13 @@ func median(v []float64) float64 {
 	return v[(len(v)-1)/2]
 }
 
-// fmtBytes prints a byte count with one decimal.
+// fmtBytes prints a byte count per request: whole bytes, with one
+// decimal below 10.
 func fmtBytes(b float64) string {
-	return fmt.Sprintf("%.1f B", b)
+	if b < 10 {
+		return fmt.Sprintf("%.1f B", b)
+	}
+	return fmt.Sprintf("%.0f B", b)
 }
 
 // medians returns the median ops/s and p99 of op over runs.

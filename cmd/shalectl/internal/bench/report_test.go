@@ -142,8 +142,8 @@ func TestComparisonOfThreeSystems(t *testing.T) {
 		"| workload | clients | runs | measure | shale | etcd 3.7 | etcd 3.4 | shale/etcd 3.7 | shale/etcd 3.4 |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n",
 		"| put | 64 | 3 | write ops/s | 1000 | 500 | 250 | 2.00× | 4.00× |",
 		"| put | 64 | 3 | server CPU per request | 100µs | 200µs | 400µs | 0.50× | 0.25× |",
-		"| put | 64 | 3 | bytes servers wrote per request | 1000.0 B | 2000.0 B | 2000.0 B | 0.50× | 0.50× |",
-		"| put | 64 | 3 | bytes to the device per request | 2000.0 B | 1000.0 B | 1000.0 B | 2.00× | 2.00× |",
+		"| put | 64 | 3 | bytes servers wrote per request | 1000 B | 2000 B | 2000 B | 0.50× | 0.50× |",
+		"| put | 64 | 3 | bytes to the device per request | 2000 B | 1000 B | 1000 B | 2.00× | 2.00× |",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, s)
