@@ -55,6 +55,9 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// HTTP configures the HTTP server of /healthz, /metrics and pprof
+	// (zero: plaintext, no pprof).
+	HTTP HTTPOptions
 	// DiskReserveBytes is the disk reserve (disk.go): writes are refused
 	// while the data directory's file system has less than this
 	// available, and a reserve file of this size is kept to let writes in
@@ -116,6 +119,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
+	}
+	if c.HTTP.TLS && !c.Security.TLS.Enabled() {
+		return errors.New("node: HTTP over TLS needs the node's TLS certificate (Security.TLS)")
 	}
 	if err := c.Security.validate(); err != nil {
 		return err

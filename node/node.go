@@ -45,9 +45,11 @@ type Node struct {
 	peers   *peerClients
 	live    liveness
 	load    loadTracker
+	hot     hotTracker
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
+	sizes   rangeSizes // range_size.go
 	metrics *metrics
 	started time.Time
 
@@ -127,6 +129,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ident = *ident
 	n.cfg.NodeID = ident.NodeID
+	if n.sec.tls != nil {
+		if err := checkOwnBinding(n.sec.tls.get().cert.Leaf, ident.NodeID); err != nil {
+			return nil, errors.Join(err, db.Close())
+		}
+	}
 	n.disk.SetNodeID(ident.NodeID)
 	n.log = cfg.Logger.With("node", ident.NodeID)
 	ro := cfg.Raft
@@ -182,7 +189,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.clusterStreamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.identityStreamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
@@ -231,14 +238,14 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	}()
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "https", n.cfg.HTTP.TLS, "pprof", n.cfg.HTTP.Pprof,
 		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version)
 
 	errc := make(chan error, 2)
 	grpcLis = n.cfg.Conn.limitListener(grpcLis)
 	go func() { errc <- n.grpc.Serve(grpcLis) }()
 	go func() {
-		err := n.http.Serve(httpLis)
+		err := n.http.Serve(n.httpListener(httpLis))
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
