@@ -147,6 +147,13 @@ type Config struct {
 	// replica can be destroyed under a staged write. Tests only.
 	TestingLogWriteDelay time.Duration
 
+	// Manual makes the caller drive processing step by step (StepRound,
+	// StepLogWrite, Tick; manual.go): Start starts no goroutines. For the
+	// deterministic simulator.
+	Manual bool
+	// Testing holds hooks and planted bugs for tests (testing_knobs.go).
+	Testing TestingKnobs
+
 	// Fatal is called when the node cannot continue safely (a failed Raft
 	// log write, corrupt state): it must not return. Default: log and
 	// os.Exit(1).

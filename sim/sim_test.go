@@ -1,0 +1,54 @@
+package sim
+
+import (
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/shaledb/shale/raft"
+)
+
+var (
+	flagSeeds = flag.Int("seeds", 20, "number of seeds TestSimulation runs (from -seed-base)")
+	flagBase  = flag.Uint64("seed-base", 1, "first seed TestSimulation runs")
+	flagSeed  = flag.Uint64("seed", 0, "run only this seed, with its trace on stderr")
+)
+
+// TestSimulation runs -seeds seeds (or the one -seed) and fails on any
+// violation, naming the seed that replays it.
+func TestSimulation(t *testing.T) {
+	if *flagSeed != 0 {
+		res := Run(t, Options{Seed: *flagSeed, Log: os.Stderr})
+		report(t, res)
+		return
+	}
+	total := Result{}
+	for i := 0; i < *flagSeeds; i++ {
+		seed := *flagBase + uint64(i)
+		var res Result
+		t.Run("", func(t *testing.T) { res = Run(t, Options{Seed: seed}) })
+		report(t, res)
+		total.OpsOK += res.OpsOK
+		total.OpsUnknown += res.OpsUnknown
+		total.OpsFailed += res.OpsFailed
+		total.Admin += res.Admin
+		total.AdminTried += res.AdminTried
+		total.Crashes += res.Crashes
+		total.Steps += res.Steps
+	}
+	t.Logf("%d seeds: %d steps, ops %d ok / %d unknown / %d failed, admin %d of %d, %d crashes",
+		*flagSeeds, total.Steps, total.OpsOK, total.OpsUnknown, total.OpsFailed, total.Admin, total.AdminTried, total.Crashes)
+}
+
+func report(t *testing.T, res Result) {
+	t.Helper()
+	if len(res.Violations) == 0 {
+		return
+	}
+	for _, v := range res.Violations {
+		t.Errorf("seed %d: %s", res.Seed, v)
+	}
+	t.Errorf("seed %d failed: replay with go test ./sim -run TestSimulation -seed=%d", res.Seed, res.Seed)
+}
+
+var _ = raft.BugNone
