@@ -205,7 +205,7 @@ func (s *chunkStream) Recv() (*raftrpcpb.SnapshotChunk, error) {
 }
 
 func (s *chunkStream) SendAndClose(*raftrpcpb.SnapshotResponse) error { return nil }
-func (s *chunkStream) Context() context.Context                     { return s.ctx }
-func (s *chunkStream) SetHeader(metadata.MD) error                  { return nil }
-func (s *chunkStream) SendHeader(metadata.MD) error                 { return nil }
-func (s *chunkStream) SetTrailer(metadata.MD)                       {}
+func (s *chunkStream) Context() context.Context                       { return s.ctx }
+func (s *chunkStream) SetHeader(metadata.MD) error                    { return nil }
+func (s *chunkStream) SendHeader(metadata.MD) error                   { return nil }
+func (s *chunkStream) SetTrailer(metadata.MD)                         {}
