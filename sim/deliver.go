@@ -94,6 +94,25 @@ func (s *Sim) fail(r sendReq, why string) {
 // is still open.
 func (s *Sim) deliver(r sendReq) {
 	to, from := s.node(r.to), s.node(r.from)
+	if to.up && s.paused(to) {
+		// Held in the (simulated) socket buffers; the paused process
+		// reads each peer's stream at once when it resumes.
+		if to.held == nil {
+			to.held = map[uint64][]sendReq{}
+		}
+		if len(to.held[r.from]) == 0 {
+			s.schedule(s.afterPause(to), fmt.Sprintf("deliver held n%d->n%d", r.from, r.to), func() {
+				held := to.held[r.from]
+				delete(to.held, r.from)
+				for _, h := range held {
+					s.tracef("deliver %s", describe(h))
+					s.deliver(h)
+				}
+			})
+		}
+		to.held[r.from] = append(to.held[r.from], r)
+		return
+	}
 	if !to.up || to.tr.isClosed() || s.net.blocked[link{r.from, r.to}] {
 		s.fail(r, "receiver down or cut off")
 		return

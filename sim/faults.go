@@ -44,7 +44,7 @@ func (s *Sim) scheduleFault() {
 }
 
 func (s *Sim) injectFault() {
-	switch s.rng.IntN(6) {
+	switch s.rng.IntN(7) {
 	case 0:
 		s.drawNetParams()
 	case 1: // symmetric partition: one node cut off from the others
@@ -68,7 +68,35 @@ func (s *Sim) injectFault() {
 		s.crashOne()
 	case 5:
 		s.wl.admin()
+	case 6:
+		s.pauseOne()
 	}
+}
+
+// pauseOne pauses a node, most often a leader (whose lease then must not
+// outlive the pause).
+func (s *Sim) pauseOne() {
+	nd := s.randomNode()
+	for _, cand := range s.nodes {
+		if cand.up && s.rng.IntN(2) == 0 && leadsAny(cand) {
+			nd = cand
+			break
+		}
+	}
+	if !nd.up || s.paused(nd) {
+		return
+	}
+	nd.pausedUntil = s.clock.Now().Add(100*time.Millisecond + time.Duration(s.rng.Int64N(int64(500*time.Millisecond))))
+	s.tracef("pause n%d until %v", nd.id, nd.pausedUntil.Sub(epoch))
+}
+
+func leadsAny(nd *node) bool {
+	for _, r := range nd.store.Replicas() {
+		if r.IsLeader() {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Sim) scheduleHeal() {

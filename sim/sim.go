@@ -124,7 +124,21 @@ type node struct {
 	// diskReady is when the log write queued now completes (zero: none
 	// queued yet): the simulated fsync latency.
 	diskReady time.Time
+	// pausedUntil: the node is paused (a stopped process, a long GC
+	// pause, a VM migration) until then: it runs no round, log write or
+	// tick, and what reaches it waits.
+	pausedUntil time.Time
+	held        map[uint64][]sendReq // by sender, while paused
 }
+
+// afterPause draws when something that waited for nd's pause is taken up:
+// within 2 ms of its end, in no particular order.
+func (s *Sim) afterPause(nd *node) time.Time {
+	return nd.pausedUntil.Add(time.Duration(s.rng.Int64N(int64(2 * time.Millisecond))))
+}
+
+// paused reports whether nd is paused now.
+func (s *Sim) paused(nd *node) bool { return s.clock.Now().Before(nd.pausedUntil) }
 
 // event is something the simulator does at a simulated time.
 type event struct {
@@ -292,7 +306,7 @@ func (s *Sim) startNode(nd *node) {
 	}
 	nd.store = st
 	nd.up = true
-	nd.diskReady = time.Time{}
+	nd.diskReady, nd.pausedUntil, nd.held = time.Time{}, time.Time{}, nil
 	s.checker.nodeStarted(nd)
 	st.Start()
 	s.tracef("start n%d", nd.id)
@@ -349,7 +363,7 @@ func (s *Sim) schedule(at time.Time, what string, fn func()) {
 
 func (s *Sim) scheduleTick(nd *node, at time.Time) {
 	s.schedule(at, "", func() {
-		if nd.up {
+		if nd.up && !s.paused(nd) {
 			nd.store.Tick()
 		}
 		s.scheduleTick(nd, at.Add(tickInterval))
@@ -369,7 +383,7 @@ func (s *Sim) enabled() []action {
 	now := s.clock.Now()
 	var acts []action
 	for _, nd := range s.nodes {
-		if !nd.up {
+		if !nd.up || s.paused(nd) {
 			continue
 		}
 		nd := nd
@@ -459,7 +473,10 @@ func (s *Sim) nextTime() (time.Time, bool) {
 	}
 	for _, nd := range s.nodes {
 		if nd.up && !nd.diskReady.IsZero() {
-			consider(nd.diskReady)
+			consider(later(nd.diskReady, nd.pausedUntil))
+		}
+		if nd.up && s.paused(nd) {
+			consider(nd.pausedUntil)
 		}
 	}
 	return next, ok
@@ -511,3 +528,10 @@ func (w appliedWaiter) WaitApplied(ctx context.Context, desc *kvpb.RangeDescript
 }
 
 var errNodeDown = errors.New("sim: node down")
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -12,13 +12,24 @@ var (
 	flagSeeds = flag.Int("seeds", 20, "number of seeds TestSimulation runs (from -seed-base)")
 	flagBase  = flag.Uint64("seed-base", 1, "first seed TestSimulation runs")
 	flagSeed  = flag.Uint64("seed", 0, "run only this seed, with its trace on stderr")
+	flagBug   = flag.String("bug", "", "plant this bug (apply-twice, ack-before-sync, stale-lease) in -seed's run")
 )
+
+var bugs = map[string]raft.PlantedBug{
+	"apply-twice":     raft.BugApplyTwice,
+	"ack-before-sync": raft.BugAckBeforeSync,
+	"stale-lease":     raft.BugStaleLease,
+}
 
 // TestSimulation runs -seeds seeds (or the one -seed) and fails on any
 // violation, naming the seed that replays it.
 func TestSimulation(t *testing.T) {
 	if *flagSeed != 0 {
-		res := Run(t, Options{Seed: *flagSeed, Log: os.Stderr})
+		bug, ok := bugs[*flagBug]
+		if !ok && *flagBug != "" {
+			t.Fatalf("unknown bug %q", *flagBug)
+		}
+		res := Run(t, Options{Seed: *flagSeed, Bug: bug, Log: os.Stderr})
 		report(t, res)
 		return
 	}
@@ -51,4 +62,3 @@ func report(t *testing.T, res Result) {
 	t.Errorf("seed %d failed: replay with go test ./sim -run TestSimulation -seed=%d", res.Seed, res.Seed)
 }
 
-var _ = raft.BugNone

@@ -55,6 +55,7 @@ type op struct {
 	attempts  int
 	ambiguous bool   // an attempt may have applied
 	hint      uint64 // node to try next (a NotLeaderError's leader)
+	stuck     bool   // waiting for a paused node
 	inflight  chan attemptResult
 	done      bool
 	// outcome, once done
@@ -90,7 +91,7 @@ type workload struct {
 
 const (
 	numKeys       = 8
-	maxConcurrent = 6
+	maxConcurrent = 10
 	opTimeout     = time.Second
 	maxAttempts   = 12
 )
@@ -101,6 +102,18 @@ func newWorkload(s *Sim) *workload {
 		w.keys = append(w.keys, fmt.Sprintf("k%d", i))
 	}
 	return w
+}
+
+// waiting counts the pending operations that do not wait for a paused
+// node (those are clients stuck on it; others keep coming).
+func (w *workload) waiting() int {
+	n := 0
+	for _, o := range w.pending {
+		if !o.stuck {
+			n++
+		}
+	}
+	return n
 }
 
 // start schedules the first client operation; each one arriving
@@ -117,7 +130,7 @@ func (w *workload) scheduleArrival() {
 		return
 	}
 	s.schedule(at, "", func() {
-		if len(w.pending) < maxConcurrent {
+		if w.waiting() < maxConcurrent {
 			w.begin(w.randomOp())
 		}
 		w.scheduleArrival()
@@ -242,6 +255,31 @@ func (w *workload) attempt(o *op) {
 	o.inflight = ch
 	if nd == nil {
 		ch <- attemptResult{skipped: "no node up"}
+		return
+	}
+	if s := w.s; s.paused(nd) {
+		if s.rng.IntN(3) > 0 {
+			// The client gives up connecting and tries elsewhere; the
+			// request was never sent.
+			s.schedule(s.clock.Now().Add(time.Duration(5+s.rng.IntN(25))*time.Millisecond), "", func() {
+				ch <- attemptResult{node: nd.id, skipped: "node not responding"}
+			})
+			return
+		}
+		// The request waits for the paused process.
+		o.stuck = true
+		s.schedule(s.afterPause(nd), fmt.Sprintf("op %d attempt after pause", o.id), func() {
+			o.stuck = false
+			w.attemptOn(o, nd, ch)
+		})
+		return
+	}
+	w.attemptOn(o, nd, ch)
+}
+
+func (w *workload) attemptOn(o *op, nd *node, ch chan attemptResult) {
+	if !nd.up {
+		ch <- attemptResult{node: nd.id, skipped: "node down"}
 		return
 	}
 	st, db := nd.store, nd.db
