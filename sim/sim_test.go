@@ -61,4 +61,3 @@ func report(t *testing.T, res Result) {
 	}
 	t.Errorf("seed %d failed: replay with go test ./sim -run TestSimulation -seed=%d", res.Seed, res.Seed)
 }
-
