@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 
@@ -33,7 +34,10 @@ func TestSimulation(t *testing.T) {
 		report(t, res)
 		return
 	}
-	total := Result{}
+	var total struct {
+		Result
+		violations int
+	}
 	for i := 0; i < *flagSeeds; i++ {
 		seed := *flagBase + uint64(i)
 		var res Result
@@ -46,9 +50,11 @@ func TestSimulation(t *testing.T) {
 		total.AdminTried += res.AdminTried
 		total.Crashes += res.Crashes
 		total.Steps += res.Steps
+		total.violations += len(res.Violations)
 	}
-	t.Logf("%d seeds: %d steps, ops %d ok / %d unknown / %d failed, admin %d of %d, %d crashes",
-		*flagSeeds, total.Steps, total.OpsOK, total.OpsUnknown, total.OpsFailed, total.Admin, total.AdminTried, total.Crashes)
+	// Printed, not logged: make sim shows it without -v.
+	fmt.Printf("sim: seeds %d..%d: %d steps, ops %d ok / %d unknown / %d failed, admin %d of %d, %d crashes, %d violations\n",
+		*flagBase, *flagBase+uint64(*flagSeeds)-1, total.Steps, total.OpsOK, total.OpsUnknown, total.OpsFailed, total.Admin, total.AdminTried, total.Crashes, total.violations)
 }
 
 func report(t *testing.T, res Result) {
