@@ -42,6 +42,7 @@ type Node struct {
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	awake   awake // quorum.go
 	load    loadTracker
 	cpu     *cpuSampler
 	hb      heartbeats
@@ -210,10 +211,14 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(2)
+	n.bgWG.Add(3)
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		n.awakeLoop(n.bgCtx)
 	}()
 	go func() {
 		defer n.bgWG.Done()
