@@ -46,6 +46,7 @@ type Node struct {
 	live    liveness
 	awake   awake // quorum.go
 	load    loadTracker
+	hot     hotTracker
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
