@@ -36,7 +36,9 @@
 //
 //   - ErrInvalidArgument: refused as malformed or over a limit (Error.Limit
 //     says which); never retried.
-//   - ErrUnavailable: not applied; no node could serve it in time.
+//   - ErrUnavailable: not applied; no node could serve it in time, or
+//     the range has no quorum (the message names the unreachable nodes;
+//     returned within about two election timeouts, not at the deadline).
 //   - ErrAmbiguous: a write may or may not have been applied (the
 //     connection broke or the deadline passed while it was in flight).
 //   - ErrResourceExhausted: a node is out of disk; not applied.
