@@ -36,6 +36,9 @@ type Client struct {
 	dialOpts    []grpc.DialOption
 	extra       extraConns
 	replicaTurn atomic.Uint64
+	// suspects are nodes that just failed to answer an attempt in time
+	// (attempt.go).
+	suspects suspects
 }
 
 // endpoint is one node address and its connection.
@@ -229,8 +232,14 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 	}
 	var last *Error
 	var leader string
+	timedOut := 0
 	for attempt := 0; ; attempt++ {
 		raw := c.preferred.Load()
+		// Pass over endpoints that just failed to answer in time, while
+		// another is left.
+		for i := 0; i < len(c.conns) && c.suspects.has(c.conns[raw%uint32(len(c.conns))].addr); i++ {
+			raw++
+		}
 		idx := raw % uint32(len(c.conns))
 		e := c.conns[idx]
 		var retryAfter time.Duration
@@ -243,9 +252,28 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 			}
 			last = &Error{Op: op, Endpoint: e.addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
 		} else {
-			err := call(ctx, e)
+			// A read gets its own attempt timeout (attempt.go); a write
+			// here (an admin request) has no deduplicating identity, so it
+			// is never sent twice and keeps the whole deadline.
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			limit := c.attemptTimeout(timedOut)
+			if !write {
+				actx, cancel = withAttemptTimeout(ctx, limit)
+			}
+			err := call(actx, e)
+			expired := err != nil && !write && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+			cancel()
 			if err == nil {
+				c.suspects.clear(e.addr)
 				return nil
+			}
+			if expired {
+				timedOut++
+				c.suspects.mark(e.addr, c.suspectFor())
+				last = &Error{Op: op, Endpoint: e.addr, Code: codes.DeadlineExceeded, kind: ErrUnavailable, cause: err,
+					Msg: fmt.Sprintf("no answer within the attempt timeout of %v", limit)}
+				c.preferred.CompareAndSwap(raw, raw+1)
+				continue
 			}
 			cl := classify(op, e.addr, write, err, ctx.Err())
 			if !cl.retry {

@@ -55,8 +55,33 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// HTTP configures the HTTP server of /healthz, /metrics and pprof
+	// (zero: plaintext, no pprof).
+	HTTP HTTPOptions
+	// DiskReserveBytes is the disk reserve (disk.go): writes are refused
+	// while the data directory's file system has less than this
+	// available, and a reserve file of this size is kept to let writes in
+	// flight finish on a disk that filled anyway. 0: DefaultDiskReserve;
+	// negative: no reserve (a full disk is still survived, but with no
+	// room kept for recovering).
+	DiskReserveBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
+}
+
+// DefaultDiskReserve is the default disk reserve: room for a memtable's
+// flush (64 MiB by default) and the log appends in flight, twice over.
+const DefaultDiskReserve = 128 << 20
+
+// diskReserve is the reserve in bytes (0: none).
+func (c *Config) diskReserve() uint64 {
+	switch {
+	case c.DiskReserveBytes < 0:
+		return 0
+	case c.DiskReserveBytes == 0:
+		return DefaultDiskReserve
+	}
+	return uint64(c.DiskReserveBytes)
 }
 
 // RaftOptions tunes replication; every zero field keeps its default
@@ -94,6 +119,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
+	}
+	if c.HTTP.TLS && !c.Security.TLS.Enabled() {
+		return errors.New("node: HTTP over TLS needs the node's TLS certificate (Security.TLS)")
 	}
 	if err := c.Security.validate(); err != nil {
 		return err

@@ -195,7 +195,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		proposals: make(map[uint64]*proposal),
 		peerNodes: make(map[uint64]uint64),
 	}
-	r.apply.init(s.cfg.Engine, s.metrics.applyWrites)
+	r.apply.init(s.cfg.Engine, s.writeEngine, s.metrics.applyWrites)
 	if r.frozen, err = loadFreeze(db, rangeID); err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func (r *Replica) maybeTruncateLocked() error {
 	// No fsync: losing a truncation only leaves a longer log, and the
 	// engine's WAL is ordered, so it can never outlive the applied state
 	// written before it.
-	if err := r.store.cfg.Engine.Write(b, storage.WriteOptions{}); err != nil {
+	if err := r.store.writeEngine(b, storage.WriteOptions{}); err != nil {
 		return err
 	}
 	r.ls.CommitTruncate(t)
