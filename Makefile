@@ -9,7 +9,7 @@
 #   make test-asan the engine's tests under ASan + UBSan (build/asan)
 #   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
-#   make bench-cluster  Shale against a local 3-member etcd, side by side
+#   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
@@ -37,7 +37,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 25m
 ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
-.PHONY: all build deps engine go-build run test test-engine test-go proto \
+.PHONY: all build deps engine go-build run test test-engine test-go sim proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         rocksdb-release \
@@ -94,8 +94,10 @@ compose-down:
 
 compose-clean:
 	scripts/compose clean
-# Writes and linearizable reads at 64 clients against a local 3-node Shale
-# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+# Writes (64 clients and 1) and linearizable reads against a local 3-node
+# Shale, etcd 3.7 (built once from the Go module proxy into build/etcd37)
+# and Debian's etcd 3.4, one after the other, with the servers' CPU and
+# device bytes per request (scripts/bench-vs-etcd; < 10 min).
 bench-cluster: build
 	scripts/bench-vs-etcd
 
@@ -141,6 +143,16 @@ test-go: go-build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
 	$(GO) test -tags faults -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) -run 'Fault|DiskDelay' ./node
+
+# The deterministic simulator (sim/, docs/testing.md) for SEEDS seeds from
+# SEED_BASE. A failure names its seed: go test ./sim -run TestSimulation
+# -seed=S replays it with its trace.
+SEEDS     ?= 1000
+SEED_BASE ?= 1
+
+sim: go-build
+	cd sim && nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -run '^TestSimulation$$' \
+	  -seeds=$(SEEDS) -seed-base=$(SEED_BASE)
 
 # Every nemesis of tests/jepsen for CHAOS_TIME each, then a per-nemesis
 # table (docs/testing.md). CHAOS_SEED replays a schedule; CHAOS_NEMESES

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -37,8 +38,9 @@ var (
 	// limit; it was not applied and retrying it will not help.
 	// Error.Limit names the limit when there is one.
 	ErrInvalidArgument = errors.New("client: invalid argument")
-	// ErrUnavailable: no node could serve the request before the deadline.
-	// It was NOT applied.
+	// ErrUnavailable: no node could serve the request before the deadline,
+	// or the range has no quorum (the nodes said so: the message names the
+	// unreachable ones). It was NOT applied.
 	ErrUnavailable = errors.New("client: unavailable")
 	// ErrAmbiguous: a write may or may not have been applied (the
 	// connection broke or the deadline passed while it was in flight).
@@ -166,6 +168,8 @@ type classified struct {
 	retryAfter time.Duration // the node's requested delay, if any
 	// leader is the address of the node a NotLeader answer names, if any.
 	leader string
+	// noQuorum is set when the node said the range has no quorum.
+	noQuorum *kvpb.NoQuorum
 }
 
 // classify interprets one attempt's error. write says whether the request
@@ -189,6 +193,7 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 	e.Code, e.Msg = st.Code(), st.Message()
 	var retryInfo *errdetails.RetryInfo
 	var ambiguous *kvpb.AmbiguousResult
+	var noQuorum *kvpb.NoQuorum
 	routing := false
 	leaderAddr := ""
 	for _, d := range st.Details() {
@@ -199,6 +204,8 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			retryInfo = d
 		case *kvpb.AmbiguousResult:
 			ambiguous = d
+		case *kvpb.NoQuorum:
+			noQuorum = d
 		case *kvpb.NotLeader:
 			routing = true
 			leaderAddr = d.GetLeader().GetAddress()
@@ -206,12 +213,18 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			routing = true
 		}
 	}
-	c := classified{err: e, leader: leaderAddr}
+	c := classified{err: e, leader: leaderAddr, noQuorum: noQuorum}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ErrInvalidArgument
 	case codes.ResourceExhausted:
 		e.kind = ErrResourceExhausted
+		if l := messageTooLarge(e.Msg); l != nil {
+			// gRPC's message size cap, not a full disk (limits.go).
+			e.kind, e.Limit = ErrInvalidArgument, l
+			e.Msg = fmt.Sprintf("the request is %d bytes, over the gRPC message limit of %d (grpc_max_message_size; keys and values must be within max_key_size and max_value_size, a write within max_write_bytes): %s",
+				l.Actual, l.Max, e.Msg)
+		}
 	case codes.Unauthenticated, codes.PermissionDenied:
 		e.kind = ErrPermissionDenied
 	case codes.Unavailable:

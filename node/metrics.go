@@ -37,6 +37,9 @@ type metrics struct {
 	// foreignCluster counts calls refused for naming another cluster
 	// (cluster_check.go).
 	foreignCluster prometheus.Counter
+	// impersonation counts claims of a node ID refused because the
+	// caller's certificate is bound to another node (peer_identity.go).
+	impersonation prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -58,17 +61,24 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_foreign_cluster_calls_total",
 			Help: "Calls refused because they named another cluster's ID: a node or client of another cluster is talking to this one.",
 		}),
+		impersonation: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_node_impersonation_refused_total",
+			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
 		m.loadSplitsHeld,
 		m.foreignCluster,
+		m.impersonation,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
 		&rangeCollector{n: n},
+		&hotCollector{n: n},
 		&cpuCollector{n: n},
 		&diskCollector{n: n},
+		&memoryCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

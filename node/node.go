@@ -40,14 +40,18 @@ type Node struct {
 	sec     *security
 	db      *storage.DB
 	disk    *diskspace.Monitor // disk.go
+	writes  *writeBudget       // memory.go
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	awake   awake // quorum.go
 	load    loadTracker
+	hot     hotTracker
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
+	sizes   rangeSizes // range_size.go
 	metrics *metrics
 	started time.Time
 
@@ -127,6 +131,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ident = *ident
 	n.cfg.NodeID = ident.NodeID
+	if n.sec.tls != nil {
+		if err := checkOwnBinding(n.sec.tls.get().cert.Leaf, ident.NodeID); err != nil {
+			return nil, errors.Join(err, db.Close())
+		}
+	}
 	n.disk.SetNodeID(ident.NodeID)
 	n.log = cfg.Logger.With("node", ident.NodeID)
 	ro := cfg.Raft
@@ -167,6 +176,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.Join(err, db.Close())
 	}
 	n.peers = newPeerClients(n)
+	budget := cfg.memoryBudget()
+	if cfg.MemoryBudgetBytes > 0 {
+		applyMemoryLimit(budget)
+	}
+	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
@@ -182,7 +196,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.clusterStreamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.identityStreamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
@@ -219,7 +233,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(3)
+	n.bgWG.Add(4)
 	go n.diskLoop()
 	go func() {
 		defer n.bgWG.Done()
@@ -227,18 +241,22 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	}()
 	go func() {
 		defer n.bgWG.Done()
+		n.awakeLoop(n.bgCtx)
+	}()
+	go func() {
+		defer n.bgWG.Done()
 		n.probeLoop(n.bgCtx)
 	}()
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
-		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version)
+	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "https", n.cfg.HTTP.TLS, "pprof", n.cfg.HTTP.Pprof,
+		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version, "memory", n.writes.String())
 
 	errc := make(chan error, 2)
 	grpcLis = n.cfg.Conn.limitListener(grpcLis)
 	go func() { errc <- n.grpc.Serve(grpcLis) }()
 	go func() {
-		err := n.http.Serve(httpLis)
+		err := n.http.Serve(n.httpListener(httpLis))
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
