@@ -120,6 +120,7 @@ func (w *workload) waiting() int {
 // schedules the next, until the faulty phase ends.
 func (w *workload) start() {
 	w.scheduleArrival()
+	w.scheduleAdmin()
 	w.s.startFaults()
 }
 
