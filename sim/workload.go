@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"testing/synctest"
+
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
@@ -290,6 +292,8 @@ func (w *workload) attemptOn(o *op, nd *node, ch chan attemptResult) {
 		r.node = id
 		ch <- r
 	}()
+	// Alone until it blocks: several attempts may start in one step.
+	synctest.Wait()
 }
 
 // runAttempt makes one attempt of o on a node (its own goroutine).
