@@ -85,8 +85,10 @@ var allowed = map[string][]string{
 	"api":      {"api"},
 	"internal": {"internal"},
 	"storage":  {"storage", "internal"},
-	"raft":     {"raft", "storage", "api", "internal"},
-	"node":     {"node", "raft", "storage", "api", "internal"},
+	"hlc":      {"hlc"},
+	"mvcc":     {"mvcc", "hlc", "storage", "internal"},
+	"raft":     {"raft", "storage", "mvcc", "hlc", "api", "internal"},
+	"node":     {"node", "raft", "storage", "mvcc", "hlc", "api", "internal"},
 	"client":   {"client", "api"},
 	"cmd":      {"cmd", "node", "client", "api", "internal"},
 }
