@@ -267,6 +267,21 @@ func runModel(t *testing.T, seed uint64) {
 				t.Fatalf("seed %d step %d: Get(%q, %s) = %s %v, model %s %v", seed, step, key, ts,
 					fmtKVs([]KeyValue{got}), found, fmtKVs([]KeyValue{want}), wantFound)
 			}
+			many := make([][]byte, rng.IntN(5))
+			for j := range many {
+				many[j] = []byte(randKey())
+			}
+			gotKVs, gotFound, err := ks.GetMany(r, many, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, k := range many {
+				want, wantFound := m.get(string(k), ts)
+				if gotFound[j] != wantFound || (wantFound && !sameKVs(gotKVs[j:j+1], []KeyValue{want})) {
+					t.Fatalf("seed %d step %d: GetMany(%q)[%d] at %s = %s %v, model %s %v", seed, step, many, j, ts,
+						fmtKVs(gotKVs[j:j+1]), gotFound[j], fmtKVs([]KeyValue{want}), wantFound)
+				}
+			}
 			start, end := randSpan()
 			limit := rng.IntN(4)
 			var all []KeyValue
