@@ -13,11 +13,13 @@ import (
 // Config configures a Node. DataDir is required; every other field has a
 // documented default.
 type Config struct {
-	// NodeID identifies the node in the cluster. 0 means: the ID the data
-	// directory remembers; on a first start, the entry of InitialCluster
-	// whose address is AdvertiseAddr, the ID the cluster assigns when
-	// joining, or 1 for a one-node cluster. A node refuses to start on
-	// another node's directory.
+	// NodeID identifies the node in the cluster. 0 means: the ID the
+	// node's TLS certificate is bound to, if it is (docs/security.md,
+	// "Node identity"); else the ID the data directory remembers; on a
+	// first start, the entry of InitialCluster whose address is
+	// AdvertiseAddr, the ID the cluster assigns when joining, or 1 for a
+	// one-node cluster. A node refuses to start on another node's
+	// directory.
 	NodeID uint64
 	// DataDir holds everything the node stores; the engine lives in
 	// DataDir/engine.
@@ -65,6 +67,11 @@ type Config struct {
 	// negative: no reserve (a full disk is still survived, but with no
 	// room kept for recovering).
 	DiskReserveBytes int64
+	// MemoryBudgetBytes is the memory budget of the node's Go process
+	// (memory.go): client writes in flight may hold an eighth of it, and,
+	// when GOMEMLIMIT is not set, it is the runtime's soft memory limit.
+	// 0: GOMEMLIMIT if set, else DefaultMemoryBudget.
+	MemoryBudgetBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
