@@ -140,4 +140,3 @@ func replicaOn(d *kvpb.RangeDescriptor, nodeID uint64) *kvpb.ReplicaDescriptor {
 	}
 	return nil
 }
-
