@@ -5,7 +5,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // A validated write request becomes a command (raft/command): the

@@ -22,6 +22,7 @@ import (
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -129,8 +130,13 @@ func New(cfg Config) (*Node, error) {
 	if memtable == 0 {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
+	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
 	n.store, err = raft.NewStore(raft.Config{
 		Engine:                    db,
+		StateMachines:             sms,
 		NodeID:                    ident.NodeID,
 		ClusterID:                 ident.ClusterID,
 		Peers:                     peers,
