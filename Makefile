@@ -10,6 +10,7 @@
 #   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
 #   make bench-cluster  Shale against a local 3-member etcd, side by side
+#   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
 #   make clean     remove build outputs (not ./data)
@@ -37,7 +38,8 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
 .PHONY: all build deps engine go-build run test test-engine test-go proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
-        static image compose-up compose-down compose-clean bench-cluster
+        static image compose-up compose-down compose-clean bench-cluster \
+        bench-unavailability
 
 all: build
 
@@ -94,6 +96,15 @@ compose-clean:
 # and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
 bench-cluster: build
 	scripts/bench-vs-etcd
+
+# How long writes to a range stay unavailable when its leader is killed or
+# paused, Shale beside etcd under the same faults (tests/
+# unavailability_bench_test.go; ~3 min per etcd). SHALE_UNAVAIL_ROUNDS
+# faults of each kind; every etcd on the PATH and in build/ is compared.
+bench-unavailability: build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
+	SHALE_UNAVAIL_ETCD=$$(ls $$(command -v etcd) build/etcd*/etcd 2>/dev/null | paste -sd, -) \
+	  $(GO) test -count=1 -run '^$$' -bench Unavailability -benchtime 1x -timeout 60m ./tests/
 
 # ----------------------------------------------------------------- testing
 

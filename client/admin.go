@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
 )
@@ -33,17 +35,41 @@ func (c *Client) Ranges(ctx context.Context) (*kvpb.RangesResponse, error) {
 	return resp, err
 }
 
-// StatusOf reports on every endpoint the client was dialled with, in order:
-// one status or error each.
-func (c *Client) StatusOf(ctx context.Context) ([]*kvpb.StatusResponse, []error) {
-	sts := make([]*kvpb.StatusResponse, len(c.conns))
-	errs := make([]error, len(c.conns))
-	for i, e := range c.conns {
-		sts[i], errs[i] = e.admin.Status(ctx, &kvpb.StatusRequest{})
-		if errs[i] != nil {
-			errs[i] = classify("Status", e.addr, false, errs[i], ctx.Err()).err
-		}
+// StatusOf reports on every endpoint the client was dialled with: one
+// status or error each, in the order of the endpoints. The endpoints are
+// asked in parallel, each under its own deadline of perNode (at most ctx's;
+// perNode <= 0 means Options.RequestTimeout), so a paused or unreachable
+// node costs its own answer only: it fails with ErrUnavailable after
+// perNode while the others answer. StatusOf returns when every endpoint
+// has answered or timed out.
+func (c *Client) StatusOf(ctx context.Context, perNode time.Duration) ([]*kvpb.StatusResponse, []error) {
+	return c.statusEach(ctx, c.conns, perNode, false)
+}
+
+// statusEach asks each endpoint for its status in parallel, each bounded
+// by perNode.
+func (c *Client) statusEach(ctx context.Context, eps []*endpoint, perNode time.Duration, nodeOnly bool) ([]*kvpb.StatusResponse, []error) {
+	if perNode <= 0 {
+		perNode = c.opts.RequestTimeout
 	}
+	sts := make([]*kvpb.StatusResponse, len(eps))
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, e := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, perNode)
+			defer cancel()
+			st, err := e.admin.Status(nctx, &kvpb.StatusRequest{NodeOnly: nodeOnly})
+			if err != nil {
+				errs[i] = classify("Status", e.addr, false, err, nctx.Err()).err
+				return
+			}
+			sts[i] = st
+		}()
+	}
+	wg.Wait()
 	return sts, errs
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -35,6 +36,9 @@ type Client struct {
 	dialOpts    []grpc.DialOption
 	extra       extraConns
 	replicaTurn atomic.Uint64
+	// suspects are nodes that just failed to answer an attempt in time
+	// (attempt.go).
+	suspects suspects
 }
 
 // endpoint is one node address and its connection.
@@ -89,6 +93,9 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	)
+	if o.ClusterID != "" {
+		dialOpts = append(dialOpts, withClusterID(o.ClusterID)...)
+	}
 	dialOpts = append(dialOpts, o.DialOptions...)
 	c.dialOpts = dialOpts
 	for _, addr := range endpoints {
@@ -120,6 +127,7 @@ func (c *Client) checkHealth(ctx context.Context) error {
 	reasons := make([]string, len(c.conns))
 	var last error
 	for round := 0; ; round++ {
+		refused := 0
 		for i, e := range c.conns {
 			// Not WaitForReady: a node that cannot be reached fails at once
 			// with the transport's reason.
@@ -127,6 +135,14 @@ func (c *Client) checkHealth(ctx context.Context) error {
 			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 				c.preferred.Store(uint32(i))
 				return nil
+			}
+			if st := status.Convert(err); err != nil && st.Code() == codes.FailedPrecondition {
+				// The node refused us outright (a node of another cluster
+				// than Options.ClusterID): waiting changes nothing.
+				refused++
+				reasons[i] = st.Message()
+				last = err
+				continue
 			}
 			switch {
 			case err == nil:
@@ -139,6 +155,9 @@ func (c *Client) checkHealth(ctx context.Context) error {
 				reasons[i] = explainTransportFailure(status.Convert(err).Message(), c.opts.TLS != nil)
 				last = err
 			}
+		}
+		if refused == len(c.conns) {
+			return &Error{Op: "Dial", Msg: "every endpoint refused the client: " + strings.Join(reasons, "; "), kind: ErrInvalidArgument, cause: last}
 		}
 		if !sleep(ctx, c.backoff(round)) {
 			break
@@ -213,8 +232,14 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 	}
 	var last *Error
 	var leader string
+	timedOut := 0
 	for attempt := 0; ; attempt++ {
 		raw := c.preferred.Load()
+		// Pass over endpoints that just failed to answer in time, while
+		// another is left.
+		for i := 0; i < len(c.conns) && c.suspects.has(c.conns[raw%uint32(len(c.conns))].addr); i++ {
+			raw++
+		}
 		idx := raw % uint32(len(c.conns))
 		e := c.conns[idx]
 		var retryAfter time.Duration
@@ -227,9 +252,28 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 			}
 			last = &Error{Op: op, Endpoint: e.addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
 		} else {
-			err := call(ctx, e)
+			// A read gets its own attempt timeout (attempt.go); a write
+			// here (an admin request) has no deduplicating identity, so it
+			// is never sent twice and keeps the whole deadline.
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			limit := c.attemptTimeout(timedOut)
+			if !write {
+				actx, cancel = withAttemptTimeout(ctx, limit)
+			}
+			err := call(actx, e)
+			expired := err != nil && !write && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+			cancel()
 			if err == nil {
+				c.suspects.clear(e.addr)
 				return nil
+			}
+			if expired {
+				timedOut++
+				c.suspects.mark(e.addr, c.suspectFor())
+				last = &Error{Op: op, Endpoint: e.addr, Code: codes.DeadlineExceeded, kind: ErrUnavailable, cause: err,
+					Msg: fmt.Sprintf("no answer within the attempt timeout of %v", limit)}
+				c.preferred.CompareAndSwap(raw, raw+1)
+				continue
 			}
 			cl := classify(op, e.addr, write, err, ctx.Err())
 			if !cl.retry {

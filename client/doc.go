@@ -18,6 +18,17 @@
 // jittered exponential backoff, on the next endpoint first, until it
 // succeeds or the deadline passes.
 //
+// Each attempt at one node has its own timeout below the deadline,
+// Options.AttemptTimeout (1s; set it to about the cluster's election
+// timeout), so that a node that is paused or stalled without dropping its
+// connections costs one attempt, not the whole deadline: the request goes
+// on to another replica and the node is avoided for a while, even when
+// other replicas still name it leader. A write whose attempt timed out is
+// retried with its identity (client_id, request_seq), which the cluster
+// applies at most once; if no later attempt succeeds it is ErrAmbiguous.
+// Leader hints are kept by Raft term, so a late answer naming an old
+// leader never replaces a newer one.
+//
 // # Errors
 //
 // Every error is an *Error naming the operation and the endpoint, matching
@@ -29,10 +40,25 @@
 //   - ErrAmbiguous: a write may or may not have been applied (the
 //     connection broke or the deadline passed while it was in flight).
 //   - ErrResourceExhausted: a node is out of disk; not applied.
-//   - ErrInternal: a node failed (I/O error, corruption, bug).
+//   - ErrInternal: a node failed (I/O error, corruption, bug); a write's
+//     outcome is unknown.
+//   - ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied:
+//     not applied.
 //
-// When the context ended, the error also matches context.DeadlineExceeded
-// or context.Canceled. A missing key is not an error: Get reports found.
+// Error.Outcome says what a failed write did: NotApplied (safe to retry)
+// or OutcomeUnknown; errors.go holds the table for every kind. When the
+// context ended, the error also matches context.DeadlineExceeded or
+// context.Canceled. A missing key is not an error: Get reports found.
+// Tests of code that handles these errors build them with NewError(kind,
+// op, msg) and may set its exported fields.
+//
+// # Cluster state
+//
+// RangeInfo(ctx, key) names the range holding key: its span, replicas,
+// leader and Raft term, in client-owned types. StatusOf asks every
+// endpoint for its status in parallel, each under its own timeout, so one
+// paused node costs only its own answer. The other admin calls (Status,
+// Ranges, Nodes, ...) return the wire messages of api/kvpb as they are.
 //
 // # Multiplexing
 //

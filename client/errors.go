@@ -13,6 +13,25 @@ import (
 // Sentinel errors. Every error a Client method returns is an *Error that
 // matches one of them with errors.Is (and, for deadlines and cancellation,
 // the context's error too). docs/wire-protocol.md explains each.
+//
+// What each says about a write (Error.Outcome returns it):
+//
+//	kind                  write outcome
+//	ErrInvalidArgument    not applied
+//	ErrUnavailable        not applied
+//	ErrAmbiguous          unknown: read to find out, or retry if idempotent
+//	ErrResourceExhausted  not applied
+//	ErrInternal           unknown for a write (see below); reads change nothing
+//	ErrNotFound           not applied
+//	ErrClosed             not applied (never sent)
+//	ErrBatchSpansRanges   not applied
+//	ErrPermissionDenied   not applied
+//
+// ErrInternal on a write is unknown because it reports a failure the node
+// did not expect (an engine or replication error outside the documented
+// ones, a panic caught by the server): it may have come after the write
+// was proposed. The one exception is a node's refusal before proposing
+// (gRPC FailedPrecondition), which Outcome reports as not applied.
 var (
 	// ErrInvalidArgument: the request was refused as malformed or over a
 	// limit; it was not applied and retrying it will not help.
@@ -29,7 +48,8 @@ var (
 	// request was not applied.
 	ErrResourceExhausted = errors.New("client: resource exhausted")
 	// ErrInternal: a node failed in a way that is not the caller's fault
-	// (an engine I/O error, corruption, a bug). Reads may be retried.
+	// (an engine I/O error, corruption, a bug). Reads changed nothing and
+	// may be retried; a write's outcome is unknown (Error.Outcome).
 	ErrInternal = errors.New("client: internal error")
 	// ErrNotFound: the request named something that does not exist: a
 	// node or range unknown to the cluster (admin requests). A missing key
@@ -50,7 +70,8 @@ var (
 )
 
 // Error describes a failed request: the operation, the endpoint that gave
-// the answer, and what the node said.
+// the answer, and what the node said. Build one in a test with NewError;
+// its exported fields may then be set as the test needs.
 type Error struct {
 	Op       string     // the client method, e.g. "Put"
 	Endpoint string     // the endpoint tried last
@@ -58,6 +79,9 @@ type Error struct {
 	Msg      string     // the node's message (or the transport's)
 	// Limit is set when the request exceeded a documented limit.
 	Limit *kvpb.LimitExceeded
+	// Write says the request changes data; with Code it decides Outcome
+	// for ErrInternal.
+	Write bool
 
 	kind  error // the sentinel
 	cause error // the underlying error (a status or context error)
@@ -77,6 +101,55 @@ func (e *Error) Error() string {
 		s += ": permission denied"
 	}
 	return s + ": " + e.Msg
+}
+
+// NewError returns an *Error of kind, which must be one of the package's
+// sentinels (ErrUnavailable, ...); any other kind is taken as ErrInternal.
+// It is for tests of code that handles client errors: errors.Is(err,
+// kind) holds, and Outcome follows the table above.
+func NewError(kind error, op, msg string) *Error {
+	switch kind {
+	case ErrInvalidArgument, ErrUnavailable, ErrAmbiguous, ErrResourceExhausted, ErrInternal,
+		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied:
+	default:
+		kind = ErrInternal
+	}
+	return &Error{Op: op, Msg: msg, kind: kind}
+}
+
+// Kind returns the sentinel the error matches.
+func (e *Error) Kind() error { return e.kind }
+
+// Outcome says what became of a write.
+type Outcome int
+
+const (
+	// NotApplied: the write changed nothing; retrying it is safe.
+	NotApplied Outcome = iota
+	// OutcomeUnknown: the write may or may not have been applied.
+	OutcomeUnknown
+)
+
+func (o Outcome) String() string {
+	if o == OutcomeUnknown {
+		return "unknown"
+	}
+	return "not applied"
+}
+
+// Outcome says what the failed request did to the data: NotApplied, or
+// OutcomeUnknown for ErrAmbiguous and for ErrInternal on a write other
+// than a node's refusal before proposing it. A read is always NotApplied.
+// No error means "applied": a request that applied returns no error.
+func (e *Error) Outcome() Outcome {
+	switch {
+	case e.kind == ErrAmbiguous:
+		return OutcomeUnknown
+	case e.kind == ErrInternal && e.Write && e.Code != codes.FailedPrecondition:
+		return OutcomeUnknown
+	default:
+		return NotApplied
+	}
 }
 
 // Is matches the error's sentinel.
@@ -100,7 +173,7 @@ type classified struct {
 // ambiguous, since the node may have applied it. ctxErr is the caller's
 // context's error after the attempt, if it has ended.
 func classify(op, endpoint string, write bool, err, ctxErr error) classified {
-	e := &Error{Op: op, Endpoint: endpoint, cause: err}
+	e := &Error{Op: op, Endpoint: endpoint, Write: write, cause: err}
 	if ctxErr != nil {
 		e.Code = status.Code(err)
 		e.Msg = ctxErr.Error()

@@ -16,6 +16,20 @@ type Options struct {
 	// RequestTimeout is the deadline of a request whose context has none
 	// (10s). Every request has a deadline.
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a request at one node (1s),
+	// below the request's deadline, so that a node that stopped answering
+	// without dropping its connections (paused, stalled) costs one
+	// attempt instead of the whole deadline: the request then goes to
+	// another replica, and the node is avoided for a while. Each further
+	// attempt of the same request that times out gets twice as long (at
+	// most 16 times AttemptTimeout), so a request that is merely slow
+	// still completes. Set it to about the cluster's election timeout
+	// (--raft-tick times 10: the default 1s is right for the default
+	// tick); a smaller value fails over faster, a larger one tolerates
+	// slower nodes. A write whose attempt timed out is retried with the
+	// same identity, which the cluster applies at most once; if no later
+	// attempt succeeds, it fails as ErrAmbiguous.
+	AttemptTimeout time.Duration
 	// MaxBackoff caps the wait between retries (1s). Retries start at 10ms,
 	// double, and are jittered; they stop at the request's deadline.
 	MaxBackoff time.Duration
@@ -30,6 +44,12 @@ type Options struct {
 	// role the cluster's token file gives it decides what the client may
 	// do.
 	Token string
+	// ClusterID, when set, is sent with every call (kvpb.ClusterIDMetadata),
+	// and a node of another cluster refuses the call with an error naming
+	// both clusters instead of serving it: a guard against endpoints that
+	// point at the wrong cluster (`shalectl status` shows a cluster's ID).
+	// Empty: calls name no cluster.
+	ClusterID string
 	// DialOptions are added to the gRPC dial options.
 	DialOptions []grpc.DialOption
 	// DisableMultiplexing sends every KV call as its own unary RPC instead
@@ -50,6 +70,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.RequestTimeout <= 0 {
 		r.RequestTimeout = 10 * time.Second
+	}
+	if r.AttemptTimeout <= 0 {
+		r.AttemptTimeout = time.Second
 	}
 	if r.MaxBackoff <= 0 {
 		r.MaxBackoff = time.Second

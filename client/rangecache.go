@@ -26,6 +26,31 @@ type rangeCache struct {
 type rangeEntry struct {
 	desc   *kvpb.RangeDescriptor
 	leader uint64 // node ID, 0 if unknown
+	// term is the Raft term leader was learnt for (0: unknown, e.g. from
+	// a RangeLookup). It stays when the leader is forgotten, so that an
+	// older hint arriving later is still recognised as older.
+	term uint64
+}
+
+// Leader hints (docs/sharding.md, "Client routing"). Answers come back
+// out of order: a request sent before a failover can bring back a hint
+// naming the old leader after another request has learnt the new one. A
+// hint therefore replaces the cached leader only when it is newer: of a
+// higher term, or, when either term is unknown, when the cache still
+// holds what the request was routed with (nothing was learnt since).
+
+// hintWins reports whether a hint (leader at term, 0s when unknown) that
+// came back to a request routed with seen replaces cur.
+func hintWins(cur, seen *rangeEntry, leader, term uint64) bool {
+	switch {
+	case term != 0 && cur.term != 0 && term != cur.term:
+		return term > cur.term
+	case cur.leader == seen.leader && cur.term == seen.term:
+		return true // nothing learnt since the request was routed
+	case term != 0 && term == cur.term:
+		return cur.leader == 0 // the same term's leader, now known
+	}
+	return false
 }
 
 func newRangeCache() *rangeCache {
@@ -70,9 +95,16 @@ func (c *rangeCache) lookupBefore(end []byte) *rangeEntry {
 	return nil
 }
 
-// insert caches d with leader (0: unknown), replacing every entry it
-// overlaps unless one of them is a newer descriptor of the same range.
+// insert caches d with leader (0: unknown) of an unknown term, replacing
+// every entry it overlaps unless one of them is a newer descriptor of the
+// same range.
 func (c *rangeCache) insert(d *kvpb.RangeDescriptor, leader uint64) {
+	c.insertTerm(d, leader, 0)
+}
+
+// insertTerm is insert with the term leader leads in (0: unknown). For
+// the same descriptor, a known leader of a higher term is kept over it.
+func (c *rangeCache) insertTerm(d *kvpb.RangeDescriptor, leader, term uint64) {
 	if d == nil || d.GetRangeId() == 0 {
 		return
 	}
@@ -87,24 +119,53 @@ func (c *rangeCache) insert(d *kvpb.RangeDescriptor, leader uint64) {
 		if e.desc.GetRangeId() == d.GetRangeId() && e.desc.GetGeneration() > d.GetGeneration() {
 			return // we know better already
 		}
-		if e.desc.GetRangeId() == d.GetRangeId() && e.desc.GetGeneration() == d.GetGeneration() && leader == 0 {
-			leader = e.leader
+		if e.desc.GetRangeId() == d.GetRangeId() && e.desc.GetGeneration() == d.GetGeneration() {
+			if keep := leader == 0 || (e.leader != 0 && e.term != 0 && (term == 0 || term < e.term)); keep {
+				leader, term = e.leader, max(e.term, term)
+			}
 		}
 	}
-	kept = append(kept, &rangeEntry{desc: d, leader: leader})
+	kept = append(kept, &rangeEntry{desc: d, leader: leader, term: term})
 	sort.Slice(kept, func(i, j int) bool { return bytes.Compare(kept[i].desc.GetStartKey(), kept[j].desc.GetStartKey()) < 0 })
 	c.entries = kept
 }
 
-// setLeader records leader as range rangeID's leader.
-func (c *rangeCache) setLeader(rangeID, leader uint64) {
+// hint records leader (0: none known) at term (0: unknown) as range
+// rangeID's leader, as a request routed with seen was told, unless the
+// cache has learnt a newer leader meanwhile (hintWins).
+func (c *rangeCache) hint(rangeID, leader, term uint64, seen *rangeEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, e := range c.entries {
-		if e.desc.GetRangeId() == rangeID {
-			c.entries[i] = &rangeEntry{desc: e.desc, leader: leader}
+		if e.desc.GetRangeId() == rangeID && hintWins(e, seen, leader, term) {
+			c.entries[i] = &rangeEntry{desc: e.desc, leader: leader, term: max(term, e.term)}
 		}
 	}
+}
+
+// forgetLeader forgets range rangeID's leader after a request routed with
+// seen failed there (no answer, no connection), unless another request
+// has learnt a different leader meanwhile: that one is kept.
+func (c *rangeCache) forgetLeader(rangeID uint64, seen *rangeEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.desc.GetRangeId() == rangeID && e.leader == seen.leader && e.term == seen.term {
+			c.entries[i] = &rangeEntry{desc: e.desc, term: e.term}
+		}
+	}
+}
+
+// entry returns the cached entry of range rangeID, or nil.
+func (c *rangeCache) entry(rangeID uint64) *rangeEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, e := range c.entries {
+		if e.desc.GetRangeId() == rangeID {
+			return e
+		}
+	}
+	return nil
 }
 
 // evict drops the entry of range rangeID.

@@ -143,13 +143,14 @@ func (c *Client) learn(err error, ent *rangeEntry) bool {
 		switch d := d.(type) {
 		case *kvpb.NotLeader:
 			routing = true
+			leader, term := d.GetLeader().GetNodeId(), d.GetLeaderTerm()
 			c.cache.addNode(d.GetLeader())
-			if d.GetRange() != nil {
-				c.cache.insert(d.GetRange(), d.GetLeader().GetNodeId())
+			if d.GetRange() != nil && d.GetRange().GetGeneration() > ent.desc.GetGeneration() {
+				c.cache.insertTerm(d.GetRange(), leader, term)
 			}
-			c.cache.setLeader(d.GetRangeId(), d.GetLeader().GetNodeId())
-			if d.GetLeader().GetNodeId() == 0 {
-				c.rotate(ent)
+			c.cache.hint(d.GetRangeId(), leader, term, ent)
+			if leader == 0 {
+				c.replicaTurn.Add(1)
 			}
 		case *kvpb.RangeKeyMismatch:
 			routing = true
@@ -174,19 +175,22 @@ func (c *Client) learn(err error, ent *rangeEntry) bool {
 	return routing
 }
 
-// rotate forgets ent's leader and moves the next attempt without one to
-// the next replica.
+// rotate forgets ent's leader (unless another request has learnt a
+// different one meanwhile) and moves the next attempt without one to the
+// next replica.
 func (c *Client) rotate(ent *rangeEntry) {
-	c.cache.setLeader(ent.desc.GetRangeId(), 0)
+	c.cache.forgetLeader(ent.desc.GetRangeId(), ent)
 	c.replicaTurn.Add(1)
 }
 
 // target returns the address to send a request for ent to: the leader if
 // known, else the replicas in turn (skipping those without a known
-// address); "" if none is known.
+// address); "" if none is known. A suspect node (one that just failed to
+// answer in time, attempt.go) is passed over, even as leader, while
+// another voter is left.
 func (c *Client) target(ent *rangeEntry) string {
 	if ent.leader != 0 {
-		if a := c.cache.address(ent.leader); a != "" {
+		if a := c.cache.address(ent.leader); a != "" && !c.suspects.has(a) {
 			return a
 		}
 	}
@@ -195,16 +199,22 @@ func (c *Client) target(ent *rangeEntry) string {
 		return ""
 	}
 	start := int(c.replicaTurn.Load() % uint64(len(reps)))
+	suspect := ""
 	for i := range reps {
 		rd := reps[(start+i)%len(reps)]
 		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
 			continue
 		}
 		if a := c.cache.address(rd.GetNodeId()); a != "" {
-			return a
+			if !c.suspects.has(a) {
+				return a
+			}
+			if suspect == "" {
+				suspect = a
+			}
 		}
 	}
-	return ""
+	return suspect
 }
 
 // routed runs call against the range for rk until it succeeds, fails for
@@ -222,6 +232,16 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 	}
 	var last *Error
 	quick := 0
+	// timedOut counts attempts that got no answer in time; inFlight says
+	// a write was among them, which may still apply (attempt.go).
+	timedOut, inFlight := 0, false
+	fail := func(e *Error) error {
+		if inFlight && e.kind != ErrAmbiguous {
+			return &Error{Op: e.Op, Endpoint: e.Endpoint, Code: e.Code, kind: ErrAmbiguous, cause: e,
+				Msg: "an earlier attempt got no answer in time and may still apply; the last attempt: " + e.Error()}
+		}
+		return e
+	}
 	for attempt := 0; ; attempt++ {
 		var retryAfter time.Duration
 		routing := false
@@ -230,7 +250,7 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 		case err != nil:
 			var e *Error
 			if asError(err, &e) && !(e.kind == ErrUnavailable && ctx.Err() == nil) {
-				return err
+				return fail(e)
 			}
 			last = e
 		case ent == nil:
@@ -242,31 +262,61 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 				last = &Error{Op: op, Msg: "no address known for any replica of the range", kind: ErrUnavailable}
 				c.cache.evict(ent.desc.GetRangeId())
 			} else if e, err = c.endpointFor(addr); err != nil {
-				return err
+				return fail(asClientError(err))
 			} else if err := waitReadyFor(ctx, e, connectWait); err != nil {
 				if ctx.Err() != nil {
 					if last != nil {
-						return last
+						return fail(last)
 					}
-					return contextEnded(op, addr, ctx.Err())
+					return fail(contextEnded(op, addr, ctx.Err()))
 				}
 				last = &Error{Op: op, Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
 				c.rotate(ent)
 			} else {
-				err := call(ctx, e, ent.desc)
+				limit := c.attemptTimeout(timedOut)
+				actx, cancel := withAttemptTimeout(ctx, limit)
+				err := call(actx, e, ent.desc)
+				expired := err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+				cancel()
 				if err == nil {
+					c.suspects.clear(addr)
 					return nil
 				}
 				var ce *Error
 				if asError(err, &ce) {
-					return ce // the caller's own verdict, nothing was sent
+					return fail(ce) // the caller's own verdict, nothing was sent
+				}
+				if expired {
+					// A gray failure: the node may be paused. Avoid it for
+					// a while and try another replica at once.
+					timedOut++
+					inFlight = inFlight || write
+					c.suspects.mark(addr, c.suspectFor())
+					c.rotate(ent)
+					kind := ErrUnavailable
+					if write {
+						kind = ErrAmbiguous
+					}
+					last = &Error{Op: op, Endpoint: addr, Code: codes.DeadlineExceeded, kind: kind, cause: err,
+						Msg: fmt.Sprintf("no answer from %s within the attempt timeout of %v", describeRange(ent.desc), limit)}
+					continue
 				}
 				cl := classify(op, addr, write, err, ctx.Err())
 				routing = c.learn(err, ent)
 				if !cl.retry {
-					return cl.err
+					return fail(cl.err)
 				}
 				last, retryAfter = cl.err, cl.retryAfter
+				if routing && retryAfter == 0 && c.leaderSuspect(ent.desc.GetRangeId()) {
+					// The replicas still name the node that stopped
+					// answering: an election is due within an election
+					// timeout. Poll for its outcome at a steady pace
+					// rather than backing off past it.
+					if !sleep(ctx, c.electionPoll()) {
+						return fail(last)
+					}
+					continue
+				}
 			}
 		}
 		// A routing answer taught us something: retry at once, a few
@@ -278,11 +328,20 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 		quick = 0
 		if !sleep(ctx, max(retryAfter, c.backoff(attempt))) {
 			if last == nil {
-				return contextEnded(op, "", context.DeadlineExceeded)
+				return fail(contextEnded(op, "", context.DeadlineExceeded))
 			}
-			return last
+			return fail(last)
 		}
 	}
+}
+
+// asClientError returns err as an *Error (it is one).
+func asClientError(err error) *Error {
+	var e *Error
+	if asError(err, &e) {
+		return e
+	}
+	return &Error{Msg: err.Error(), kind: ErrInternal, cause: err}
 }
 
 // routeHeader fills h's routing fields for d.

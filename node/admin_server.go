@@ -40,6 +40,7 @@ func (s *adminServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*kvp
 		Version:          buildinfo.Version + " (" + storage.EngineVersion() + ")",
 		StartedUnixNanos: n.started.UnixNano(),
 		Cpu:              n.cpu.stats(),
+		Disk:             n.diskStatus(),
 	}
 	if req.GetNodeOnly() {
 		return resp, nil

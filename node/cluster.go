@@ -2,12 +2,8 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -62,19 +58,6 @@ func ParseInitialCluster(s string) ([]*kvpb.NodeDescriptor, error) {
 	return out, nil
 }
 
-// DeriveClusterID returns the cluster ID of a cluster bootstrapped with
-// members: the same on every initial node, different for another member
-// list.
-func DeriveClusterID(members []*kvpb.NodeDescriptor) string {
-	parts := make([]string, len(members))
-	for i, m := range members {
-		parts[i] = fmt.Sprintf("%d=%s", m.GetNodeId(), m.GetAddress())
-	}
-	sort.Strings(parts)
-	sum := sha256.Sum256([]byte(strings.Join(parts, ",")))
-	return "shale-" + hex.EncodeToString(sum[:8])
-}
-
 // unknownAddress stands in the registry for a one-node cluster's own
 // address until Serve knows it (see registerSelf).
 const unknownAddress = "unknown"
@@ -118,9 +101,9 @@ func (n *Node) initStore(db *storage.DB) (*raft.StoreIdent, map[uint64]string, e
 				return nil, nil, fmt.Errorf("node: no node ID given and advertise address %q is not in the initial cluster", cfg.AdvertiseAddr)
 			}
 		}
-		clusterID := cfg.ClusterID
-		if clusterID == "" {
-			clusterID = DeriveClusterID(cfg.InitialCluster)
+		clusterID, err := n.initialClusterID(id)
+		if err != nil {
+			return nil, nil, err
 		}
 		if err := raft.Bootstrap(db, clusterID, id, cfg.InitialCluster); err != nil {
 			return nil, nil, fmt.Errorf("node: bootstrapping: %w", err)
@@ -151,7 +134,7 @@ func (n *Node) initStore(db *storage.DB) (*raft.StoreIdent, map[uint64]string, e
 		self := []*kvpb.NodeDescriptor{{NodeId: id, Address: addr}}
 		clusterID := cfg.ClusterID
 		if clusterID == "" {
-			clusterID = DeriveClusterID(self) + "-" + randomSuffix()
+			clusterID = newClusterID()
 		}
 		if err := raft.Bootstrap(db, clusterID, id, self); err != nil {
 			return nil, nil, fmt.Errorf("node: bootstrapping: %w", err)
@@ -232,7 +215,7 @@ func (n *Node) registerSelf(ctx context.Context) {
 		}
 		if err == nil {
 			for _, m := range nodes {
-				if m.GetNodeId() == self.GetNodeId() && m.GetAddress() == self.GetAddress() && m.GetHttpAddress() == self.GetHttpAddress() {
+				if m.GetNodeId() == self.GetNodeId() && m.GetAddress() == self.GetAddress() && m.GetHttpAddress() == self.GetHttpAddress() && m.GetStarted() {
 					return
 				}
 			}
@@ -251,12 +234,4 @@ func (n *Node) registerSelf(ctx context.Context) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// randomSuffix makes the ID of a one-node cluster unique: two such
-// clusters must never exchange Raft traffic.
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

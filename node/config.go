@@ -36,8 +36,11 @@ type Config struct {
 	// directory is initialized.
 	InitialCluster []*kvpb.NodeDescriptor
 	Join           []string
-	// ClusterID names the cluster; empty derives it from InitialCluster
-	// (and, when set, refuses a data directory or a cluster of another ID).
+	// ClusterID names the cluster. Empty: a new cluster gets a random ID,
+	// made by its seed (the initial member with the lowest node ID) and
+	// learnt by the other initial members, which wait for it (identity.go).
+	// Set on every initial member, it is the ID and nobody waits. When set,
+	// a data directory or a cluster of another ID is refused.
 	ClusterID string
 
 	// Raft tunes replication (zero: the documented defaults).
@@ -52,8 +55,33 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// HTTP configures the HTTP server of /healthz, /metrics and pprof
+	// (zero: plaintext, no pprof).
+	HTTP HTTPOptions
+	// DiskReserveBytes is the disk reserve (disk.go): writes are refused
+	// while the data directory's file system has less than this
+	// available, and a reserve file of this size is kept to let writes in
+	// flight finish on a disk that filled anyway. 0: DefaultDiskReserve;
+	// negative: no reserve (a full disk is still survived, but with no
+	// room kept for recovering).
+	DiskReserveBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
+}
+
+// DefaultDiskReserve is the default disk reserve: room for a memtable's
+// flush (64 MiB by default) and the log appends in flight, twice over.
+const DefaultDiskReserve = 128 << 20
+
+// diskReserve is the reserve in bytes (0: none).
+func (c *Config) diskReserve() uint64 {
+	switch {
+	case c.DiskReserveBytes < 0:
+		return 0
+	case c.DiskReserveBytes == 0:
+		return DefaultDiskReserve
+	}
+	return uint64(c.DiskReserveBytes)
 }
 
 // RaftOptions tunes replication; every zero field keeps its default
@@ -91,6 +119,9 @@ func (c *Config) setDefaults() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("node: Config.Limits: %w", err)
+	}
+	if c.HTTP.TLS && !c.Security.TLS.Enabled() {
+		return errors.New("node: HTTP over TLS needs the node's TLS certificate (Security.TLS)")
 	}
 	if err := c.Security.validate(); err != nil {
 		return err

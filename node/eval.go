@@ -63,6 +63,13 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 		return command.Result{}, 0, n.raftError(op, r.FrozenError())
 	}
 	n.awaitLeader(ctx, r)
+	if r.IsLeader() {
+		// Only the leader's disk decides: a follower answers "not
+		// leader" as usual and the client goes to the leader.
+		if err := n.diskFullError(op); err != nil { // disk.go
+			return command.Result{}, 0, err
+		}
+	}
 	res, idx, err := n.store.Propose(ctx, r.RangeID(), cmd)
 	if err != nil {
 		return res, 0, n.raftError(op, err)

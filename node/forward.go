@@ -66,6 +66,7 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 		if ip := p.n.localIP(); ip != nil {
 			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
 		}
+		opts = append(opts, p.n.withClusterID()...)
 		cc, err = grpc.NewClient("passthrough:///"+d.GetAddress(), opts...)
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 func TestHTTPEndpoints(t *testing.T) {
-	tn := startNode(t, "", Config{})
+	tn := startNode(t, "", Config{HTTP: HTTPOptions{Pprof: true}})
 	put(t, tn, "k", "v")
 	get(t, tn, "k")
 	if code, body := httpGet(t, "http://"+tn.httpAddr+"/healthz"); code != 200 || body != "ok\n" {

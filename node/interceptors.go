@@ -12,6 +12,10 @@ import (
 //
 //	metrics    count and time the request under its method's name
 //	auth       authenticate the caller and check the method's role
+//	identity   a caller whose node certificate is bound to a node ID may
+//	           claim no other (peer_identity.go)
+//	cluster    refuse a call that names another cluster (cluster_check.go),
+//	           after auth, so that only a caller let in learns the ID
 //	deadline   give a request without a deadline the default one
 //	admit      refuse requests once the node is stopping; count the rest
 //	recover    turn a handler's panic into an Internal error
@@ -24,6 +28,8 @@ func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 	return chainUnary(
 		n.metrics.unaryInterceptor,
 		n.sec.auth.unaryInterceptor,
+		n.identityUnaryInterceptor,
+		n.clusterUnaryInterceptor,
 		n.cfg.Conn.deadlineInterceptor,
 		n.admitInterceptor,
 		n.recoverInterceptor,

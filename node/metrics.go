@@ -34,6 +34,12 @@ type metrics struct {
 	// loadSplitsHeld counts load splits held back for want of spare CPU
 	// (splitter.go).
 	loadSplitsHeld prometheus.Counter
+	// foreignCluster counts calls refused for naming another cluster
+	// (cluster_check.go).
+	foreignCluster prometheus.Counter
+	// impersonation counts claims of a node ID refused because the
+	// caller's certificate is bound to another node (peer_identity.go).
+	impersonation prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -51,15 +57,26 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_load_splits_held_total",
 			Help: "Load splits this node held back because no host of the range's voters had CPU to spare (--split-host-cpu).",
 		}),
+		foreignCluster: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_foreign_cluster_calls_total",
+			Help: "Calls refused because they named another cluster's ID: a node or client of another cluster is talking to this one.",
+		}),
+		impersonation: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_node_impersonation_refused_total",
+			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
 		m.loadSplitsHeld,
+		m.foreignCluster,
+		m.impersonation,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
 		&rangeCollector{n: n},
 		&cpuCollector{n: n},
+		&diskCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/internal/buildinfo"
+	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/rangesm"
@@ -39,6 +40,7 @@ type Node struct {
 	limits  Limits
 	sec     *security
 	db      *storage.DB
+	disk    *diskspace.Monitor // disk.go
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
@@ -95,11 +97,15 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: creating data directory: %w", err)
 	}
+	disk, err := openDisk(cfg.DataDir, cfg.diskReserve(), cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
 	engineDir := filepath.Join(cfg.DataDir, "engine")
 	engineOpts := cfg.Engine
 	// A test build (faults_on.go) opens the engine over its fault layer.
 	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
-	db, err := storage.Open(engineDir, &engineOpts)
+	db, err := openEngine(engineDir, &engineOpts, disk)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
 	}
@@ -108,6 +114,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		limits:  cfg.Limits,
 		db:      db,
+		disk:    disk,
 		started: time.Now(),
 		cpu:     newCPUSampler(cfg.Logger),
 		health:  health.NewServer(),
@@ -121,6 +128,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ident = *ident
 	n.cfg.NodeID = ident.NodeID
+	if n.sec.tls != nil {
+		if err := checkOwnBinding(n.sec.tls.get().cert.Leaf, ident.NodeID); err != nil {
+			return nil, errors.Join(err, db.Close())
+		}
+	}
+	n.disk.SetNodeID(ident.NodeID)
 	n.log = cfg.Logger.With("node", ident.NodeID)
 	ro := cfg.Raft
 	// The Raft logs share the engine's memtable with the data: held to a
@@ -149,6 +162,7 @@ func New(cfg Config) (*Node, error) {
 		LogMaxEntries:             ro.LogMaxEntries,
 		LogMaxBytes:               ro.LogMaxBytes,
 		LogBudgetBytes:            int64(memtable / 4),
+		Disk:                      n.disk,
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
@@ -158,6 +172,10 @@ func New(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("node: opening the replicas: %w", err), db.Close())
+	}
+	if err := n.checkDirectoryCluster(ident.ClusterID); err != nil {
+		n.store.Stop()
+		return nil, errors.Join(err, db.Close())
 	}
 	n.peers = newPeerClients(n)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
@@ -175,7 +193,7 @@ func New(cfg Config) (*Node, error) {
 		grpc.MaxRecvMsgSize(n.limits.maxRecvMsgSize()),
 		n.sec.serverCredentials(),
 		grpc.UnaryInterceptor(n.unaryChain),
-		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor),
+		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.identityStreamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
@@ -212,7 +230,8 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(2)
+	n.bgWG.Add(3)
+	go n.diskLoop()
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
@@ -223,14 +242,14 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	}()
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "https", n.cfg.HTTP.TLS, "pprof", n.cfg.HTTP.Pprof,
 		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version)
 
 	errc := make(chan error, 2)
 	grpcLis = n.cfg.Conn.limitListener(grpcLis)
 	go func() { errc <- n.grpc.Serve(grpcLis) }()
 	go func() {
-		err := n.http.Serve(httpLis)
+		err := n.http.Serve(n.httpListener(httpLis))
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -333,7 +352,9 @@ func (n *Node) localIP() net.IP {
 }
 
 func (n *Node) descriptor() *kvpb.NodeDescriptor {
-	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID}
+	// Started: this node serves; its registration marks it as one that
+	// may not bootstrap again from an empty directory (identity.go).
+	d := &kvpb.NodeDescriptor{NodeId: n.ident.NodeID, Started: true}
 	if a := n.grpcAddr.Load(); a != nil {
 		d.Address = *a
 	}

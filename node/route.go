@@ -172,8 +172,16 @@ func (n *Node) raftError(op string, err error) error {
 	case errors.As(err, &nle):
 		st := status.Newf(codes.FailedPrecondition, "%s: %v", op, err)
 		d := &kvpb.NotLeader{RangeId: nle.RangeID, Range: nle.Descriptor, Leader: &kvpb.NodeDescriptor{}}
-		if nle.LeaderNodeID != 0 {
-			d.Leader = n.nodeDescriptor(nle.LeaderNodeID)
+		leader := nle.LeaderNodeID
+		if r, err := n.store.Replica(nle.RangeID); err == nil {
+			// The leader as known now, with its term, so that a client
+			// can tell this hint from an older one.
+			if st := r.Status(); st.LeaderNodeID != 0 {
+				leader, d.LeaderTerm = st.LeaderNodeID, st.Term
+			}
+		}
+		if leader != 0 {
+			d.Leader = n.nodeDescriptor(leader)
 		}
 		return withDetails(st, d)
 	case errors.Is(err, raft.ErrAmbiguous):

@@ -34,7 +34,7 @@ func newTestPKI(t testing.TB) *testPKI {
 	p := &testPKI{dir: t.TempDir(), rogue: t.TempDir()}
 	for _, d := range []string{p.dir, p.rogue} {
 		must(t, certs.CreateCA(d, "", 0))
-		must(t, certs.CreateNode(d, d, []string{"127.0.0.1", "localhost"}, 0))
+		must(t, certs.CreateNode(d, d, []string{"127.0.0.1", "localhost"}, 0, 0))
 		must(t, certs.CreateClient(d, d, "admin", certs.RoleAdmin, 0))
 	}
 	must(t, certs.CreateClient(p.dir, p.dir, "reader", certs.RoleReadOnly, 0))
@@ -349,7 +349,7 @@ func TestCertificateRotation(t *testing.T) {
 	// certificate of the new CA.
 	next := t.TempDir()
 	must(t, certs.CreateCA(next, "next CA", 0))
-	must(t, certs.CreateNode(next, next, []string{"127.0.0.1"}, 0))
+	must(t, certs.CreateNode(next, next, []string{"127.0.0.1"}, 0, 0))
 	must(t, certs.CreateClient(next, next, "reader", certs.RoleReadOnly, 0))
 	oldCA, _ := os.ReadFile(filepath.Join(p.dir, certs.CACertFile))
 	newCA, _ := os.ReadFile(filepath.Join(next, certs.CACertFile))

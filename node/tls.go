@@ -170,6 +170,17 @@ func (r *tlsReloader) serverCredentials() credentials.TransportCredentials {
 	})
 }
 
+// httpServerConfig is the HTTPS server's: TLS 1.3 with the current node
+// certificate; no client certificate is asked for.
+func (r *tlsReloader) httpServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return r.get().cert, nil
+		},
+	}
+}
+
 // peerCredentials are for dialling other nodes: this node's certificate as
 // its client identity, and a server that must present a node certificate
 // signed by the current CA for the address dialled.

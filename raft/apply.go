@@ -61,7 +61,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 // REQUIRES: raftMu.
 func (r *Replica) writeApplyBatchLocked() error {
 	if b := r.sm.Batch(); !b.Empty() {
-		if err := r.store.cfg.Engine.Write(b, storage.WriteOptions{}); err != nil {
+		if err := r.store.writeEngine(b, storage.WriteOptions{}); err != nil {
 			return err
 		}
 		r.store.metrics.applyWrites.Inc()

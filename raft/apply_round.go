@@ -133,7 +133,7 @@ func (g *applyGroup) flush(cur *Replica) error {
 	}
 	var err error
 	if !b.Empty() {
-		if err = s.cfg.Engine.Write(b, storage.WriteOptions{}); err != nil {
+		if err = s.writeEngine(b, storage.WriteOptions{}); err != nil {
 			err = fmt.Errorf("writing the applied entries of %d ranges: %w", len(g.parked), err)
 		} else {
 			s.metrics.applyWrites.Inc()

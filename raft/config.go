@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/storage"
@@ -153,6 +154,12 @@ type Config struct {
 	// staging a batch and writing it, widening the window in which a
 	// replica can be destroyed under a staged write. Tests only.
 	TestingLogWriteDelay time.Duration
+
+	// Disk is the node's disk-space monitor (nil: none). While it says
+	// the disk is full, the store takes no new data from peers, and a
+	// write the disk has no room for releases its reserve and waits for
+	// space instead of failing (diskfull.go).
+	Disk *diskspace.Monitor
 
 	// Fatal is called when the node cannot continue safely (a failed Raft
 	// log write, corrupt state): it must not return. Default: log and

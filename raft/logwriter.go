@@ -19,7 +19,8 @@ import (
 // batch is durable it makes the entries visible to each replica's
 // raft.Storage and delivers the messages that waited for the write: the
 // replica's own acknowledgements are stepped into its RawNode, the rest
-// (append acknowledgements to a leader, votes) go to their peers. A failed
+// (append acknowledgements to a leader, votes) go to their peers. A write
+// the disk has no room for waits for room (diskfull.go); any other failed
 // write is fatal: Raft would otherwise count on entries that are not on
 // disk.
 
@@ -115,7 +116,9 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 	if !b.Empty() {
 		s.metrics.logBatchBytes.Observe(float64(b.Len()))
 		start := s.now()
-		if err := s.writeDurably(b, sync, snap); err != nil {
+		// A full disk is waited out (diskfull.go): nothing of this
+		// batch is acknowledged until it is written.
+		if err := s.retryNoSpace("the Raft log", func() error { return s.writeDurably(b, sync, snap) }); err != nil {
 			s.fatal("writing the Raft log", err)
 			return
 		}

@@ -25,6 +25,8 @@ type Metrics struct {
 	merges            prometheus.Counter
 	logTruncations    prometheus.Counter
 	dedupHits         prometheus.Counter
+	noSpaceWrites     prometheus.Counter
+	appendsRefused    prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -58,6 +60,8 @@ func newMetrics() *Metrics {
 		merges:            counter("range_merges_total", "Ranges merged into their left-hand neighbour on this node."),
 		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
 		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+		noSpaceWrites:     counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
+		appendsRefused:    counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
 
 		latencyMetrics: newLatencyMetrics(),
 	}
@@ -67,7 +71,7 @@ func newMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.leaderChanges, m.snapshotsSent,
-		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits} {
+		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/storage"
 )
 
 // smHost is a replica as its state machine sees it (apply.Host). Its
@@ -25,6 +26,11 @@ func (h *smHost) NodeID() uint64 { return h.store.cfg.NodeID }
 func (h *smHost) Counters() apply.Counters {
 	m := h.store.metrics
 	return apply.Counters{Writes: m.applyWrites, DedupHits: m.dedupHits}
+}
+
+// WriteEngine implements apply.Host.
+func (h *smHost) WriteEngine(b *storage.Batch, wo storage.WriteOptions) error {
+	return h.store.writeEngine(b, wo)
 }
 
 // CreatesSplitReplica implements apply.Host: not if a replica of right

@@ -68,6 +68,11 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	if me == nil || me.GetReplicaId() != msg.GetTo() {
 		return fmt.Errorf("raft: snapshot of range %d for replica %d, which the descriptor does not place on node %d", h.GetRangeId(), msg.GetTo(), s.cfg.NodeID)
 	}
+	if err := s.cfg.Disk.Err(); err != nil {
+		// diskfull.go: the sender retries once the disk has room.
+		s.metrics.appendsRefused.Inc()
+		return fmt.Errorf("raft: refusing a snapshot of range %d: %w", h.GetRangeId(), err)
+	}
 	if err := s.checkSnapshotOverlap(desc); err != nil {
 		return err
 	}

@@ -356,7 +356,7 @@ func (s *Store) getOrCreateReplica(rangeID, replicaID uint64) (*Replica, error) 
 	// identity under which this node votes and acknowledges.
 	b := storage.NewBatch(64)
 	b.Put(keys.ReplicaIDKey(rangeID), logstore.EncodeReplicaID(replicaID))
-	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+	if err := s.writeEngine(b, storage.Sync); err != nil {
 		return nil, fmt.Errorf("raft: creating replica %d of range %d: %w", replicaID, rangeID, err)
 	}
 	r, err := s.newReplica(rangeID, replicaID)
@@ -386,7 +386,7 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	del(keys.RangeLocalSpan(r.rangeID))
 	del(keys.NodeLocalRangeSpan(r.rangeID))
 	b.Put(keys.TombstoneKey(r.rangeID), logstore.EncodeReplicaID(r.replicaID+1))
-	if err := s.cfg.Engine.Write(b, storage.Sync); err != nil {
+	if err := s.writeEngine(b, storage.Sync); err != nil {
 		return err
 	}
 	s.mu.Lock()

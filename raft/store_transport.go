@@ -48,6 +48,10 @@ func (s *Store) HandleRaftMessages(_ context.Context, batch *raftrpcpb.RaftMessa
 			continue
 		}
 		s.metrics.messagesReceived.Inc()
+		if s.refuseForFullDisk(m) { // diskfull.go
+			s.metrics.appendsRefused.Inc()
+			continue
+		}
 		r.in.Lock()
 		r.in.msgs = append(r.in.msgs, m)
 		r.in.from = append(r.in.from, rm.GetFromNodeId())

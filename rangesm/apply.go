@@ -280,13 +280,16 @@ func (r *Range) applyPutNode(cmd *command.Command) (command.Result, error) {
 			a.put(keys.CounterKey("node-id"), encodeCounter(n.GetNodeId()+1))
 		}
 	}
-	// Decommissioning is one-way: a node registering again stays drained.
+	// Decommissioning and started are one-way: a node registering again
+	// stays drained, and a node that has served stays one that may not
+	// bootstrap again (node/identity.go).
 	if old, found, err := a.get(keys.NodeKey(n.GetNodeId())); err != nil {
 		return command.Result{}, err
 	} else if found {
 		var od kvpb.NodeDescriptor
-		if proto.Unmarshal(old, &od) == nil && od.GetDecommissioning() {
-			n.Decommissioning = true
+		if proto.Unmarshal(old, &od) == nil {
+			n.Decommissioning = n.Decommissioning || od.GetDecommissioning()
+			n.Started = n.Started || od.GetStarted()
 		}
 	}
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)

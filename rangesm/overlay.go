@@ -25,6 +25,9 @@ import (
 type overlay struct {
 	db    *storage.DB
 	batch *storage.Batch
+	// write writes a batch to db (Store.writeEngine: it waits out a full
+	// disk).
+	write func(*storage.Batch, storage.WriteOptions) error
 	// writes counts the engine writes made (apply_writes_total).
 	writes prometheus.Counter
 	// points holds the point writes staged, in order; their keys are
@@ -62,8 +65,9 @@ const overlayScanMax = 16
 // larger one is dropped.
 const overlayIndexKeep = 256
 
-func (a *overlay) init(db *storage.DB, writes prometheus.Counter) {
+func (a *overlay) init(db *storage.DB, write func(*storage.Batch, storage.WriteOptions) error, writes prometheus.Counter) {
 	a.db = db
+	a.write = write
 	a.writes = writes
 	a.batch = storage.NewBatch(4 << 10)
 }
@@ -173,7 +177,7 @@ func (a *overlay) flush() error {
 		a.reset()
 		return nil
 	}
-	if err := a.db.Write(a.batch, storage.WriteOptions{}); err != nil {
+	if err := a.write(a.batch, storage.WriteOptions{}); err != nil {
 		return err
 	}
 	a.writes.Inc()

@@ -33,7 +33,7 @@ func TestOverlayReadsItsOwnWrites(t *testing.T) {
 		engine[string(key(i))] = "engine"
 	}
 	var a overlay
-	a.init(db, prometheus.NewCounter(prometheus.CounterOpts{Name: "test_apply_writes"}))
+	a.init(db, db.Write, prometheus.NewCounter(prometheus.CounterOpts{Name: "test_apply_writes"}))
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round, n := range []int{3, 15, 17, 40, 300, 5, 600, 2} {
 		model := map[string]*string{} // nil: deleted in the overlay

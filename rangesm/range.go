@@ -46,7 +46,7 @@ func (f *Factory) New(rangeID uint64, host apply.Host) (apply.StateMachine, erro
 		host:    host,
 		rangeID: rangeID,
 	}
-	r.ov.init(f.cfg.Engine, host.Counters().Writes)
+	r.ov.init(f.cfg.Engine, host.WriteEngine, host.Counters().Writes)
 	if err := r.Restore(); err != nil {
 		return nil, err
 	}

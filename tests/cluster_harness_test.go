@@ -86,6 +86,14 @@ func newCluster(t testing.TB, n int, extra ...string) *testCluster {
 // (nil: plaintext).
 func newClusterWith(t testing.TB, n int, sec *clusterCreds, extra ...string) *testCluster {
 	t.Helper()
+	return newClusterPrepared(t, n, sec, nil, extra...)
+}
+
+// newClusterPrepared is newClusterWith calling prepare (if not nil) on
+// each node before its first start (e.g. to mount a file system on its
+// data directory).
+func newClusterPrepared(t testing.TB, n int, sec *clusterCreds, prepare func(*clusterNode), extra ...string) *testCluster {
+	t.Helper()
 	binaries(t) // build before starting any clock
 	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
 		// Automatic splits and placement stay off unless a test turns
@@ -96,6 +104,9 @@ func newClusterWith(t testing.TB, n int, sec *clusterCreds, extra ...string) *te
 	for id := uint64(1); id <= uint64(n); id++ {
 		cn := c.newNode(id)
 		members = append(members, fmt.Sprintf("%d=%s", id, cn.grpcAddr))
+		if prepare != nil {
+			prepare(cn)
+		}
 	}
 	c.initial = strings.Join(members, ",")
 	for id := uint64(1); id <= uint64(n); id++ {

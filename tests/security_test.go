@@ -66,7 +66,7 @@ func newSecurePKI(t *testing.T) *securePKI {
 	for _, d := range []string{p.dir, p.rogue} {
 		for _, args := range [][]string{
 			{"certs", "create-ca", "--certs-dir", d},
-			append([]string{"certs", "create-node", "--certs-dir", d}, hosts...),
+			append([]string{"certs", "create-node", "--certs-dir", d, "--node-id", "0"}, hosts...), // shared by every node
 			{"certs", "create-client", "--certs-dir", d, "--role", "admin", "root"},
 		} {
 			if out, errOut, code := ctl(t, nil, args...); code != 0 {
@@ -518,7 +518,7 @@ func TestSIGHUPReloadsCertificates(t *testing.T) {
 	before := serial()
 	// A new certificate of the same CA, as at a routine rotation.
 	next := filepath.Join(t.TempDir(), "next")
-	if _, errOut, code := ctl(t, nil, "certs", "create-node", "--certs-dir", p.dir, "--out", next, ip); code != 0 {
+	if _, errOut, code := ctl(t, nil, "certs", "create-node", "--certs-dir", p.dir, "--node-id", "0", "--out", next, ip); code != 0 {
 		t.Fatal(errOut)
 	}
 	copyFile(filepath.Join(next, certs.NodeCertFile), filepath.Join(nodeDir, certs.NodeCertFile))

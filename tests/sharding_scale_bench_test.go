@@ -79,6 +79,9 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	if auto {
 		flags = append(flags, "--disable-auto-split=false")
 	}
+	if os.Getenv("SHALE_SCALE_PPROF") != "" {
+		flags = append(flags, "--pprof") // profiles are off unless asked for
+	}
 	c := newCluster(b, 3, flags...)
 	cl := c.client()
 	for i := 1; i < presplit; i++ {

@@ -126,7 +126,7 @@ func (x ReplicaChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicaChange_Kind.Descriptor instead.
 func (ReplicaChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19, 0}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type StatusRequest struct {
@@ -613,6 +613,7 @@ type StatusResponse struct {
 	// members is this node's view of the cluster's nodes.
 	Members       []*NodeDescriptor `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
 	Cpu           *NodeCPU          `protobuf:"bytes,8,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Disk          *NodeDisk         `protobuf:"bytes,9,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +704,122 @@ func (x *StatusResponse) GetCpu() *NodeCPU {
 	return nil
 }
 
+func (x *StatusResponse) GetDisk() *NodeDisk {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+// NodeDisk is the space of a node's data directory (docs/operations.md,
+// "A full disk").
+type NodeDisk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// full: the node refuses writes (ResourceExhausted) until the disk has
+	// room again; reason says why.
+	Full   bool   `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// full_since_unix_nanos: when it became full (0 when not full).
+	FullSinceUnixNanos int64 `protobuf:"varint,3,opt,name=full_since_unix_nanos,json=fullSinceUnixNanos,proto3" json:"full_since_unix_nanos,omitempty"`
+	// The data directory's file system, as last read.
+	AvailableBytes uint64 `protobuf:"varint,4,opt,name=available_bytes,json=availableBytes,proto3" json:"available_bytes,omitempty"`
+	TotalBytes     uint64 `protobuf:"varint,5,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	// reserve_bytes: writes are refused below this much available space;
+	// reserve_file_bytes: what the reserve file holds now (0 once released
+	// to let writes in flight finish). Both 0: no reserve (--disk-reserve 0).
+	ReserveBytes     uint64 `protobuf:"varint,6,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
+	ReserveFileBytes uint64 `protobuf:"varint,7,opt,name=reserve_file_bytes,json=reserveFileBytes,proto3" json:"reserve_file_bytes,omitempty"`
+	DataDir          string `protobuf:"bytes,8,opt,name=data_dir,json=dataDir,proto3" json:"data_dir,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeDisk) Reset() {
+	*x = NodeDisk{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDisk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDisk) ProtoMessage() {}
+
+func (x *NodeDisk) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDisk.ProtoReflect.Descriptor instead.
+func (*NodeDisk) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NodeDisk) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *NodeDisk) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeDisk) GetFullSinceUnixNanos() int64 {
+	if x != nil {
+		return x.FullSinceUnixNanos
+	}
+	return 0
+}
+
+func (x *NodeDisk) GetAvailableBytes() uint64 {
+	if x != nil {
+		return x.AvailableBytes
+	}
+	return 0
+}
+
+func (x *NodeDisk) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *NodeDisk) GetReserveBytes() uint64 {
+	if x != nil {
+		return x.ReserveBytes
+	}
+	return 0
+}
+
+func (x *NodeDisk) GetReserveFileBytes() uint64 {
+	if x != nil {
+		return x.ReserveFileBytes
+	}
+	return 0
+}
+
+func (x *NodeDisk) GetDataDir() string {
+	if x != nil {
+		return x.DataDir
+	}
+	return ""
+}
+
 type RangeLookupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -716,7 +833,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +845,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +858,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -779,7 +896,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +908,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +921,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RangeLookupResponse) GetRanges() []*RangeDescriptor {
@@ -836,7 +953,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +965,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +978,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type RangesResponse struct {
@@ -873,7 +990,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1002,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1015,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RangesResponse) GetRanges() []*RangeStatus {
@@ -925,7 +1042,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1054,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1067,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeStatus) GetNode() *NodeDescriptor {
@@ -1017,7 +1134,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1146,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1159,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type NodesResponse struct {
@@ -1054,7 +1171,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1183,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1196,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodesResponse) GetNodes() []*NodeStatus {
@@ -1098,7 +1215,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1227,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1240,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -1143,7 +1260,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1272,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1285,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1194,7 +1311,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1323,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1336,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MergeRequest) GetKey() []byte {
@@ -1238,7 +1355,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1367,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1380,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MergeResponse) GetMerged() *RangeDescriptor {
@@ -1283,7 +1400,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1412,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1425,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -1333,7 +1450,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1462,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1475,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type ReplicaChange struct {
@@ -1371,7 +1488,7 @@ type ReplicaChange struct {
 
 func (x *ReplicaChange) Reset() {
 	*x = ReplicaChange{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1500,7 @@ func (x *ReplicaChange) String() string {
 func (*ReplicaChange) ProtoMessage() {}
 
 func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1513,7 @@ func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaChange.ProtoReflect.Descriptor instead.
 func (*ReplicaChange) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplicaChange) GetKind() ReplicaChange_Kind {
@@ -1423,7 +1540,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1552,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1565,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -1474,7 +1591,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1603,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1616,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChangeReplicasResponse) GetDescriptor_() *RangeDescriptor {
@@ -1518,7 +1635,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1647,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1660,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AddNodeRequest) GetNode() *NodeDescriptor {
@@ -1563,7 +1680,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1692,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1705,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddNodeResponse) GetNodeId() uint64 {
@@ -1615,7 +1732,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1744,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1757,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1665,7 +1782,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1794,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1807,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type DecommissionRequest struct {
@@ -1704,7 +1821,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1833,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1846,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -1755,7 +1872,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1884,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1897,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DecommissionResponse) GetRemainingReplicas() uint64 {
@@ -1800,7 +1917,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1929,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1942,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactRequest) GetStartKey() []byte {
@@ -1850,7 +1967,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1979,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1992,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type UpdateMetaRequest struct {
@@ -1888,7 +2005,7 @@ type UpdateMetaRequest struct {
 
 func (x *UpdateMetaRequest) Reset() {
 	*x = UpdateMetaRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2017,7 @@ func (x *UpdateMetaRequest) String() string {
 func (*UpdateMetaRequest) ProtoMessage() {}
 
 func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2030,7 @@ func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMetaRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateMetaRequest) GetDescriptors() []*RangeDescriptor {
@@ -1940,7 +2057,7 @@ type UpdateMetaResponse struct {
 
 func (x *UpdateMetaResponse) Reset() {
 	*x = UpdateMetaResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[31]
+	mi := &file_api_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2069,7 @@ func (x *UpdateMetaResponse) String() string {
 func (*UpdateMetaResponse) ProtoMessage() {}
 
 func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[31]
+	mi := &file_api_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2082,7 @@ func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMetaResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateMetaResponse) GetRangeId() uint64 {
@@ -2028,7 +2145,7 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\thost_busy\x18\x02 \x01(\x01R\bhostBusy\x12#\n" +
 	"\rprocess_cores\x18\x03 \x01(\x01R\fprocessCores\x12\x1b\n" +
 	"\thost_cpus\x18\x04 \x01(\rR\bhostCpus\x12%\n" +
-	"\x0ewindow_seconds\x18\x05 \x01(\x01R\rwindowSeconds\"\xeb\x02\n" +
+	"\x0ewindow_seconds\x18\x05 \x01(\x01R\rwindowSeconds\"\x96\x03\n" +
 	"\x0eStatusResponse\x12/\n" +
 	"\x04node\x18\x01 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x04node\x12\x1d\n" +
 	"\n" +
@@ -2038,7 +2155,18 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x06ranges\x18\x05 \x03(\v2\x18.shale.kv.v1.RangeStatusR\x06ranges\x120\n" +
 	"\x06engine\x18\x06 \x01(\v2\x18.shale.kv.v1.EngineStatsR\x06engine\x125\n" +
 	"\amembers\x18\a \x03(\v2\x1b.shale.kv.v1.NodeDescriptorR\amembers\x12&\n" +
-	"\x03cpu\x18\b \x01(\v2\x14.shale.kv.v1.NodeCPUR\x03cpu\"X\n" +
+	"\x03cpu\x18\b \x01(\v2\x14.shale.kv.v1.NodeCPUR\x03cpu\x12)\n" +
+	"\x04disk\x18\t \x01(\v2\x15.shale.kv.v1.NodeDiskR\x04disk\"\xa1\x02\n" +
+	"\bNodeDisk\x12\x12\n" +
+	"\x04full\x18\x01 \x01(\bR\x04full\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x121\n" +
+	"\x15full_since_unix_nanos\x18\x03 \x01(\x03R\x12fullSinceUnixNanos\x12'\n" +
+	"\x0favailable_bytes\x18\x04 \x01(\x04R\x0eavailableBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x05 \x01(\x04R\n" +
+	"totalBytes\x12#\n" +
+	"\rreserve_bytes\x18\x06 \x01(\x04R\freserveBytes\x12,\n" +
+	"\x12reserve_file_bytes\x18\a \x01(\x04R\x10reserveFileBytes\x12\x19\n" +
+	"\bdata_dir\x18\b \x01(\tR\adataDir\"X\n" +
 	"\x12RangeLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
 	"\bprefetch\x18\x02 \x01(\rR\bprefetch\x12\x14\n" +
@@ -2151,7 +2279,7 @@ func file_api_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_api_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: shale.kv.v1.NodeState
 	(ReplicaChange_Kind)(0),        // 1: shale.kv.v1.ReplicaChange.Kind
@@ -2161,91 +2289,93 @@ var file_api_kvpb_admin_proto_goTypes = []any{
 	(*EngineStats)(nil),            // 5: shale.kv.v1.EngineStats
 	(*NodeCPU)(nil),                // 6: shale.kv.v1.NodeCPU
 	(*StatusResponse)(nil),         // 7: shale.kv.v1.StatusResponse
-	(*RangeLookupRequest)(nil),     // 8: shale.kv.v1.RangeLookupRequest
-	(*RangeLookupResponse)(nil),    // 9: shale.kv.v1.RangeLookupResponse
-	(*RangesRequest)(nil),          // 10: shale.kv.v1.RangesRequest
-	(*RangesResponse)(nil),         // 11: shale.kv.v1.RangesResponse
-	(*NodeStatus)(nil),             // 12: shale.kv.v1.NodeStatus
-	(*NodesRequest)(nil),           // 13: shale.kv.v1.NodesRequest
-	(*NodesResponse)(nil),          // 14: shale.kv.v1.NodesResponse
-	(*SplitRequest)(nil),           // 15: shale.kv.v1.SplitRequest
-	(*SplitResponse)(nil),          // 16: shale.kv.v1.SplitResponse
-	(*MergeRequest)(nil),           // 17: shale.kv.v1.MergeRequest
-	(*MergeResponse)(nil),          // 18: shale.kv.v1.MergeResponse
-	(*TransferLeaderRequest)(nil),  // 19: shale.kv.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 20: shale.kv.v1.TransferLeaderResponse
-	(*ReplicaChange)(nil),          // 21: shale.kv.v1.ReplicaChange
-	(*ChangeReplicasRequest)(nil),  // 22: shale.kv.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 23: shale.kv.v1.ChangeReplicasResponse
-	(*AddNodeRequest)(nil),         // 24: shale.kv.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),        // 25: shale.kv.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),      // 26: shale.kv.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),     // 27: shale.kv.v1.RemoveNodeResponse
-	(*DecommissionRequest)(nil),    // 28: shale.kv.v1.DecommissionRequest
-	(*DecommissionResponse)(nil),   // 29: shale.kv.v1.DecommissionResponse
-	(*CompactRequest)(nil),         // 30: shale.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 31: shale.kv.v1.CompactResponse
-	(*UpdateMetaRequest)(nil),      // 32: shale.kv.v1.UpdateMetaRequest
-	(*UpdateMetaResponse)(nil),     // 33: shale.kv.v1.UpdateMetaResponse
-	(*RangeDescriptor)(nil),        // 34: shale.kv.v1.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 35: shale.kv.v1.NodeDescriptor
+	(*NodeDisk)(nil),               // 8: shale.kv.v1.NodeDisk
+	(*RangeLookupRequest)(nil),     // 9: shale.kv.v1.RangeLookupRequest
+	(*RangeLookupResponse)(nil),    // 10: shale.kv.v1.RangeLookupResponse
+	(*RangesRequest)(nil),          // 11: shale.kv.v1.RangesRequest
+	(*RangesResponse)(nil),         // 12: shale.kv.v1.RangesResponse
+	(*NodeStatus)(nil),             // 13: shale.kv.v1.NodeStatus
+	(*NodesRequest)(nil),           // 14: shale.kv.v1.NodesRequest
+	(*NodesResponse)(nil),          // 15: shale.kv.v1.NodesResponse
+	(*SplitRequest)(nil),           // 16: shale.kv.v1.SplitRequest
+	(*SplitResponse)(nil),          // 17: shale.kv.v1.SplitResponse
+	(*MergeRequest)(nil),           // 18: shale.kv.v1.MergeRequest
+	(*MergeResponse)(nil),          // 19: shale.kv.v1.MergeResponse
+	(*TransferLeaderRequest)(nil),  // 20: shale.kv.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 21: shale.kv.v1.TransferLeaderResponse
+	(*ReplicaChange)(nil),          // 22: shale.kv.v1.ReplicaChange
+	(*ChangeReplicasRequest)(nil),  // 23: shale.kv.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 24: shale.kv.v1.ChangeReplicasResponse
+	(*AddNodeRequest)(nil),         // 25: shale.kv.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),        // 26: shale.kv.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),      // 27: shale.kv.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 28: shale.kv.v1.RemoveNodeResponse
+	(*DecommissionRequest)(nil),    // 29: shale.kv.v1.DecommissionRequest
+	(*DecommissionResponse)(nil),   // 30: shale.kv.v1.DecommissionResponse
+	(*CompactRequest)(nil),         // 31: shale.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 32: shale.kv.v1.CompactResponse
+	(*UpdateMetaRequest)(nil),      // 33: shale.kv.v1.UpdateMetaRequest
+	(*UpdateMetaResponse)(nil),     // 34: shale.kv.v1.UpdateMetaResponse
+	(*RangeDescriptor)(nil),        // 35: shale.kv.v1.RangeDescriptor
+	(*NodeDescriptor)(nil),         // 36: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	34, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	35, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
-	35, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
+	36, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 3: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
 	5,  // 4: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
-	35, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	36, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
 	6,  // 6: shale.kv.v1.StatusResponse.cpu:type_name -> shale.kv.v1.NodeCPU
-	34, // 7: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	35, // 8: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	35, // 9: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
-	4,  // 10: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	35, // 11: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
-	0,  // 12: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
-	6,  // 13: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
-	12, // 14: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
-	34, // 15: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
-	34, // 16: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
-	34, // 17: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
-	1,  // 18: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
-	21, // 19: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	34, // 20: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	35, // 21: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
-	35, // 22: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	34, // 23: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
-	2,  // 24: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
-	8,  // 25: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
-	10, // 26: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
-	13, // 27: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
-	15, // 28: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
-	17, // 29: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
-	19, // 30: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
-	22, // 31: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
-	24, // 32: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
-	26, // 33: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
-	28, // 34: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
-	30, // 35: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
-	32, // 36: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
-	7,  // 37: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
-	9,  // 38: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
-	11, // 39: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
-	14, // 40: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
-	16, // 41: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
-	18, // 42: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
-	20, // 43: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
-	23, // 44: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
-	25, // 45: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
-	27, // 46: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
-	29, // 47: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
-	31, // 48: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
-	33, // 49: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	8,  // 7: shale.kv.v1.StatusResponse.disk:type_name -> shale.kv.v1.NodeDisk
+	35, // 8: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	36, // 9: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	36, // 10: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
+	4,  // 11: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
+	36, // 12: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
+	0,  // 13: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
+	6,  // 14: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
+	13, // 15: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
+	35, // 16: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
+	35, // 17: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
+	35, // 18: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
+	1,  // 19: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
+	22, // 20: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
+	35, // 21: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	36, // 22: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
+	36, // 23: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	35, // 24: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
+	2,  // 25: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
+	9,  // 26: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
+	11, // 27: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
+	14, // 28: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
+	16, // 29: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
+	18, // 30: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
+	20, // 31: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
+	23, // 32: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
+	25, // 33: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
+	27, // 34: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
+	29, // 35: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
+	31, // 36: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
+	33, // 37: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
+	7,  // 38: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
+	10, // 39: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
+	12, // 40: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
+	15, // 41: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
+	17, // 42: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
+	19, // 43: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
+	21, // 44: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
+	24, // 45: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
+	26, // 46: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
+	28, // 47: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
+	30, // 48: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
+	32, // 49: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
+	34, // 50: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_admin_proto_init() }
@@ -2260,7 +2390,7 @@ func file_api_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_admin_proto_rawDesc), len(file_api_kvpb_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

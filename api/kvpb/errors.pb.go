@@ -47,7 +47,12 @@ type NotLeader struct {
 	// leader is unset (node_id 0) when no leader is known.
 	Leader *NodeDescriptor `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
 	// range is the node's current descriptor of the range, if it has one.
-	Range         *RangeDescriptor `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	Range *RangeDescriptor `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	// leader_term is the Raft term in which leader leads, as the answering
+	// node knows it (0 when unknown). A client keeps the hint with the
+	// higher term: an answer that was slow to come back never replaces a
+	// newer leader it has learnt meanwhile.
+	LeaderTerm    uint64 `protobuf:"varint,4,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +106,13 @@ func (x *NotLeader) GetRange() *RangeDescriptor {
 		return x.Range
 	}
 	return nil
+}
+
+func (x *NotLeader) GetLeaderTerm() uint64 {
+	if x != nil {
+		return x.LeaderTerm
+	}
+	return 0
 }
 
 // RangeKeyMismatch: the request's keys are not (all) in the range it named,
@@ -318,15 +330,86 @@ func (x *LimitExceeded) GetActual() uint64 {
 	return 0
 }
 
+// NoQuorum: the range has no leader and cannot elect one, or its leader
+// cannot reach a quorum of its voters (code Unavailable). The request was
+// NOT applied: it was refused before it was proposed. The node answers so
+// after at most about two election timeouts instead of letting the
+// request wait out its deadline; a client reports it at once rather than
+// retrying until its deadline.
+type NoQuorum struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// voters is the number of voting replicas the range has.
+	Voters uint32 `protobuf:"varint,2,opt,name=voters,proto3" json:"voters,omitempty"`
+	// unreachable_nodes are the nodes of voters the answering node has not
+	// heard from within an election timeout.
+	UnreachableNodes []uint64 `protobuf:"varint,3,rep,packed,name=unreachable_nodes,json=unreachableNodes,proto3" json:"unreachable_nodes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NoQuorum) Reset() {
+	*x = NoQuorum{}
+	mi := &file_api_kvpb_errors_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoQuorum) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoQuorum) ProtoMessage() {}
+
+func (x *NoQuorum) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_errors_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoQuorum.ProtoReflect.Descriptor instead.
+func (*NoQuorum) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_errors_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NoQuorum) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *NoQuorum) GetVoters() uint32 {
+	if x != nil {
+		return x.Voters
+	}
+	return 0
+}
+
+func (x *NoQuorum) GetUnreachableNodes() []uint64 {
+	if x != nil {
+		return x.UnreachableNodes
+	}
+	return nil
+}
+
 var File_api_kvpb_errors_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15api/kvpb/errors.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\"\x8f\x01\n" +
+	"\x15api/kvpb/errors.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\"\xb0\x01\n" +
 	"\tNotLeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x123\n" +
 	"\x06leader\x18\x02 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x06leader\x122\n" +
-	"\x05range\x18\x03 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\x05range\"\xad\x01\n" +
+	"\x05range\x18\x03 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\x05range\x12\x1f\n" +
+	"\vleader_term\x18\x04 \x01(\x04R\n" +
+	"leaderTerm\"\xad\x01\n" +
 	"\x10RangeKeyMismatch\x12,\n" +
 	"\x12requested_range_id\x18\x01 \x01(\x04R\x10requestedRangeId\x124\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\x06ranges\x125\n" +
@@ -338,7 +421,11 @@ const file_api_kvpb_errors_proto_rawDesc = "" +
 	"\rLimitExceeded\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x04R\x03max\x12\x16\n" +
-	"\x06actual\x18\x03 \x01(\x04R\x06actualB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\x06actual\x18\x03 \x01(\x04R\x06actual\"j\n" +
+	"\bNoQuorum\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
+	"\x06voters\x18\x02 \x01(\rR\x06voters\x12+\n" +
+	"\x11unreachable_nodes\x18\x03 \x03(\x04R\x10unreachableNodesB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_errors_proto_rawDescOnce sync.Once
@@ -352,21 +439,22 @@ func file_api_kvpb_errors_proto_rawDescGZIP() []byte {
 	return file_api_kvpb_errors_proto_rawDescData
 }
 
-var file_api_kvpb_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_api_kvpb_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_api_kvpb_errors_proto_goTypes = []any{
 	(*NotLeader)(nil),        // 0: shale.kv.v1.NotLeader
 	(*RangeKeyMismatch)(nil), // 1: shale.kv.v1.RangeKeyMismatch
 	(*RangeNotFound)(nil),    // 2: shale.kv.v1.RangeNotFound
 	(*AmbiguousResult)(nil),  // 3: shale.kv.v1.AmbiguousResult
 	(*LimitExceeded)(nil),    // 4: shale.kv.v1.LimitExceeded
-	(*NodeDescriptor)(nil),   // 5: shale.kv.v1.NodeDescriptor
-	(*RangeDescriptor)(nil),  // 6: shale.kv.v1.RangeDescriptor
+	(*NoQuorum)(nil),         // 5: shale.kv.v1.NoQuorum
+	(*NodeDescriptor)(nil),   // 6: shale.kv.v1.NodeDescriptor
+	(*RangeDescriptor)(nil),  // 7: shale.kv.v1.RangeDescriptor
 }
 var file_api_kvpb_errors_proto_depIdxs = []int32{
-	5, // 0: shale.kv.v1.NotLeader.leader:type_name -> shale.kv.v1.NodeDescriptor
-	6, // 1: shale.kv.v1.NotLeader.range:type_name -> shale.kv.v1.RangeDescriptor
-	6, // 2: shale.kv.v1.RangeKeyMismatch.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	5, // 3: shale.kv.v1.RangeKeyMismatch.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	6, // 0: shale.kv.v1.NotLeader.leader:type_name -> shale.kv.v1.NodeDescriptor
+	7, // 1: shale.kv.v1.NotLeader.range:type_name -> shale.kv.v1.RangeDescriptor
+	7, // 2: shale.kv.v1.RangeKeyMismatch.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	6, // 3: shale.kv.v1.RangeKeyMismatch.leaders:type_name -> shale.kv.v1.NodeDescriptor
 	4, // [4:4] is the sub-list for method output_type
 	4, // [4:4] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
@@ -386,7 +474,7 @@ func file_api_kvpb_errors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_errors_proto_rawDesc), len(file_api_kvpb_errors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -94,8 +94,14 @@ type NodeDescriptor struct {
 	// placement moves its replicas and leaders away and never adds any.
 	// Once set, a later registration of the node keeps it.
 	Decommissioning bool `protobuf:"varint,4,opt,name=decommissioning,proto3" json:"decommissioning,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// started: the node has served with its data directory at least once
+	// (its own registration sets it, node/identity.go). A node whose entry
+	// says started may never bootstrap again from an empty data directory:
+	// the votes and log entries it acknowledged were lost with the old one.
+	// Once set, a later registration of the node keeps it.
+	Started       bool `protobuf:"varint,5,opt,name=started,proto3" json:"started,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeDescriptor) Reset() {
@@ -152,6 +158,13 @@ func (x *NodeDescriptor) GetHttpAddress() string {
 func (x *NodeDescriptor) GetDecommissioning() bool {
 	if x != nil {
 		return x.Decommissioning
+	}
+	return false
+}
+
+func (x *NodeDescriptor) GetStarted() bool {
+	if x != nil {
+		return x.Started
 	}
 	return false
 }
@@ -314,12 +327,13 @@ var File_api_kvpb_meta_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x13api/kvpb/meta.proto\x12\vshale.kv.v1\"\x90\x01\n" +
+	"\x13api/kvpb/meta.proto\x12\vshale.kv.v1\"\xaa\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12!\n" +
 	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12(\n" +
-	"\x0fdecommissioning\x18\x04 \x01(\bR\x0fdecommissioning\"y\n" +
+	"\x0fdecommissioning\x18\x04 \x01(\bR\x0fdecommissioning\x12\x18\n" +
+	"\astarted\x18\x05 \x01(\bR\astarted\"y\n" +
 	"\x11ReplicaDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +

@@ -108,6 +108,7 @@ func run(args []string) error {
 	cfg := node.Config{
 		NodeID:            s.nodeID,
 		DataDir:           s.dataDir,
+		DiskReserveBytes:  s.diskReserve,
 		AdvertiseAddr:     adv,
 		AdvertiseHTTPAddr: advHTTP,
 		InitialCluster:    members,

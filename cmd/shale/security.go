@@ -16,6 +16,7 @@ import (
 type securityFlags struct {
 	tls       node.TLSFiles
 	tokenFile string
+	http      node.HTTPOptions
 	limits    node.Limits
 	conn      node.ConnLimits
 	streams   *uint
@@ -26,6 +27,8 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tls.CertFile, "tls-cert", "", "this node's certificate (shalectl certs create-node)")
 	fs.StringVar(&s.tls.KeyFile, "tls-key", "", "this node's private key")
 	fs.StringVar(&s.tokenFile, "token-file", "", "bearer tokens clients may use: lines of <role> <token> [<name>] (needs TLS)")
+	fs.BoolVar(&s.http.TLS, "http-tls", false, "serve --http (/healthz, /metrics, pprof) over HTTPS with the node's certificate (needs TLS)")
+	fs.BoolVar(&s.http.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on --http (off: 404)")
 
 	s.limits = node.DefaultLimits()
 	fs.IntVar(&s.limits.MaxKeySize, "max-key-size", s.limits.MaxKeySize, "largest key in bytes")
@@ -48,6 +51,7 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 func (s *securityFlags) apply(cfg *node.Config) {
 	s.conn.MaxConcurrentStreams = uint32(min(*s.streams, 1<<31))
 	cfg.Security = node.SecurityConfig{TLS: s.tls, TokenFile: s.tokenFile}
+	cfg.HTTP = s.http
 	cfg.Limits = s.limits
 	cfg.Conn = s.conn
 }

@@ -26,6 +26,7 @@ type settings struct {
 	join            string
 	clusterID       string
 	dataDir         string
+	diskReserve     int64
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
@@ -45,13 +46,14 @@ func (s *settings) define(fs *flag.FlagSet) {
 
 	fs.Uint64Var(&s.nodeID, "node-id", 0, "this node's ID; 0: the data directory's, else found in --initial-cluster by --advertise, assigned when joining, or 1 alone")
 	fs.StringVar(&s.listen, "listen", "127.0.0.1:7379", "gRPC listen address (KV and Admin services)")
-	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:7380", "HTTP listen address (/healthz, /metrics, /debug/pprof)")
+	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:7380", "HTTP listen address (/healthz, /metrics, /debug/pprof with --pprof); bind it to a private address or use --http-tls")
 	fs.StringVar(&s.advertise, "advertise", "", "gRPC address other nodes and clients reach this node at (default: --listen)")
 	fs.StringVar(&s.advertiseHTTP, "advertise-http", "", "HTTP address others reach this node at (default: --http)")
 	fs.StringVar(&s.initialCluster, "initial-cluster", "", "bootstrap a new cluster of these members on the first start: id=host:port,... (the same on every initial node)")
 	fs.StringVar(&s.join, "join", "", "join an existing cluster through these member addresses on the first start: host:port,...")
-	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's ID (default: derived from --initial-cluster); refuses a data directory or cluster of another ID")
+	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's ID (default: random, made by the initial member with the lowest ID and learnt by the others); refuses a data directory or cluster of another ID")
 	fs.StringVar(&s.dataDir, "data-dir", "data/node1", "directory for the node's data")
+	fs.Int64Var(&s.diskReserve, "disk-reserve", node.DefaultDiskReserve, "bytes of disk kept free: below this much available space the node refuses writes, and a reserve file this large gives writes in flight room on a disk that filled anyway; negative: no reserve")
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for running requests")

@@ -52,24 +52,39 @@ func newCertsCmd() *cobra.Command {
 	createCA.Flags().String("name", "Shale cluster CA", "the CA's common name")
 
 	var nodeOut string
+	var nodeID uint64
 	createNode := &cobra.Command{
-		Use:   "create-node HOST...",
-		Short: "Create a node certificate for the host names and IP addresses it is reached at",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "create-node HOST... --node-id N",
+		Short: "Create a node certificate, bound to a node ID, for the host names and IP addresses it is reached at",
+		Long: `create-node makes the certificate of node --node-id N for the host names
+and IP addresses it is reached at. The certificate names the node ID
+(a URI SAN shale://node/N): its holder can act as no other node, and a
+node refuses to run as another ID with it. --node-id 0 makes an unbound
+certificate that any node may use, and whose theft lets the thief act as
+any node: only for migrating an existing cluster (docs/security.md).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, hosts []string) error {
+			if !cmd.Flags().Changed("node-id") {
+				return errors.New("--node-id is required (0 for an unbound certificate: see docs/security.md)")
+			}
 			out := nodeOut
 			if out == "" {
 				out = certsDir
 			}
-			if err := certs.CreateNode(certsDir, out, hosts, validity); err != nil {
+			if err := certs.CreateNode(certsDir, out, hosts, nodeID, validity); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s for %v\n",
-				filepath.Join(out, certs.NodeCertFile), filepath.Join(out, certs.NodeKeyFile), hosts)
+			bound := fmt.Sprintf("node %d", nodeID)
+			if nodeID == 0 {
+				bound = "no node ID (unbound)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s for %v, bound to %s\n",
+				filepath.Join(out, certs.NodeCertFile), filepath.Join(out, certs.NodeKeyFile), hosts, bound)
 			return nil
 		},
 	}
 	createNode.Flags().StringVar(&nodeOut, "out", "", "directory to write node.crt and node.key to (default: --certs-dir)")
+	createNode.Flags().Uint64Var(&nodeID, "node-id", 0, "the node ID the certificate is bound to (required; 0: unbound)")
 
 	var clientOut, role string
 	createClient := &cobra.Command{
@@ -135,6 +150,7 @@ func newCertsCmd() *cobra.Command {
 func newCreateClusterCmd(certsDir *string, validity *time.Duration) *cobra.Command {
 	var extraHosts []string
 	var admin string
+	var bindIDs bool
 	cmd := &cobra.Command{
 		Use:   "create-cluster NAME[=HOST,...]...",
 		Short: "Create, where missing, the CA, a node certificate per NAME (in --certs-dir/NAME) and an admin client",
@@ -142,8 +158,9 @@ func newCreateClusterCmd(certsDir *string, validity *time.Duration) *cobra.Comma
 --certs-dir; for every NAME a node certificate in --certs-dir/NAME, naming
 NAME, the HOSTs given after it and --extra-hosts, beside a copy of ca.crt;
 and the client certificate of --admin with the admin role. It is safe to
-run again. For a production cluster make the certificates one by one and
-keep ca.key off the nodes (docs/security.md).`,
+run again. With --bind-node-ids the i-th NAME's certificate is bound to
+node ID i (1, 2, ...). For a production cluster make the certificates one
+by one and keep ca.key off the nodes (docs/security.md).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -158,7 +175,7 @@ keep ca.key off the nodes (docs/security.md).`,
 			if err != nil {
 				return err
 			}
-			for _, arg := range args {
+			for i, arg := range args {
 				name, hostList, _ := strings.Cut(arg, "=")
 				if name == "" || strings.ContainsAny(name, `/\`) {
 					return fmt.Errorf("node %q: want NAME[=HOST,...]", arg)
@@ -167,7 +184,11 @@ keep ca.key off the nodes (docs/security.md).`,
 				if !exists(filepath.Join(nodeDir, certs.NodeCertFile)) {
 					hosts := append([]string{name}, strings.Split(hostList, ",")...)
 					hosts = append(hosts, extraHosts...)
-					if err := certs.CreateNode(dir, nodeDir, hosts, *validity); err != nil {
+					var id uint64
+					if bindIDs {
+						id = uint64(i + 1)
+					}
+					if err := certs.CreateNode(dir, nodeDir, hosts, id, *validity); err != nil {
 						return err
 					}
 					fmt.Fprintf(out, "created the certificate of node %s in %s\n", name, nodeDir)
@@ -189,6 +210,7 @@ keep ca.key off the nodes (docs/security.md).`,
 	}
 	cmd.Flags().StringSliceVar(&extraHosts, "extra-hosts", nil, "host names and IPs every node certificate names besides its own (e.g. localhost,127.0.0.1)")
 	cmd.Flags().StringVar(&admin, "admin", "root", "name of the admin client certificate to create (empty: none)")
+	cmd.Flags().BoolVar(&bindIDs, "bind-node-ids", false, "bind the i-th NAME's certificate to node ID i")
 	return cmd
 }
 

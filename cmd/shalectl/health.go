@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/shaledb/shale/client"
 	"github.com/spf13/cobra"
 )
 
@@ -37,12 +39,26 @@ func newHealthCmd(g *globals) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
+			// host:port is plaintext; https://host:port a node serving
+			// --http-tls, checked against --tls-ca.
+			hc := http.DefaultClient
 			url := "http://" + httpAddr + "/healthz"
+			if addr, ok := strings.CutPrefix(httpAddr, "https://"); ok {
+				if g.security.ca == "" {
+					return errors.New("--http https://...: give the cluster CA with --tls-ca to check the node")
+				}
+				cfg, err := client.LoadTLSConfig(g.security.ca, "", "")
+				if err != nil {
+					return err
+				}
+				hc = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+				url = "https://" + addr + "/healthz"
+			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
 				return fmt.Errorf("--http %q: %w", httpAddr, err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := hc.Do(req)
 			if err != nil {
 				return fmt.Errorf("GET %s: %w", url, err)
 			}
@@ -63,6 +79,6 @@ func newHealthCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&httpAddr, "http", "", "check this HTTP address's /healthz (host:port) instead of the gRPC endpoints")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "check this HTTP address's /healthz (host:port, or https://host:port with --tls-ca for a node with --http-tls) instead of the gRPC endpoints")
 	return cmd
 }

@@ -115,17 +115,29 @@ func (g *globals) printCluster(ctx context.Context, out io.Writer, c *client.Cli
 	w.Flush()
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tADDRESS\tHTTP\tSTATE\tREPLICAS\tLEADERS\tLAST SEEN")
+	fmt.Fprintln(w, "NODE\tADDRESS\tHTTP\tSTATE\tREPLICAS\tLEADERS\tDISK\tLAST SEEN")
+	var full []string
 	for _, ns := range nodes.GetNodes() {
 		n := ns.GetNode()
 		seen := "-"
 		if t := ns.GetLastHeartbeatUnixNanos(); t != 0 {
 			seen = time.Since(time.Unix(0, t)).Round(time.Millisecond).String() + " ago"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", n.GetNodeId(), n.GetAddress(), n.GetHttpAddress(),
-			nodeState(ns.GetState()), ns.GetReplicas(), ns.GetLeaders(), seen)
+		disk := "?"
+		if st := statuses[n.GetNodeId()]; st != nil {
+			disk = diskSummary(st.GetDisk())
+			if st.GetDisk().GetFull() {
+				full = append(full, fmt.Sprintf("node %d: disk full (%s) in %s: writes to the ranges it leads are refused until space returns",
+					n.GetNodeId(), st.GetDisk().GetReason(), st.GetDisk().GetDataDir()))
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.GetNodeId(), n.GetAddress(), n.GetHttpAddress(),
+			nodeState(ns.GetState()), ns.GetReplicas(), ns.GetLeaders(), disk, seen)
 	}
 	w.Flush()
+	for _, f := range full {
+		fmt.Fprintln(out, "WARNING: "+f)
+	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS (node:state:applied index)")
@@ -212,6 +224,13 @@ func (g *globals) printStatus(out interface{ Write([]byte) (int, error) }, st *k
 		members = append(members, fmt.Sprintf("%d@%s", m.GetNodeId(), m.GetAddress()))
 	}
 	fmt.Fprintf(w, "members\t%s\n", strings.Join(members, " "))
+	if d := st.GetDisk(); d != nil {
+		fmt.Fprintf(w, "disk\t%s in %s\n", diskSummary(d), d.GetDataDir())
+		if d.GetFull() {
+			fmt.Fprintf(w, "\tFULL since %s: %s; writes are refused until space returns\n",
+				time.Unix(0, d.GetFullSinceUnixNanos()).Format(time.RFC3339), d.GetReason())
+		}
+	}
 	for _, r := range st.GetRanges() {
 		d := r.GetDescriptor_()
 		rf := r.GetRaft()
@@ -236,3 +255,18 @@ func (g *globals) printStatus(out interface{ Write([]byte) (int, error) }, st *k
 		}
 	}
 }
+
+// diskSummary is a node's disk in a few words: "FULL", or the space
+// available, with the reserve.
+func diskSummary(d *kvpb.NodeDisk) string {
+	if d == nil || d.GetTotalBytes() == 0 {
+		return "-"
+	}
+	state := "ok"
+	if d.GetFull() {
+		state = "FULL"
+	}
+	return fmt.Sprintf("%s %s free of %s (reserve %s)", state, mib(d.GetAvailableBytes()), mib(d.GetTotalBytes()), mib(d.GetReserveBytes()))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20)) }

@@ -85,9 +85,10 @@ bool Compaction::IsTrivialMove() const {
   if (inputs_[0].empty() || !inputs_[1].empty() || has_deep_range_) {
     return false;
   }
-  // L0 files may overlap each other: only one moves at a time. Files of a
-  // deeper level are disjoint, so several move together.
-  if (level_ == 0 && inputs_[0].size() != 1) return false;
+  // L0 files may overlap each other: only one moves at a time, or several
+  // that the picker found disjoint. Files of a deeper level are disjoint,
+  // so several move together.
+  if (level_ == 0 && inputs_[0].size() != 1 && !l0_disjoint_) return false;
   uint64_t overlap = 0;
   for (const FileMetaData* f : cutters_[0].grandparents) {
     overlap += f->file_size;
@@ -446,8 +447,8 @@ Compaction* CompactionPicker::Pick(Version* v,
   for (int i = 0; i < levels; i++) {
     const int level = order[i];
     if (scores[level] < 1) break;
-    if (level == 0) continue;
-    Compaction* c = PickTrivialMove(v, level, running);
+    Compaction* c = level == 0 ? PickL0TrivialMove(v, running)
+                               : PickTrivialMove(v, level, running);
     if (c != nullptr) return c;
   }
   // An L0 compaction that will take L1 over its target rewrites there L1
@@ -485,6 +486,51 @@ Compaction* CompactionPicker::Pick(Version* v,
     Compaction* c = PickLevelCompaction(v, level, running);
     if (c != nullptr) return c;
   }
+  return nullptr;
+}
+
+Compaction* CompactionPicker::PickL0TrivialMove(
+    Version* v, const std::vector<Compaction*>& running) const {
+  const std::vector<FileMetaData*>& l0 = v->files(0);
+  if (l0.empty() || AnyBeingCompacted(l0)) return nullptr;
+  for (const Compaction* r : running) {
+    if (r->level() == 0) return nullptr;
+  }
+  auto disjoint = [&](const FileMetaData* a, const FileMetaData* b) {
+    return icmp_->CompareUserKeys(a->largest.user_key(),
+                                  b->smallest.user_key()) < 0 ||
+           icmp_->CompareUserKeys(b->largest.user_key(),
+                                  a->smallest.user_key()) < 0;
+  };
+  std::vector<FileMetaData*> moving;
+  std::string lo, hi;  // the span of the files in moving
+  for (FileMetaData* f : l0) {
+    for (const FileMetaData* m : moving) {
+      if (!disjoint(f, m)) return nullptr;
+    }
+    if (moving.empty() ||
+        icmp_->CompareUserKeys(f->smallest.user_key(), lo) < 0) {
+      lo = f->smallest.user_key().ToString();
+    }
+    if (moving.empty() ||
+        icmp_->CompareUserKeys(f->largest.user_key(), hi) > 0) {
+      hi = f->largest.user_key().ToString();
+    }
+    moving.push_back(f);
+  }
+  const Slice s(lo), l(hi);
+  if (v->OverlapInLevel(1, &s, &l)) return nullptr;
+  if (moving.empty()) return nullptr;
+  auto* c = new Compaction(v, 0, 1, options_, icmp_);
+  c->inputs_[0] = std::move(moving);
+  c->l0_disjoint_ = true;
+  Compaction* result = Finish(c, running);
+  if (result == nullptr) return nullptr;
+  // Too much overlap in L2 makes it a rewrite after all; the L0
+  // compaction decides about that.
+  if (result->IsTrivialMove()) return result;
+  result->MarkFilesBeingCompacted(false);
+  delete result;
   return nullptr;
 }
 

@@ -22,7 +22,10 @@
 // that lies inside the key range of those Ln+1 files (they ride along
 // without adding a byte to rewrite below). A file with nothing to merge
 // with below moves down without being rewritten, and so do up to three of
-// its neighbours that have nothing below them either.
+// its neighbours that have nothing below them either. L0 moves too when
+// its files overlap neither each other nor, over their joint span, any L1
+// file (a sequential load): all of them go down to L1 by one MANIFEST
+// edit (PickL0TrivialMove).
 //
 // Output files. Outputs are cut near target_file_size_base. When the
 // output level is not the bottom of the data, a cut is placed where the
@@ -107,7 +110,10 @@ class Compaction {
   const std::string& smallest_user_key() const { return smallest_user_key_; }
   const std::string& largest_user_key() const { return largest_user_key_; }
 
-  // A single file with nothing to merge with: move it down a level.
+  // Files with nothing to merge with (one file of L0, or several that
+  // overlap neither each other nor anything in L1; any number of files of
+  // a deeper level, which never overlap) and little overlap two levels
+  // down: they move down a level without being rewritten.
   bool IsTrivialMove() const;
 
   // Adds the deletion of every input file to edit.
@@ -167,6 +173,8 @@ class Compaction {
   const uint64_t max_grandparent_overlap_;
   bool bottommost_ = false;
   bool manual_ = false;
+  // The L0 inputs overlap neither each other nor L1 (PickL0TrivialMove).
+  bool l0_disjoint_ = false;
   std::vector<FileMetaData*> inputs_[3];
   // [0]: outputs into output_level_, [1]: into output_level_ + 1.
   OutputCutter cutters_[2];
@@ -241,6 +249,16 @@ class CompactionPicker {
   // being compacted, or the output range of a running compaction.
   bool ChooseDeepRange(Compaction* c,
                        const std::vector<Compaction*>& running) const;
+  // A trivial move of every L0 file, if they overlap neither each other
+  // nor, over the span they cover together, any L1 file (as RocksDB's
+  // TryPickL0TrivialMove, which takes such files oldest first). A
+  // sequential load flushes such files, and they reach L1 by a MANIFEST
+  // edit instead of a rewrite. All of L0 or nothing: a lone file moved
+  // out of a random load's L0 would only be read back by the next L0
+  // compaction, which rewrites the L1 files under it.
+  // REQUIRES: DB mutex held.
+  Compaction* PickL0TrivialMove(Version* v,
+                                const std::vector<Compaction*>& running) const;
   // A trivial move out of level (>= 1), if one is possible: the first file
   // of level that overlaps nothing in level + 1, with its movable
   // neighbours (ExtendTrivialMove). REQUIRES: DB mutex held.

@@ -392,6 +392,77 @@ TEST_F(CompactionPickerTest, DeepOutputsAreCutOnTheirOwnGrandparents) {
   EXPECT_FALSE(c->ShouldStopBefore(Key("k"), true, target));
 }
 
+TEST_F(CompactionPickerTest, DisjointL0FilesMoveDownTogether) {
+  // A sequential load: four L0 files, each after the last, above an L1
+  // that ends before them. They move to L1 at once, even while a flush is
+  // under way, rewriting nothing.
+  Add(1, "a", "b", kMiB);
+  std::vector<uint64_t> l0;
+  for (const char* k : {"c", "e", "g", "i"}) {
+    l0.push_back(Add(0, std::string(k) + "1", std::string(k) + "2", kMiB / 4));
+  }
+  Apply();
+  Compaction* c = Pick(/*flush_pending=*/true);
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_EQ(1, c->output_level());
+  EXPECT_TRUE(c->IsTrivialMove());
+  std::vector<uint64_t> moved = Numbers(c->inputs(0));
+  std::sort(moved.begin(), moved.end());
+  EXPECT_EQ(l0, moved);
+  EXPECT_TRUE(c->inputs(1).empty());
+  ApplyMove(c);
+  EXPECT_EQ(0u, vset_->current()->files(0).size());
+  EXPECT_EQ(5u, vset_->current()->files(1).size());
+}
+
+TEST_F(CompactionPickerTest, L0FilesAroundAnL1FileAreCompacted) {
+  // Disjoint L0 files whose span holds an L1 file: moving them would not
+  // overlap it file by file, but the L0 compaction must merge with it.
+  Add(0, "a", "b", kMiB / 4);
+  Add(0, "e", "f", kMiB / 4);
+  Add(0, "g", "h", kMiB / 4);
+  Add(0, "i", "j", kMiB / 4);
+  const uint64_t between = Add(1, "c", "d", kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_FALSE(c->IsTrivialMove());
+  EXPECT_EQ(4u, c->inputs(0).size());
+  EXPECT_EQ(std::vector<uint64_t>{between}, Numbers(c->inputs(1)));
+}
+
+TEST_F(CompactionPickerTest, L0MoveRefusedOverTooMuchOfL2) {
+  // The disjoint L0 files would land on 11 MiB of L2 (more than ten
+  // target file sizes): moved, their later compaction into L2 would be
+  // huge, so they are compacted into L1 now, as RocksDB decides.
+  for (const char* k : {"c", "e", "g", "i"}) {
+    Add(0, std::string(k) + "1", std::string(k) + "2", kMiB / 4);
+  }
+  Add(2, "a", "z", 11 * kMiB);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_FALSE(c->IsTrivialMove());
+}
+
+TEST_F(CompactionPickerTest, OverlappingL0FilesAreNotMoved) {
+  // Three disjoint files and a fourth overlapping one of them: all of L0
+  // goes through a compaction (L1 is empty).
+  Add(0, "a", "b", kMiB / 4);
+  Add(0, "c", "d", kMiB / 4);
+  Add(0, "e", "f", kMiB / 4);
+  Add(0, "a", "f", kMiB / 4);
+  Apply();
+  Compaction* c = Pick();
+  ASSERT_NE(nullptr, c);
+  EXPECT_EQ(0, c->level());
+  EXPECT_FALSE(c->IsTrivialMove());
+  EXPECT_EQ(4u, c->inputs(0).size());
+}
+
 TEST_F(CompactionPickerTest, L0WaitsForAFlushUnderWay) {
   for (int i = 0; i < 4; i++) Add(0, "a", "z", kMiB / 4);
   Apply();

@@ -34,7 +34,7 @@ func TestCreateAndRoles(t *testing.T) {
 		t.Fatalf("CA key mode: %v %v", fi.Mode(), err)
 	}
 	nodeDir := filepath.Join(dir, "n1")
-	if err := CreateNode(dir, nodeDir, []string{"localhost, 127.0.0.1", "n1.example"}, 0); err != nil {
+	if err := CreateNode(dir, nodeDir, []string{"localhost, 127.0.0.1", "n1.example"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := CreateClient(dir, dir, "alice", RoleReadOnly, 0); err != nil {

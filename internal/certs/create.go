@@ -72,8 +72,9 @@ func CreateCA(dir, commonName string, validity time.Duration) error {
 // outDir, signed by the CA in caDir. hosts are the DNS names and IP
 // addresses peers and clients reach the node at; every one becomes a
 // subject alternative name, and TLS checks the address dialled against
-// them.
-func CreateNode(caDir, outDir string, hosts []string, validity time.Duration) error {
+// them. A nodeID other than 0 binds the certificate to that node
+// (NodeIDURI): its holder can then act as no other node.
+func CreateNode(caDir, outDir string, hosts []string, nodeID uint64, validity time.Duration) error {
 	hosts = cleanHosts(hosts)
 	if len(hosts) == 0 {
 		return errors.New("certs: a node certificate needs at least one host name or IP address")
@@ -84,6 +85,9 @@ func CreateNode(caDir, outDir string, hosts []string, validity time.Duration) er
 	}
 	tmpl.Subject.OrganizationalUnit = []string{NodeOU}
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	if nodeID != 0 {
+		tmpl.URIs = append(tmpl.URIs, NodeIDURI(nodeID))
+	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)

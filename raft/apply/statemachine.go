@@ -110,6 +110,10 @@ type Host interface {
 	NodeID() uint64
 	// Counters are the metrics the state machine adds to.
 	Counters() Counters
+	// WriteEngine writes a batch the state machine cuts early, before it
+	// reads the engine (replication's engine write: a full disk is waited
+	// out).
+	WriteEngine(b *storage.Batch, wo storage.WriteOptions) error
 	// CreatesSplitReplica reports whether applying a split must create
 	// this node's replica of right: not if one exists already, nor if it
 	// was removed from this node since.

@@ -65,6 +65,11 @@ type cluster struct {
 	// version counts membership changes: clients dialled at an older
 	// version may name only removed nodes.
 	version atomic.Uint64
+	// smallDisks: every node's data directory is a small file system of
+	// its own, with a disk reserve to match (nemesis_fulldisk_test.go);
+	// smallDiskErr says why that could not be done.
+	smallDisks   bool
+	smallDiskErr string
 }
 
 var (
@@ -109,9 +114,9 @@ func shaleBinary(t testing.TB) string {
 
 // startCluster bootstraps n nodes (IDs 1..n) in dir and waits until every
 // range has a leader.
-func startCluster(t testing.TB, dir string, n int) *cluster {
+func startCluster(t testing.TB, dir string, n int, smallDisks bool) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1}
+	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1, smallDisks: smallDisks}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		nd := c.newNode(id)
@@ -142,6 +147,9 @@ func (c *cluster) newNode(id uint64) *node {
 		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
 	}
 	nd.proc = clusterharness.NewProc(nd.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
+	if c.smallDisks && c.smallDiskErr == "" {
+		c.smallDiskErr = mountSmallDisk(c.t, nd.dataDir)
+	}
 	c.mu.Lock()
 	c.byID[id] = nd
 	c.mu.Unlock()
@@ -200,6 +208,9 @@ func (c *cluster) start(id uint64, firstArgs ...string) error {
 	nd := c.node(id)
 	args := []string{"--listen", nd.grpcAddr, "--http", nd.httpAddr, "--data-dir", nd.dataDir,
 		"--log-format", "json", "--raft-tick", raftTick.String()}
+	if c.smallDisks {
+		args = append(args, smallDiskFlags...)
+	}
 	if err := nd.proc.Start(c.bin, args, firstArgs, 60*time.Second); err != nil {
 		return fmt.Errorf("node %d: %w", id, err)
 	}

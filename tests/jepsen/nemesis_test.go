@@ -38,6 +38,9 @@ type nemesis struct {
 	// time in flight that overlapped a fault, not the share of operations
 	// (docs/testing.md, "Validity").
 	slowsOps bool
+	// smallDisks: the run's cluster gives every node a small file
+	// system of its own (nemesis_fulldisk_test.go).
+	smallDisks bool
 }
 
 // nemeses is every nemesis, in the order the report lists them.
@@ -60,6 +63,7 @@ var nemeses = []*nemesis{
 	{name: "merge-kill", unavailable: needSplit, inject: mergeKill, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "membership", inject: changeMembership, holdMin: 2 * time.Second, holdMax: 5 * time.Second},
 	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
+	{name: "full-disk", unavailable: needSmallDisks, inject: fullDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, smallDisks: true},
 }
 
 // combined is the nemesis that runs two of the others at once, chosen at

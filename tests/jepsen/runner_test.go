@@ -112,7 +112,7 @@ func artifactsDir(name string, seed uint64) string {
 func runNemesis(t *testing.T, cfg runConfig) runResult {
 	res := runResult{name: cfg.nemesis.name}
 	dir := t.TempDir()
-	c := startCluster(t, dir, cfg.nodes)
+	c := startCluster(t, dir, cfg.nodes, cfg.nemesis.smallDisks)
 	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}, ranges: 1}
 	r.h = newHistory(time.Now())
 	if why := netAvailable(); why != "" {

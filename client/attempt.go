@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Gray failures (docs/sharding.md, "Client routing"; docs/operations.md,
+// "Failures").
+//
+// A node that is paused (SIGSTOP, a long GC, a stalled VM) keeps its
+// connections up but answers nothing. Without a bound below the caller's
+// deadline, a request sent to it would wait that whole deadline. So each
+// attempt has its own timeout (Options.AttemptTimeout, doubling with each
+// attempt of the same request that timed out, so that a request that is
+// merely slow still completes), and a node that just timed out is
+// suspect: for a short while requests go to its peers rather than to it,
+// even when a hint names it leader, unless no other replica is left.
+//
+// A read that timed out is retried elsewhere. A write that timed out may
+// have been applied; it is retried with the same client_id and
+// request_seq, which the range deduplicates (docs/replication.md,
+// "Ambiguity and deduplication"), so it is applied at most once. If no
+// later attempt succeeds, the write's error is ErrAmbiguous: the attempt
+// that timed out may still apply.
+
+// attemptTimeout is the timeout of the attempt that follows timedOut
+// attempts of the same request that timed out: AttemptTimeout doubled for
+// each, at most maxAttemptDoublings times.
+func (c *Client) attemptTimeout(timedOut int) time.Duration {
+	return c.opts.AttemptTimeout << min(timedOut, maxAttemptDoublings)
+}
+
+const maxAttemptDoublings = 4
+
+// withAttemptTimeout returns the context of one attempt: ctx bounded by d.
+func withAttemptTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// suspects are the addresses that failed to answer an attempt in time,
+// each until when it is avoided. It is safe for concurrent use.
+type suspects struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// mark avoids addr for d.
+func (s *suspects) mark(addr string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.until == nil {
+		s.until = map[string]time.Time{}
+	}
+	s.until[addr] = time.Now().Add(d)
+}
+
+// clear ends the suspicion of addr (it answered).
+func (s *suspects) clear(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.until, addr)
+}
+
+// has reports whether addr is avoided now.
+func (s *suspects) has(addr string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.until[addr]
+	if ok && time.Now().After(t) {
+		delete(s.until, addr)
+		return false
+	}
+	return ok
+}
+
+// suspectFor is how long a node that timed out is avoided: long enough
+// for the range's other replicas to elect a new leader in its place.
+func (c *Client) suspectFor() time.Duration {
+	return max(2*c.opts.AttemptTimeout, time.Second)
+}
+
+// leaderSuspect reports whether the cached leader of range rangeID is a
+// suspect node.
+func (c *Client) leaderSuspect(rangeID uint64) bool {
+	ent := c.cache.entry(rangeID)
+	if ent == nil || ent.leader == 0 {
+		return false
+	}
+	a := c.cache.address(ent.leader)
+	return a != "" && c.suspects.has(a)
+}
+
+// electionPoll is the wait between attempts while the replicas still name
+// a suspect node leader: a tenth of the attempt timeout (about an
+// election timeout), jittered.
+func (c *Client) electionPoll() time.Duration {
+	d := c.opts.AttemptTimeout / 10
+	return d/2 + rand.N(d/2+1)
+}

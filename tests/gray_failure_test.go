@@ -1,0 +1,93 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/client"
+)
+
+// baseElectionTimeout is the cluster tests' configured election timeout
+// (10 ticks; Raft randomizes it up to electionTimeout, twice as long).
+const baseElectionTimeout = 10 * clusterTick
+
+// grayClient dials every node with the attempt timeout set, as
+// client.Options documents, to the cluster's election timeout.
+func (c *testCluster) grayClient() *client.Client {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, c.endpoints(), &client.Options{RequestTimeout: 20 * time.Second, AttemptTimeout: baseElectionTimeout})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// TestClusterPausedLeaderWritesResumeWithinTwoElectionTimeouts pauses the
+// leader of the user range with SIGSTOP, as a long GC or a stalled VM
+// would, while a client that knows it as leader keeps writing. The
+// client must not wait out its deadline on the frozen node: writes to the
+// range succeed again within two election timeouts of the pause (plus
+// slack for a loaded two-core machine). The write in flight when the
+// leader froze is retried elsewhere with its identity and succeeds; every
+// acknowledged write is readable after the old leader resumes.
+func TestClusterPausedLeaderWritesResumeWithinTwoElectionTimeouts(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.grayClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	acked := map[string]string{}
+	for i := 0; i < 20; i++ {
+		k := fmt.Sprintf("before-%02d", i)
+		if err := cl.Put(ctx, []byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = "v"
+	}
+	old, _ := c.leader(userRange, 10*time.Second)
+	cn := c.node(old)
+	if err := cn.proc.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	defer func() { _ = cn.proc.Resume() }()
+
+	// 2 election timeouts of the configured (longest randomized) length,
+	// plus one for a machine whose two cores run several clusters.
+	bound := 2*electionTimeout + electionTimeout
+	var recovered time.Duration
+	var failures []error
+	for i := 0; recovered == 0; i++ {
+		if time.Since(paused) > 30*time.Second {
+			t.Fatalf("no write succeeded within 30s of pausing the leader n%d; failures: %v", old, failures)
+		}
+		k := fmt.Sprintf("after-%03d", i)
+		err := cl.Put(ctx, []byte(k), []byte("v"))
+		if err != nil {
+			failures = append(failures, err)
+			if !errors.Is(err, client.ErrAmbiguous) && !errors.Is(err, client.ErrUnavailable) {
+				t.Fatalf("write %s: %v", k, err)
+			}
+			continue
+		}
+		acked[k] = "v"
+		recovered = time.Since(paused)
+	}
+	t.Logf("writes resumed %v after pausing leader n%d (bound %v); failed writes before: %v", recovered, old, bound, failures)
+	if recovered > bound {
+		t.Errorf("writes resumed %v after the leader's pause, over the bound of %v (2 election timeouts of %v, plus slack)",
+			recovered, bound, electionTimeout)
+	}
+	if len(failures) > 0 {
+		t.Errorf("the write in flight when the leader paused failed instead of being retried elsewhere: %v", failures)
+	}
+	if err := cn.proc.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	checkAcked(t, cl, acked)
+}
