@@ -35,11 +35,13 @@ import (
 // runs with Serve, and stops with Stop (which drains requests, stops
 // replication and closes the engine).
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	limits  Limits
-	sec     *security
-	db      *storage.DB
+	cfg    Config
+	log    *slog.Logger
+	limits Limits
+	sec    *security
+	db     *storage.DB
+	// data reads applied user data (the range state machine's read path).
+	data    rangesm.Reader
 	disk    *diskspace.Monitor // disk.go
 	ident   raft.StoreIdent
 	store   *raft.Store
@@ -114,6 +116,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		limits:  cfg.Limits,
 		db:      db,
+		data:    rangesm.NewReader(db),
 		disk:    disk,
 		started: time.Now(),
 		cpu:     newCPUSampler(cfg.Logger),
