@@ -9,7 +9,7 @@
 #   make test-asan the engine's tests under ASan + UBSan (build/asan)
 #   make chaos     Jepsen-style fault runs, every nemesis (CHAOS_TIME each)
 #   make proto     regenerate api/ from the .proto files
-#   make bench-cluster  Shale against a local 3-member etcd, side by side
+#   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
@@ -92,8 +92,10 @@ compose-down:
 
 compose-clean:
 	scripts/compose clean
-# Writes and linearizable reads at 64 clients against a local 3-node Shale
-# and a 3-member etcd, one after the other (scripts/bench-vs-etcd; < 10 min).
+# Writes (64 clients and 1) and linearizable reads against a local 3-node
+# Shale, etcd 3.7 (built once from the Go module proxy into build/etcd37)
+# and Debian's etcd 3.4, one after the other, with the servers' CPU and
+# device bytes per request (scripts/bench-vs-etcd; < 10 min).
 bench-cluster: build
 	scripts/bench-vs-etcd
 

@@ -57,7 +57,9 @@
 // RangeInfo(ctx, key) names the range holding key: its span, replicas,
 // leader and Raft term, in client-owned types. StatusOf asks every
 // endpoint for its status in parallel, each under its own timeout, so one
-// paused node costs only its own answer. The other admin calls (Status,
+// paused node costs only its own answer. HotSpots asks every node for its
+// busiest ranges and sampled keys the same way, and names single-key
+// hotspots (HotKey.SingleKeyHotspot). The other admin calls (Status,
 // Ranges, Nodes, ...) return the wire messages of api/kvpb as they are.
 //
 // # Multiplexing

@@ -86,10 +86,10 @@ func (n *Node) rangeStatus(r *raft.Replica) *kvpb.RangeStatus {
 		Qps:          n.load.qps(st.RangeID),
 	}
 	if st.Descriptor != nil {
-		// Estimates from the engine's files; a memtable-only engine
-		// reports none.
+		// Live data, memtables included, deletes excluded
+		// (range_size.go).
 		sp := keys.DataSpan(st.Descriptor)
-		if b, k, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil {
+		if b, k, err := n.rangeSize(r, sp); err == nil {
 			rs.ApproximateBytes, rs.ApproximateKeys = b, k
 		}
 	}

@@ -30,6 +30,7 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.Admin/RangeLookup":   certs.RoleReadOnly,
 	"/shale.kv.v1.Admin/Ranges":        certs.RoleReadOnly,
 	"/shale.kv.v1.Admin/Nodes":         certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/HotSpots":      certs.RoleReadOnly, // names keys: readers may see them anyway
 	"/shale.kv.v1.KV/Put":              certs.RoleReadWrite,
 	"/shale.kv.v1.KV/Delete":           certs.RoleReadWrite,
 	"/shale.kv.v1.KV/Batch":            certs.RoleReadWrite,

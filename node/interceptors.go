@@ -18,6 +18,8 @@ import (
 //	           after auth, so that only a caller let in learns the ID
 //	deadline   give a request without a deadline the default one
 //	admit      refuse requests once the node is stopping; count the rest
+//	hot        count a served request against its range, sample its keys
+//	           (hot.go)
 //	recover    turn a handler's panic into an Internal error
 //
 // One chain for both paths, so that a multiplexed call can never skip a
@@ -32,6 +34,7 @@ func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 		n.clusterUnaryInterceptor,
 		n.cfg.Conn.deadlineInterceptor,
 		n.admitInterceptor,
+		n.hot.unaryInterceptor,
 		n.recoverInterceptor,
 	)
 }

@@ -75,6 +75,7 @@ func newMetrics(n *Node) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},
 		&rangeCollector{n: n},
+		&hotCollector{n: n},
 		&cpuCollector{n: n},
 		&diskCollector{n: n},
 	)

@@ -48,9 +48,11 @@ type Node struct {
 	peers   *peerClients
 	live    liveness
 	load    loadTracker
+	hot     hotTracker
 	cpu     *cpuSampler
 	hb      heartbeats
 	merger  mergeCandidates
+	sizes   rangeSizes // range_size.go
 	metrics *metrics
 	started time.Time
 

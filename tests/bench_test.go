@@ -22,10 +22,17 @@ import (
 // benchReport is the part of `shalectl bench --json` the tests read.
 type benchReport struct {
 	Target   string `json:"target"`
+	Label    string `json:"label"`
 	Workload string `json:"workload"`
 	Clients  int    `json:"clients"`
 	Seconds  float64
-	Results  []struct {
+	Server   *struct {
+		CPUSeconds  float64 `json:"cpu_seconds"`
+		WriteBytes  int64   `json:"write_bytes"`
+		Device      string  `json:"device"`
+		DeviceBytes int64   `json:"device_bytes"`
+	} `json:"server"`
+	Results []struct {
 		Op        string  `json:"op"`
 		Ops       int64   `json:"ops"`
 		Errors    int64   `json:"errors"`
@@ -180,10 +187,15 @@ func TestBenchAgainstEtcd(t *testing.T) {
 
 	target := "etcd://" + clientAddr
 	common := []string{"--target", target, "--duration", "1s", "--clients", "4", "--keys", "1000", "--op-timeout", "20s"}
-	put := runBench(t, append([]string{"put"}, common...)...)
+	// The put run watches the etcd process, as scripts/bench-vs-etcd
+	// does: a server that took writes spent CPU and wrote bytes.
+	put := runBench(t, append([]string{"put", "--label", "etcd 3.x", "--server-pids", strconv.Itoa(cmd.Process.Pid), "--server-dir", dir}, common...)...)
 	checkReport(t, put, "write")
-	if put.Target != "etcd" {
-		t.Fatalf("target %q, want etcd", put.Target)
+	if put.Target != "etcd" || put.Label != "etcd 3.x" {
+		t.Fatalf("target %q, label %q; want etcd, etcd 3.x", put.Target, put.Label)
+	}
+	if s := put.Server; s == nil || s.CPUSeconds <= 0 || s.WriteBytes <= 0 || (s.Device != "" && s.DeviceBytes <= 0) {
+		t.Errorf("etcd took %d puts; its usage: %+v", put.Results[0].Ops, s)
 	}
 	get := runBench(t, append([]string{"multiget", "--load", "--batch-size", "8"}, common...)...)
 	checkReport(t, get, "multiget")
@@ -191,11 +203,11 @@ func TestBenchAgainstEtcd(t *testing.T) {
 		t.Errorf("etcd multiget on a loaded key space: found %d of %d keys in %d requests", r.Found, r.Items, r.Ops)
 	}
 
-	// bench-compare reads reports back and compares the two targets (here
+	// bench-compare reads reports back and compares the two systems (here
 	// the same etcd run, once relabelled as shale).
 	pa, pb := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
 	relabelled := put
-	relabelled.Target = "shale"
+	relabelled.Target, relabelled.Label = "shale", ""
 	for p, r := range map[string]benchReport{pa: relabelled, pb: put} {
 		b, _ := json.Marshal(r)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
@@ -203,7 +215,7 @@ func TestBenchAgainstEtcd(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := runCtl(t, "127.0.0.1:1", "bench-compare", pa, pb)
-	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("| put | write | %d | 1 |", put.Clients)) || !strings.Contains(stdout, "1.00×") {
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("| put | %d | 1 | write ops/s |", put.Clients)) || !strings.Contains(stdout, "1.00×") {
 		t.Errorf("bench-compare: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

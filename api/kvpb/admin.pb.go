@@ -2092,6 +2092,311 @@ func (x *UpdateMetaResponse) GetRangeId() uint64 {
 	return 0
 }
 
+type HotSpotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit caps the ranges and the keys reported (0: the node's default).
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotSpotsRequest) Reset() {
+	*x = HotSpotsRequest{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotSpotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotSpotsRequest) ProtoMessage() {}
+
+func (x *HotSpotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotSpotsRequest.ProtoReflect.Descriptor instead.
+func (*HotSpotsRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *HotSpotsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// HotRange is one range's load on the answering node.
+type HotRange struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	StartKey []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey   []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	// requests_per_second and bytes_per_second (request and response
+	// messages) are exact counts over the window.
+	RequestsPerSecond float64 `protobuf:"fixed64,4,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	BytesPerSecond    float64 `protobuf:"fixed64,5,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// cpu_share is the range's share of the time this node spent serving
+	// requests over the window: an estimate of its CPU share.
+	CpuShare float64 `protobuf:"fixed64,6,opt,name=cpu_share,json=cpuShare,proto3" json:"cpu_share,omitempty"`
+	// leader says whether this node's replica leads the range.
+	Leader        bool `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotRange) Reset() {
+	*x = HotRange{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotRange) ProtoMessage() {}
+
+func (x *HotRange) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotRange.ProtoReflect.Descriptor instead.
+func (*HotRange) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *HotRange) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *HotRange) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *HotRange) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *HotRange) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *HotRange) GetBytesPerSecond() float64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *HotRange) GetCpuShare() float64 {
+	if x != nil {
+		return x.CpuShare
+	}
+	return 0
+}
+
+func (x *HotRange) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+// HotKey is one key of the node's sampled top-K.
+type HotKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// range_id is the range that served the key's requests.
+	RangeId uint64 `protobuf:"varint,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// requests_per_second is estimated from a sample; it may overstate the
+	// key's rate by at most error_per_second.
+	RequestsPerSecond float64 `protobuf:"fixed64,3,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	ErrorPerSecond    float64 `protobuf:"fixed64,4,opt,name=error_per_second,json=errorPerSecond,proto3" json:"error_per_second,omitempty"`
+	// range_share is the key's estimated share of its range's requests:
+	// near 1, the range's load is this one key and no split can spread it.
+	RangeShare    float64 `protobuf:"fixed64,5,opt,name=range_share,json=rangeShare,proto3" json:"range_share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *HotKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *HotKey) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *HotKey) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *HotKey) GetErrorPerSecond() float64 {
+	if x != nil {
+		return x.ErrorPerSecond
+	}
+	return 0
+}
+
+func (x *HotKey) GetRangeShare() float64 {
+	if x != nil {
+		return x.RangeShare
+	}
+	return 0
+}
+
+type HotSpotsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// window_seconds is the span the rates are measured over.
+	WindowSeconds float64 `protobuf:"fixed64,2,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	// ranges are the busiest by requests per second, busiest first.
+	Ranges []*HotRange `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// keys are the busiest sampled keys, busiest first.
+	Keys []*HotKey `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	// sample_rate is the fraction of requests whose keys were sampled.
+	SampleRate    float64 `protobuf:"fixed64,5,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotSpotsResponse) Reset() {
+	*x = HotSpotsResponse{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotSpotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotSpotsResponse) ProtoMessage() {}
+
+func (x *HotSpotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotSpotsResponse.ProtoReflect.Descriptor instead.
+func (*HotSpotsResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *HotSpotsResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *HotSpotsResponse) GetWindowSeconds() float64 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+func (x *HotSpotsResponse) GetRanges() []*HotRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *HotSpotsResponse) GetKeys() []*HotKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HotSpotsResponse) GetSampleRate() float64 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
 var File_api_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_admin_proto_rawDesc = "" +
@@ -2242,13 +2547,37 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\vdescriptors\x18\x01 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\vdescriptors\x12$\n" +
 	"\x0ealloc_range_id\x18\x02 \x01(\bR\fallocRangeId\"/\n" +
 	"\x12UpdateMetaResponse\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId*\x8c\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"'\n" +
+	"\x0fHotSpotsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xea\x01\n" +
+	"\bHotRange\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
+	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12.\n" +
+	"\x13requests_per_second\x18\x04 \x01(\x01R\x11requestsPerSecond\x12(\n" +
+	"\x10bytes_per_second\x18\x05 \x01(\x01R\x0ebytesPerSecond\x12\x1b\n" +
+	"\tcpu_share\x18\x06 \x01(\x01R\bcpuShare\x12\x16\n" +
+	"\x06leader\x18\a \x01(\bR\x06leader\"\xb0\x01\n" +
+	"\x06HotKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12.\n" +
+	"\x13requests_per_second\x18\x03 \x01(\x01R\x11requestsPerSecond\x12(\n" +
+	"\x10error_per_second\x18\x04 \x01(\x01R\x0eerrorPerSecond\x12\x1f\n" +
+	"\vrange_share\x18\x05 \x01(\x01R\n" +
+	"rangeShare\"\xcb\x01\n" +
+	"\x10HotSpotsResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12%\n" +
+	"\x0ewindow_seconds\x18\x02 \x01(\x01R\rwindowSeconds\x12-\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x15.shale.kv.v1.HotRangeR\x06ranges\x12'\n" +
+	"\x04keys\x18\x04 \x03(\v2\x13.shale.kv.v1.HotKeyR\x04keys\x12\x1f\n" +
+	"\vsample_rate\x18\x05 \x01(\x01R\n" +
+	"sampleRate*\x8c\x01\n" +
 	"\tNodeState\x12\x13\n" +
 	"\x0fNODE_STATE_LIVE\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x01\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x02\x12\x1e\n" +
 	"\x1aNODE_STATE_DECOMMISSIONING\x10\x03\x12\x1d\n" +
-	"\x19NODE_STATE_DECOMMISSIONED\x10\x042\xd4\a\n" +
+	"\x19NODE_STATE_DECOMMISSIONED\x10\x042\x9d\b\n" +
 	"\x05Admin\x12A\n" +
 	"\x06Status\x12\x1a.shale.kv.v1.StatusRequest\x1a\x1b.shale.kv.v1.StatusResponse\x12P\n" +
 	"\vRangeLookup\x12\x1f.shale.kv.v1.RangeLookupRequest\x1a .shale.kv.v1.RangeLookupResponse\x12A\n" +
@@ -2264,7 +2593,8 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\fDecommission\x12 .shale.kv.v1.DecommissionRequest\x1a!.shale.kv.v1.DecommissionResponse\x12D\n" +
 	"\aCompact\x12\x1b.shale.kv.v1.CompactRequest\x1a\x1c.shale.kv.v1.CompactResponse\x12M\n" +
 	"\n" +
-	"UpdateMeta\x12\x1e.shale.kv.v1.UpdateMetaRequest\x1a\x1f.shale.kv.v1.UpdateMetaResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"UpdateMeta\x12\x1e.shale.kv.v1.UpdateMetaRequest\x1a\x1f.shale.kv.v1.UpdateMetaResponse\x12G\n" +
+	"\bHotSpots\x12\x1c.shale.kv.v1.HotSpotsRequest\x1a\x1d.shale.kv.v1.HotSpotsResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_admin_proto_rawDescOnce sync.Once
@@ -2279,7 +2609,7 @@ func file_api_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_api_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: shale.kv.v1.NodeState
 	(ReplicaChange_Kind)(0),        // 1: shale.kv.v1.ReplicaChange.Kind
@@ -2316,66 +2646,74 @@ var file_api_kvpb_admin_proto_goTypes = []any{
 	(*CompactResponse)(nil),        // 32: shale.kv.v1.CompactResponse
 	(*UpdateMetaRequest)(nil),      // 33: shale.kv.v1.UpdateMetaRequest
 	(*UpdateMetaResponse)(nil),     // 34: shale.kv.v1.UpdateMetaResponse
-	(*RangeDescriptor)(nil),        // 35: shale.kv.v1.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 36: shale.kv.v1.NodeDescriptor
+	(*HotSpotsRequest)(nil),        // 35: shale.kv.v1.HotSpotsRequest
+	(*HotRange)(nil),               // 36: shale.kv.v1.HotRange
+	(*HotKey)(nil),                 // 37: shale.kv.v1.HotKey
+	(*HotSpotsResponse)(nil),       // 38: shale.kv.v1.HotSpotsResponse
+	(*RangeDescriptor)(nil),        // 39: shale.kv.v1.RangeDescriptor
+	(*NodeDescriptor)(nil),         // 40: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	35, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	39, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
-	36, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 3: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
 	5,  // 4: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
-	36, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
 	6,  // 6: shale.kv.v1.StatusResponse.cpu:type_name -> shale.kv.v1.NodeCPU
 	8,  // 7: shale.kv.v1.StatusResponse.disk:type_name -> shale.kv.v1.NodeDisk
-	35, // 8: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	36, // 9: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	36, // 10: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
+	39, // 8: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 9: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 10: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
 	4,  // 11: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	36, // 12: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 12: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
 	0,  // 13: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
 	6,  // 14: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
 	13, // 15: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
-	35, // 16: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
-	35, // 17: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
-	35, // 18: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
+	39, // 16: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
+	39, // 17: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
+	39, // 18: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
 	1,  // 19: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
 	22, // 20: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	35, // 21: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	36, // 22: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
-	36, // 23: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	35, // 24: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
-	2,  // 25: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
-	9,  // 26: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
-	11, // 27: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
-	14, // 28: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
-	16, // 29: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
-	18, // 30: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
-	20, // 31: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
-	23, // 32: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
-	25, // 33: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
-	27, // 34: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
-	29, // 35: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
-	31, // 36: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
-	33, // 37: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
-	7,  // 38: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
-	10, // 39: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
-	12, // 40: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
-	15, // 41: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
-	17, // 42: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
-	19, // 43: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
-	21, // 44: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
-	24, // 45: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
-	26, // 46: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
-	28, // 47: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
-	30, // 48: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
-	32, // 49: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
-	34, // 50: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	39, // 21: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 22: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 23: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	39, // 24: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
+	36, // 25: shale.kv.v1.HotSpotsResponse.ranges:type_name -> shale.kv.v1.HotRange
+	37, // 26: shale.kv.v1.HotSpotsResponse.keys:type_name -> shale.kv.v1.HotKey
+	2,  // 27: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
+	9,  // 28: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
+	11, // 29: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
+	14, // 30: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
+	16, // 31: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
+	18, // 32: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
+	20, // 33: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
+	23, // 34: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
+	25, // 35: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
+	27, // 36: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
+	29, // 37: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
+	31, // 38: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
+	33, // 39: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
+	35, // 40: shale.kv.v1.Admin.HotSpots:input_type -> shale.kv.v1.HotSpotsRequest
+	7,  // 41: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
+	10, // 42: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
+	12, // 43: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
+	15, // 44: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
+	17, // 45: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
+	19, // 46: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
+	21, // 47: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
+	24, // 48: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
+	26, // 49: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
+	28, // 50: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
+	30, // 51: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
+	32, // 52: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
+	34, // 53: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
+	38, // 54: shale.kv.v1.Admin.HotSpots:output_type -> shale.kv.v1.HotSpotsResponse
+	41, // [41:55] is the sub-list for method output_type
+	27, // [27:41] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_admin_proto_init() }
@@ -2390,7 +2728,7 @@ func file_api_kvpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_admin_proto_rawDesc), len(file_api_kvpb_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

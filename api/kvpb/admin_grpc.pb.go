@@ -36,6 +36,7 @@ const (
 	Admin_Decommission_FullMethodName   = "/shale.kv.v1.Admin/Decommission"
 	Admin_Compact_FullMethodName        = "/shale.kv.v1.Admin/Compact"
 	Admin_UpdateMeta_FullMethodName     = "/shale.kv.v1.Admin/UpdateMeta"
+	Admin_HotSpots_FullMethodName       = "/shale.kv.v1.Admin/HotSpots"
 )
 
 // AdminClient is the client API for Admin service.
@@ -74,6 +75,10 @@ type AdminClient interface {
 	// descriptors in meta (each only if newer than the stored copy), or
 	// allocates a range ID, through one that has a replica.
 	UpdateMeta(ctx context.Context, in *UpdateMetaRequest, opts ...grpc.CallOption) (*UpdateMetaResponse, error)
+	// HotSpots reports this node's busiest ranges and keys over the last
+	// window (docs/operations.md, "Hot ranges and keys"). It answers for
+	// this node only: ask every node for the cluster's.
+	HotSpots(ctx context.Context, in *HotSpotsRequest, opts ...grpc.CallOption) (*HotSpotsResponse, error)
 }
 
 type adminClient struct {
@@ -214,6 +219,16 @@ func (c *adminClient) UpdateMeta(ctx context.Context, in *UpdateMetaRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) HotSpots(ctx context.Context, in *HotSpotsRequest, opts ...grpc.CallOption) (*HotSpotsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HotSpotsResponse)
+	err := c.cc.Invoke(ctx, Admin_HotSpots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -250,6 +265,10 @@ type AdminServer interface {
 	// descriptors in meta (each only if newer than the stored copy), or
 	// allocates a range ID, through one that has a replica.
 	UpdateMeta(context.Context, *UpdateMetaRequest) (*UpdateMetaResponse, error)
+	// HotSpots reports this node's busiest ranges and keys over the last
+	// window (docs/operations.md, "Hot ranges and keys"). It answers for
+	// this node only: ask every node for the cluster's.
+	HotSpots(context.Context, *HotSpotsRequest) (*HotSpotsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -298,6 +317,9 @@ func (UnimplementedAdminServer) Compact(context.Context, *CompactRequest) (*Comp
 }
 func (UnimplementedAdminServer) UpdateMeta(context.Context, *UpdateMetaRequest) (*UpdateMetaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMeta not implemented")
+}
+func (UnimplementedAdminServer) HotSpots(context.Context, *HotSpotsRequest) (*HotSpotsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HotSpots not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -554,6 +576,24 @@ func _Admin_UpdateMeta_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_HotSpots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HotSpotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).HotSpots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_HotSpots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).HotSpots(ctx, req.(*HotSpotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -612,6 +652,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateMeta",
 			Handler:    _Admin_UpdateMeta_Handler,
+		},
+		{
+			MethodName: "HotSpots",
+			Handler:    _Admin_HotSpots_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

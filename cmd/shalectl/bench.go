@@ -20,9 +20,11 @@ func init() { register(newBenchCmd, newBenchCompareCmd) }
 // --timeout does not apply: the run lasts --duration plus the load phase.
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
-		cfg    bench.Config
-		target string
-		quiet  bool
+		cfg        bench.Config
+		target     string
+		quiet      bool
+		serverPids []int
+		serverDir  string
 	)
 	var lines []string
 	for _, n := range bench.WorkloadNames() {
@@ -35,7 +37,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 			"each second on stderr, then print a table (with --json, a JSON report) of ops/s and\n" +
 			"p50/p95/p99/max latency per kind of request. Reads are linearizable unless --stale.\n\n" +
 			"Workloads:\n" + strings.Join(lines, "\n") + "\n\n" +
-			"--target etcd://host:port[,host:port] runs the same workload against etcd.",
+			"--target etcd://host:port[,host:port] runs the same workload against etcd.\n\n" +
+			"--server-pids (and --server-dir) add what the servers spent during the timed phase:\n" +
+			"their CPU time and written bytes (from /proc), and the bytes that reached the block\n" +
+			"device holding --server-dir (from /proc/diskstats, the whole device; Linux only).",
 		Example: "  shalectl bench put --clients 64 --duration 10s\n" +
 			"  shalectl bench get --load --clients 64 --keys 100000\n" +
 			"  shalectl bench put --target etcd://127.0.0.1:2379 --clients 64",
@@ -53,6 +58,12 @@ func newBenchCmd(g *globals) *cobra.Command {
 			defer stop()
 			if !quiet {
 				cfg.Progress = cmd.ErrOrStderr()
+			}
+			if serverDir != "" && len(serverPids) == 0 {
+				return fmt.Errorf("--server-dir needs --server-pids")
+			}
+			if len(serverPids) > 0 {
+				cfg.Watch = &bench.Watch{Pids: serverPids, Dir: serverDir}
 			}
 			rep, err := bench.Run(ctx, t, cfg)
 			if err != nil {
@@ -89,5 +100,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.OpTimeout, "op-timeout", 10*time.Second, "deadline of each request")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "random seed (0: from the clock)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")
+	f.StringVar(&cfg.Label, "label", "", "name of the system in the report and in bench-compare (default: the target's kind)")
+	f.IntSliceVar(&serverPids, "server-pids", nil, "server processes whose CPU time and written bytes to report for the timed phase (pid,pid,...)")
+	f.StringVar(&serverDir, "server-dir", "", "a directory of the servers' data: also report the bytes written to its block device")
 	return cmd
 }

@@ -46,6 +46,12 @@ type Config struct {
 	// Progress receives one line per second during the timed phase (nil:
 	// none).
 	Progress io.Writer
+	// Label names the system in the report (Report.Label), e.g. "etcd 3.7"
+	// when two versions of one system are compared ("": none).
+	Label string
+	// Watch, if set, names the servers whose CPU time and written bytes
+	// the report gives for the timed phase (Report.Server).
+	Watch *Watch
 }
 
 // Workloads lists the workloads and what each does.

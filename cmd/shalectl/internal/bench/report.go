@@ -14,7 +14,9 @@ import (
 // Report is the outcome of a run. Its JSON form is what `shalectl bench
 // --json` prints.
 type Report struct {
-	Target    string   `json:"target"`
+	Target string `json:"target"`
+	// Label names the system when Target alone does not (Config.Label).
+	Label     string   `json:"label,omitempty"`
 	Endpoints []string `json:"endpoints"`
 	Workload  string   `json:"workload"`
 	Clients   int      `json:"clients"`
@@ -33,6 +35,18 @@ type Report struct {
 	Results []OpResult `json:"results"`
 	// FirstError is the first failed request's error, if any failed.
 	FirstError string `json:"first_error,omitempty"`
+	// Server is what the watched servers spent during the timed phase
+	// (Config.Watch), if they were watched.
+	Server *Usage `json:"server,omitempty"`
+}
+
+// System is the name of the system the report measured: its label, or
+// else its target.
+func (r *Report) System() string {
+	if r.Label != "" {
+		return r.Label
+	}
+	return r.Target
 }
 
 // OpResult is one kind of request. Latencies are of successful requests,
@@ -58,7 +72,7 @@ type OpResult struct {
 
 func newReport(t Target, cfg Config) *Report {
 	return &Report{
-		Target: t.System, Endpoints: t.Endpoints, Workload: cfg.Workload,
+		Target: t.System, Label: cfg.Label, Endpoints: t.Endpoints, Workload: cfg.Workload,
 		Clients: cfg.Clients, Conns: cfg.Conns, KeySize: cfg.KeySize, ValueSize: cfg.ValueSize,
 		Keys: cfg.Keys, BatchSize: cfg.BatchSize, Stale: cfg.Stale,
 	}

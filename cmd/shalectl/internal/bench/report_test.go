@@ -92,7 +92,8 @@ func TestJSONRoundTripAndComparison(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"| shale ops/s | etcd ops/s |", "| put | write | 64 | 3 | 3000 | 1000 | 3.00× | 2.00ms | 4.00ms | 0.50× | 0/0 |"} {
+	for _, want := range []string{"| measure | shale | etcd | shale/etcd |", "| put | 64 | 3 | write ops/s | 3000 | 1000 | 3.00× |",
+		"| put | 64 | 3 | write p99 | 2.00ms | 4.00ms | 0.50× |", "| put | 64 | 3 | write errors | 0 | 0 |  |"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, s)
 		}
@@ -105,5 +106,62 @@ func TestJSONRoundTripAndComparison(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"x":1}`), 0o644)
 	if _, err := ReadReport(bad); err == nil {
 		t.Error("ReadReport of a non-report: no error")
+	}
+}
+
+// TestComparisonOfThreeSystems compares Shale with two labelled versions
+// of etcd, with the servers' usage: one column per system, a ratio column
+// per other system, medians per measure.
+func TestComparisonOfThreeSystems(t *testing.T) {
+	run := func(system, label string, ops int, cpu float64, written, device int64) *Report {
+		cfg := Config{Workload: "put", Clients: 64, Label: label}.withDefaults()
+		rep := newReport(Target{System: system}, cfg)
+		rep.fill([]*recorder{fakeRecorder(ops, time.Millisecond, 0)}, time.Second)
+		rep.Server = &Usage{Pids: []int{1, 2, 3}, CPUSeconds: cpu, WriteBytes: written, Device: "vda", DeviceBytes: device}
+		return rep
+	}
+	// Per write, Shale's runs spend 100µs, 100µs and 1s of CPU; etcd
+	// 3.7's 200µs (and an outlier); etcd 3.4's 400µs.
+	reports := []*Report{
+		run("shale", "", 1000, 0.1, 1000_000, 2000_000),
+		run("etcd", "etcd 3.7", 500, 0.1, 1000_000, 500_000),
+		run("etcd", "etcd 3.4", 250, 0.1, 500_000, 250_000),
+		run("etcd", "etcd 3.4", 250, 0.1, 500_000, 250_000),
+		run("etcd", "etcd 3.7", 500, 5, 500_000, 500_000),
+		run("shale", "", 1000, 0.1, 1000_000, 2000_000),
+		run("shale", "", 1000, 1000, 1000_000, 2000_000),
+		run("etcd", "etcd 3.7", 500, 0.1, 1000_000, 500_000),
+		run("etcd", "etcd 3.4", 250, 0.1, 500_000, 250_000),
+	}
+	var out bytes.Buffer
+	if err := WriteComparison(&out, reports); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{
+		"| workload | clients | runs | measure | shale | etcd 3.7 | etcd 3.4 | shale/etcd 3.7 | shale/etcd 3.4 |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n",
+		"| put | 64 | 3 | write ops/s | 1000 | 500 | 250 | 2.00× | 4.00× |",
+		"| put | 64 | 3 | server CPU per request | 100µs | 200µs | 400µs | 0.50× | 0.25× |",
+		"| put | 64 | 3 | bytes servers wrote per request | 1000 B | 2000 B | 2000 B | 0.50× | 0.50× |",
+		"| put | 64 | 3 | bytes to the device per request | 2000 B | 1000 B | 1000 B | 2.00× | 2.00× |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, s)
+		}
+	}
+	// A run that did not watch its servers drops the usage rows.
+	reports[0].Server = nil
+	out.Reset()
+	if err := WriteComparison(&out, reports); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "CPU") {
+		t.Errorf("usage rows with an unwatched run:\n%s", out.String())
+	}
+	// Every workload needs runs of the same systems.
+	only := run("shale", "", 10, 0, 0, 0)
+	only.Workload = "get"
+	if err := WriteComparison(&out, append(reports, only)); err == nil {
+		t.Error("a get run of one system among three-system puts: no error")
 	}
 }

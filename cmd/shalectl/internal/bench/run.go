@@ -60,6 +60,13 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		drivers = append(drivers, d)
 	}
 
+	var meter *usageMeter
+	if cfg.Watch != nil {
+		var err error
+		if meter, err = newUsageMeter(*cfg.Watch); err != nil {
+			return nil, err
+		}
+	}
 	rep := newReport(target, cfg)
 	loadStart := time.Now()
 	switch {
@@ -87,6 +94,16 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		steps[i] = s
 	}
 
+	var before usageSample
+	if meter != nil {
+		// Sampled after the load phase, so that only the timed phase
+		// counts.
+		var err error
+		if before, err = meter.sample(); err != nil {
+			return nil, err
+		}
+	}
+
 	var live counters
 	var stop atomic.Bool
 	recs := make([]*recorder, cfg.Clients)
@@ -106,6 +123,13 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	progress(ctx, &cfg, start, &live, &stop, done)
 	elapsed := time.Since(start)
 	rep.fill(recs, elapsed)
+	if meter != nil {
+		after, err := meter.sample()
+		if err != nil {
+			return nil, err
+		}
+		rep.Server = meter.usage(before, after)
+	}
 	return rep, nil
 }
 
