@@ -36,7 +36,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 25m
 ENGINE_STAMP = $(shell sha256sum $(ENGINE_LIB) 2>/dev/null | cut -c1-16)
 GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 
-.PHONY: all build deps engine go-build run test test-engine test-go proto \
+.PHONY: all build deps engine go-build run test test-engine test-go sim proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         bench-unavailability
@@ -141,6 +141,16 @@ test-go: go-build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) ./...
 	$(GO) test -tags faults -ldflags "$(GO_LDFLAGS)" $(GO_TEST_FLAGS) -run 'Fault|DiskDelay' ./node
+
+# The deterministic simulator (sim/, docs/testing.md) for SEEDS seeds from
+# SEED_BASE. A failure names its seed: go test ./sim -run TestSimulation
+# -seed=S replays it with its trace.
+SEEDS     ?= 1000
+SEED_BASE ?= 1
+
+sim: go-build
+	cd sim && nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -run '^TestSimulation$$' \
+	  -seeds=$(SEEDS) -seed-base=$(SEED_BASE)
 
 # Every nemesis of tests/jepsen for CHAOS_TIME each, then a per-nemesis
 # table (docs/testing.md). CHAOS_SEED replays a schedule; CHAOS_NEMESES

@@ -112,3 +112,40 @@ func (c *Client) TransferLeader(ctx context.Context, rangeID, nodeID uint64) err
 		return err
 	})
 }
+
+// NodeStatus is one node's answer to NodeStatuses.
+type NodeStatus struct {
+	NodeID  uint64
+	Address string
+	Status  *kvpb.StatusResponse // nil when Err is set
+	Err     error
+}
+
+// NodeStatuses asks every node of the cluster (as Nodes lists them, not
+// only the endpoints the client was dialled with) for its status, in
+// parallel, each within perNode (<= 0: Options.RequestTimeout), over the
+// client's own credentials. A node that does not answer costs only its
+// own entry, with Err set (ErrUnavailable after perNode).
+func (c *Client) NodeStatuses(ctx context.Context, perNode time.Duration) ([]NodeStatus, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeStatus, len(nodes.GetNodes()))
+	var eps []*endpoint
+	var at []int
+	for i, ns := range nodes.GetNodes() {
+		out[i] = NodeStatus{NodeID: ns.GetNode().GetNodeId(), Address: ns.GetNode().GetAddress()}
+		e, err := c.endpointFor(out[i].Address)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		eps, at = append(eps, e), append(at, i)
+	}
+	sts, errs := c.statusEach(ctx, eps, perNode, false)
+	for j, i := range at {
+		out[i].Status, out[i].Err = sts[j], errs[j]
+	}
+	return out, nil
+}

@@ -36,7 +36,9 @@
 //
 //   - ErrInvalidArgument: refused as malformed or over a limit (Error.Limit
 //     says which); never retried.
-//   - ErrUnavailable: not applied; no node could serve it in time.
+//   - ErrUnavailable: not applied; no node could serve it in time, or
+//     the range has no quorum (the message names the unreachable nodes;
+//     returned within about two election timeouts, not at the deadline).
 //   - ErrAmbiguous: a write may or may not have been applied (the
 //     connection broke or the deadline passed while it was in flight).
 //   - ErrResourceExhausted: a node is out of disk; not applied.
@@ -55,9 +57,10 @@
 // # Cluster state
 //
 // RangeInfo(ctx, key) names the range holding key: its span, replicas,
-// leader and Raft term, in client-owned types. StatusOf asks every
-// endpoint for its status in parallel, each under its own timeout, so one
-// paused node costs only its own answer. HotSpots asks every node for its
+// leader and Raft term, in client-owned types; RangeList lists every
+// range the same way. StatusOf asks every dialled endpoint, and
+// NodeStatuses every registered node, for its status in parallel, each
+// under its own timeout, so one paused node costs only its own answer. HotSpots asks every node for its
 // busiest ranges and sampled keys the same way, and names single-key
 // hotspots (HotKey.SingleKeyHotspot). The other admin calls (Status,
 // Ranges, Nodes, ...) return the wire messages of api/kvpb as they are.

@@ -37,8 +37,9 @@ var (
 	// limit; it was not applied and retrying it will not help.
 	// Error.Limit names the limit when there is one.
 	ErrInvalidArgument = errors.New("client: invalid argument")
-	// ErrUnavailable: no node could serve the request before the deadline.
-	// It was NOT applied.
+	// ErrUnavailable: no node could serve the request before the deadline,
+	// or the range has no quorum (the nodes said so: the message names the
+	// unreachable ones). It was NOT applied.
 	ErrUnavailable = errors.New("client: unavailable")
 	// ErrAmbiguous: a write may or may not have been applied (the
 	// connection broke or the deadline passed while it was in flight).
@@ -166,6 +167,8 @@ type classified struct {
 	retryAfter time.Duration // the node's requested delay, if any
 	// leader is the address of the node a NotLeader answer names, if any.
 	leader string
+	// noQuorum is set when the node said the range has no quorum.
+	noQuorum *kvpb.NoQuorum
 }
 
 // classify interprets one attempt's error. write says whether the request
@@ -189,6 +192,7 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 	e.Code, e.Msg = st.Code(), st.Message()
 	var retryInfo *errdetails.RetryInfo
 	var ambiguous *kvpb.AmbiguousResult
+	var noQuorum *kvpb.NoQuorum
 	routing := false
 	leaderAddr := ""
 	for _, d := range st.Details() {
@@ -199,6 +203,8 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			retryInfo = d
 		case *kvpb.AmbiguousResult:
 			ambiguous = d
+		case *kvpb.NoQuorum:
+			noQuorum = d
 		case *kvpb.NotLeader:
 			routing = true
 			leaderAddr = d.GetLeader().GetAddress()
@@ -206,7 +212,7 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			routing = true
 		}
 	}
-	c := classified{err: e, leader: leaderAddr}
+	c := classified{err: e, leader: leaderAddr, noQuorum: noQuorum}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ErrInvalidArgument

@@ -235,6 +235,10 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 	// timedOut counts attempts that got no answer in time; inFlight says
 	// a write was among them, which may still apply (attempt.go).
 	timedOut, inFlight := 0, false
+	// unreached are the nodes this request could not reach or that said
+	// the range has no quorum; once they are every voter of the range,
+	// the no-quorum answer is final (noquorum.go).
+	var unreached map[string]bool
 	fail := func(e *Error) error {
 		if inFlight && e.kind != ErrAmbiguous {
 			return &Error{Op: e.Op, Endpoint: e.Endpoint, Code: e.Code, kind: ErrAmbiguous, cause: e,
@@ -271,6 +275,7 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 					return fail(contextEnded(op, addr, ctx.Err()))
 				}
 				last = &Error{Op: op, Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
+				unreached = addTo(unreached, addr)
 				c.rotate(ent)
 			} else {
 				limit := c.attemptTimeout(timedOut)
@@ -291,6 +296,7 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 					// a while and try another replica at once.
 					timedOut++
 					inFlight = inFlight || write
+					unreached = addTo(unreached, addr)
 					c.suspects.mark(addr, c.suspectFor())
 					c.rotate(ent)
 					kind := ErrUnavailable
@@ -305,6 +311,17 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 				routing = c.learn(err, ent)
 				if !cl.retry {
 					return fail(cl.err)
+				}
+				if cl.noQuorum != nil {
+					// Final once every voter has been tried: this node may
+					// be the one cut off from the others.
+					unreached = addTo(unreached, addr)
+					if c.allVotersIn(ent, unreached) {
+						return fail(cl.err)
+					}
+					c.rotate(ent)
+					last = cl.err
+					continue
 				}
 				last, retryAfter = cl.err, cl.retryAfter
 				if routing && retryAfter == 0 && c.leaderSuspect(ent.desc.GetRangeId()) {
@@ -326,7 +343,11 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 			continue
 		}
 		quick = 0
-		if !sleep(ctx, max(retryAfter, c.backoff(attempt))) {
+		// The backoff between attempts at a range is capped at half an
+		// attempt timeout (about half an election timeout), so that a
+		// request notices a new leader, or that the range has lost its
+		// quorum, within about an election timeout of it.
+		if !sleep(ctx, max(retryAfter, min(c.backoff(attempt), c.opts.AttemptTimeout/2))) {
 			if last == nil {
 				return fail(contextEnded(op, "", context.DeadlineExceeded))
 			}

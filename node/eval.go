@@ -62,7 +62,9 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if r.Frozen() {
 		return command.Result{}, 0, n.raftError(op, r.FrozenError())
 	}
-	n.awaitLeader(ctx, r)
+	if err := n.awaitLeader(ctx, op, r, r.Descriptor()); err != nil {
+		return command.Result{}, 0, err
+	}
 	if r.IsLeader() {
 		// Only the leader's disk decides: a follower answers "not
 		// leader" as usual and the client goes to the leader.

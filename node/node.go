@@ -47,6 +47,7 @@ type Node struct {
 	store   *raft.Store
 	peers   *peerClients
 	live    liveness
+	awake   awake // quorum.go
 	load    loadTracker
 	hot     hotTracker
 	cpu     *cpuSampler
@@ -235,11 +236,15 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(3)
+	n.bgWG.Add(4)
 	go n.diskLoop()
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		n.awakeLoop(n.bgCtx)
 	}()
 	go func() {
 		defer n.bgWG.Done()

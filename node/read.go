@@ -18,7 +18,9 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 	if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
 		return r.AppliedIndex(), nil
 	}
-	n.awaitLeader(ctx, r)
+	if err := n.awaitLeader(ctx, op, r, r.Descriptor()); err != nil {
+		return 0, err
+	}
 	idx, err := r.ReadBarrier(ctx)
 	if err != nil {
 		return 0, n.raftError(op, err)

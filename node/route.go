@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -219,26 +218,4 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		return withDetails(st, &kvpb.AmbiguousResult{Reason: res.Message})
 	}
 	return status.Errorf(codes.Internal, "%s: the write was rejected: %v", op, res.Err())
-}
-
-// awaitLeader waits, while r's range has no known leader (an election is
-// under way), until one is known, for up to two election timeouts or the
-// request's deadline: a request arriving during an election is served
-// once it ends instead of being turned away. The caller then proposes or
-// reads, and gets NotLeader with a hint if the leader is elsewhere.
-func (n *Node) awaitLeader(ctx context.Context, r *raft.Replica) {
-	if r.HasLeader() {
-		return
-	}
-	cfg := n.store.Config()
-	deadline := time.Now().Add(2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !r.HasLeader() && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -155,6 +155,12 @@ type Config struct {
 	// replica can be destroyed under a staged write. Tests only.
 	TestingLogWriteDelay time.Duration
 
+	// Manual makes the caller drive processing step by step (StepRound,
+	// StepLogWrite, Tick; manual.go): Start starts no goroutines. For the
+	// deterministic simulator.
+	Manual bool
+	// Testing holds hooks and planted bugs for tests (testing_knobs.go).
+	Testing TestingKnobs
 	// Disk is the node's disk-space monitor (nil: none). While it says
 	// the disk is full, the store takes no new data from peers, and a
 	// write the disk has no room for releases its reserve and waits for

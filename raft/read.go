@@ -108,7 +108,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 // REQUIRES: mu held.
 func (r *Replica) leaseValidRLocked(now time.Time) bool {
 	return r.mu.state == etcdraft.StateLeader && r.mu.appliedInTerm && !r.mu.transferring &&
-		now.Before(r.mu.leaseExpiry)
+		now.Before(r.mu.leaseExpiry.Add(r.store.leaseSlack()))
 }
 
 // waitApplied blocks until the applied index reaches index, and returns

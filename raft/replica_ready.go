@@ -102,6 +102,7 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 // REQUIRES: raftMu.
 func (r *Replica) applyMessageLocked(m *pb.Message) error {
 	r.store.metrics.rangeApplies.Inc()
+	r.testingApply(m)
 	if r.group != nil && len(m.GetEntries()) > 0 && r.sm.Plain(m.GetEntries()) {
 		return r.stageMessageLocked(m) // apply_round.go
 	}

@@ -31,6 +31,7 @@ type Store struct {
 	// applyGroups: one per concurrent worker of a round, apply_round.go.
 	applyGroups []*applyGroup
 	appendQ     *appendQueue
+	manualBatch *storage.Batch // StepLogWrite's batch (manual.go)
 	metrics     *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
@@ -229,12 +230,15 @@ func (s *Store) Start() {
 		reps = append(reps, r)
 	}
 	s.mu.Unlock()
-	s.pool = newWorkerPool(s.cfg.Workers)
-	s.applyGroups = newApplyGroups(s, s.cfg.Workers)
-	s.wg.Add(3)
-	go s.processLoop()
-	go s.logWriterLoop()
-	go s.tickLoop()
+	goroutines, groups := s.poolWorkers()
+	s.pool = newWorkerPool(goroutines)
+	s.applyGroups = newApplyGroups(s, groups)
+	if !s.cfg.Manual {
+		s.wg.Add(3)
+		go s.processLoop()
+		go s.logWriterLoop()
+		go s.tickLoop()
+	}
 	for _, r := range reps {
 		if r.shouldCampaignOnStart() {
 			r.in.Lock()
@@ -486,12 +490,17 @@ func (s *Store) tickLoop() {
 			return
 		case <-t.C():
 		}
-		for _, r := range s.Replicas() {
-			r.in.Lock()
-			r.in.ticks++
-			r.in.Unlock()
-			s.sched.enqueue(r)
-		}
+		s.tickReplicas()
+	}
+}
+
+// tickReplicas gives every replica one tick.
+func (s *Store) tickReplicas() {
+	for _, r := range s.Replicas() {
+		r.in.Lock()
+		r.in.ticks++
+		r.in.Unlock()
+		s.sched.enqueue(r)
 	}
 }
 

@@ -53,6 +53,21 @@ func TestClientStatusOfPausedNode(t *testing.T) {
 			t.Fatalf("endpoint %d (node %d, not paused): status %v, error %v", i, i+1, sts[i].GetNode(), errs[i])
 		}
 	}
+	// NodeStatuses asks every registered node, not only those dialled.
+	// (Nodes reads meta, which may first elect a leader without node 1.)
+	only2 := c.client(2)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	all, err := only2.NodeStatuses(ctx2, 2*time.Second)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("NodeStatuses = %v, %v; want 3 nodes", all, err)
+	}
+	for _, ns := range all {
+		paused := ns.NodeID == 1
+		if paused != (ns.Err != nil) || paused == (ns.Status != nil) || ns.Address != c.node(ns.NodeID).grpcAddr {
+			t.Fatalf("NodeStatuses: node %d at %s: status %v, error %v (node 1 is paused)", ns.NodeID, ns.Address, ns.Status.GetNode(), ns.Err)
+		}
+	}
 }
 
 // TestClientRangeInfo checks that RangeInfo names the range holding a key,
@@ -76,6 +91,10 @@ func TestClientRangeInfo(t *testing.T) {
 		info.Term != rs.GetRaft().GetTerm() || info.LeaderAddress != c.node(leader).grpcAddr {
 		t.Fatalf("RangeInfo = %+v; want range %d, 3 replicas, leader %d at %s in term %d",
 			info, userRange, leader, c.node(leader).grpcAddr, rs.GetRaft().GetTerm())
+	}
+	list, err := cl.RangeList(ctx)
+	if err != nil || len(list) != 2 || list[1].Descriptor.GetRangeId() != userRange || list[1].LeaderNodeID == 0 {
+		t.Fatalf("RangeList = %+v, %v; want meta and range %d with a leader", list, err, userRange)
 	}
 	target := leader%3 + 1
 	if err := cl.TransferLeader(ctx, userRange, target); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,74 @@ func TestClusterPausedLeaderWritesResumeWithinTwoElectionTimeouts(t *testing.T) 
 		t.Fatal(err)
 	}
 	checkAcked(t, cl, acked)
+}
+
+// TestClusterNoQuorumFailsFastAndSaysSo kills two of three nodes, leaving
+// the user range's leader alone. It steps down (it cannot reach a
+// quorum), and requests to the range then fail within about two election
+// timeouts with an error that says the range has no quorum and names the
+// unreachable nodes: Unavailable, and for a write definite (it was never
+// proposed), instead of waiting out the deadline and naming one dead
+// endpoint or coming back "outcome unknown".
+func TestClusterNoQuorumFailsFastAndSaysSo(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.grayClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := cl.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	survivor, _ := c.leader(userRange, 10*time.Second)
+	var dead []string
+	for _, cn := range c.all() {
+		if cn.id != survivor {
+			cn.kill()
+			dead = append(dead, fmt.Sprint("n", cn.id))
+		}
+	}
+	killed := time.Now()
+	bound := 2*electionTimeout + electionTimeout // slack for a loaded 2-core machine
+
+	// Reads first: they change nothing, so the test can wait on them for
+	// the range to be known leaderless.
+	var readErr error
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		_, _, readErr = cl.Get(rctx, []byte("k"))
+		rcancel()
+		if readErr != nil && strings.Contains(readErr.Error(), "no quorum") {
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("30s after killing %v, reads still do not report the lost quorum: %v", dead, readErr)
+		}
+	}
+	took := time.Since(killed)
+	t.Logf("read failed %v after the kill: %v", took, readErr)
+	// From the kill, the leader first has to notice (CheckQuorum) and the
+	// peers' silence to last two election timeouts: one more of slack.
+	if took > bound+electionTimeout {
+		t.Errorf("a read took %v after the kill to fail with no quorum, over the bound of %v", took, bound+electionTimeout)
+	}
+	if !errors.Is(readErr, client.ErrUnavailable) {
+		t.Errorf("read error does not match ErrUnavailable: %v", readErr)
+	}
+
+	start := time.Now()
+	err := cl.Put(ctx, []byte("k"), []byte("w"))
+	took = time.Since(start)
+	t.Logf("write failed in %v: %v", took, err)
+	if err == nil {
+		t.Fatal("a write succeeded with two of three nodes dead")
+	}
+	if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrAmbiguous) {
+		t.Errorf("the write's error is not a definite ErrUnavailable: %v", err)
+	}
+	want := fmt.Sprintf("range %d has no quorum: 2 of 3 replicas unreachable (%s)", userRange, strings.Join(dead, ", "))
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("the write's error does not say %q: %v", want, err)
+	}
+	if took > bound {
+		t.Errorf("the write took %v to fail, over the bound of %v", took, bound)
+	}
 }

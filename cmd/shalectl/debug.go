@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -104,36 +103,29 @@ func rangeReport(ctx context.Context, c *client.Client, id uint64) (*kvpb.RangeS
 	if rs == nil {
 		return nil, nil, fmt.Errorf("range %d does not exist (ranges: %s)", id, strings.Join(known, ", "))
 	}
-	nodes, err := c.Nodes(ctx)
+	// Every node's status, in parallel over the client's credentials.
+	all, err := c.NodeStatuses(ctx, nodeStatusTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	addrs := make(map[uint64]string)
-	for _, ns := range nodes.GetNodes() {
-		addrs[ns.GetNode().GetNodeId()] = ns.GetNode().GetAddress()
+	byNode := make(map[uint64]client.NodeStatus)
+	for _, ns := range all {
+		byNode[ns.NodeID] = ns
 	}
 	reps := make([]replicaReport, len(rs.GetDescriptor_().GetReplicas()))
-	var wg sync.WaitGroup
 	for i, rd := range rs.GetDescriptor_().GetReplicas() {
-		reps[i] = replicaReport{desc: rd, address: addrs[rd.GetNodeId()]}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st := nodeStatus(ctx, reps[i].address)
-			if st == nil {
-				reps[i].err = "unreachable at " + reps[i].address
-				return
+		ns := byNode[rd.GetNodeId()]
+		reps[i] = replicaReport{desc: rd, address: ns.Address, err: "the node holds no replica"}
+		if ns.Status == nil {
+			reps[i].err = "unreachable at " + ns.Address
+			continue
+		}
+		for _, r := range ns.Status.GetRanges() {
+			if r.GetDescriptor_().GetRangeId() == id {
+				reps[i].status, reps[i].err = r, ""
 			}
-			for _, r := range st.GetRanges() {
-				if r.GetDescriptor_().GetRangeId() == id {
-					reps[i].status = r
-					return
-				}
-			}
-			reps[i].err = "the node holds no replica"
-		}()
+		}
 	}
-	wg.Wait()
 	sort.Slice(reps, func(i, j int) bool { return reps[i].desc.GetNodeId() < reps[j].desc.GetNodeId() })
 	return rs, reps, nil
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -85,28 +84,19 @@ func (g *globals) printCluster(ctx context.Context, out io.Writer, c *client.Cli
 	if err != nil {
 		return err
 	}
-	// Ask every node for its replicas' Raft state, in parallel.
+	// Every node's replicas' Raft state, asked in parallel over the
+	// client's credentials, each node within its own timeout.
 	statuses := make(map[uint64]*kvpb.StatusResponse)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, ns := range nodes.GetNodes() {
-		addr := ns.GetNode().GetAddress()
-		if ns.GetNode().GetNodeId() == self.GetNode().GetNodeId() {
-			statuses[ns.GetNode().GetNodeId()] = self
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st := nodeStatus(ctx, addr)
-			if st != nil {
-				mu.Lock()
-				statuses[ns.GetNode().GetNodeId()] = st
-				mu.Unlock()
-			}
-		}()
+	all, err := c.NodeStatuses(ctx, nodeStatusTimeout)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
+	for _, ns := range all {
+		if ns.Status != nil {
+			statuses[ns.NodeID] = ns.Status
+		}
+	}
+	statuses[self.GetNode().GetNodeId()] = self
 
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster\t%s\n", self.GetClusterId())
@@ -172,21 +162,9 @@ func (g *globals) printCluster(ctx context.Context, out io.Writer, c *client.Cli
 	return w.Flush()
 }
 
-// nodeStatus asks the node at addr for its status; nil if it cannot.
-func nodeStatus(ctx context.Context, addr string) *kvpb.StatusResponse {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, []string{addr}, nil)
-	if err != nil {
-		return nil
-	}
-	defer c.Close()
-	st, err := c.Status(ctx)
-	if err != nil {
-		return nil
-	}
-	return st
-}
+// nodeStatusTimeout bounds the wait for one node's status: a paused node
+// is reported as unreachable instead of holding up the report.
+const nodeStatusTimeout = 2 * time.Second
 
 // leaderNode is the range's leader as its replicas report it.
 func leaderNode(rs *kvpb.RangeStatus, statuses map[uint64]*kvpb.StatusResponse) uint64 {

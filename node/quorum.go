@@ -1,0 +1,150 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// No quorum (docs/operations.md, "Failures").
+//
+// A range whose voters are mostly down has no leader and cannot elect
+// one, and a leader cut off from its quorum steps down (CheckQuorum)
+// within an election timeout; its lease, confirmed only by a quorum,
+// lapses sooner. A request to such a range used to wait out its whole
+// deadline and fail naming whatever it tried last. Instead, before a
+// write is proposed or a linearizable read waits for its barrier, the
+// node checks whether a quorum of the range's voters is reachable: a
+// voter is unreachable when this node has neither had a Raft message
+// from its node nor a health-probe answer (liveness.go) for two election
+// timeouts (the longest randomized one: live peers answer pre-votes and
+// heartbeats well within it). If fewer than a quorum are reachable, the
+// request is refused at once with Unavailable + NoQuorum, naming them:
+// it was not proposed, so a write's failure is definite.
+//
+// A node that was itself paused (or just started) has stale contact
+// times through no fault of its peers, so it judges only once it has been
+// awake for the same two election timeouts.
+
+// unreachableAfter is how long a voter may be silent before it counts as
+// unreachable: the longest randomized election timeout.
+func (n *Node) unreachableAfter() time.Duration {
+	cfg := n.store.Config()
+	return 2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval
+}
+
+// awake tracks since when the node has run without a pause: the ticker
+// below notices a gap of several ticks (SIGSTOP, a stalled VM) and
+// restarts the count.
+type awake struct {
+	since atomic.Int64 // Unix nanoseconds
+}
+
+// awakeLoop keeps n.awake up to date until ctx ends.
+func (n *Node) awakeLoop(ctx context.Context) {
+	tick := n.store.Config().TickInterval
+	n.awake.since.Store(time.Now().UnixNano())
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if now.Sub(last) > 5*tick {
+				n.awake.since.Store(now.UnixNano())
+			}
+			last = now
+		}
+	}
+}
+
+// isVoter reports whether a replica of type t votes.
+func isVoter(t kvpb.ReplicaType) bool {
+	return t != kvpb.ReplicaType_REPLICA_TYPE_LEARNER
+}
+
+// noQuorum returns, for a range r without a leader or led by this node,
+// an Unavailable + NoQuorum status when fewer than a quorum of desc's
+// voters are reachable from this node; nil otherwise.
+func (n *Node) noQuorum(op string, r *raft.Replica, desc *kvpb.RangeDescriptor) error {
+	now := time.Now()
+	after := n.unreachableAfter()
+	cutoff := now.Add(-after)
+	if s := n.awake.since.Load(); s == 0 || time.Unix(0, s).After(cutoff) || n.started.After(cutoff) {
+		return nil
+	}
+	voters := 0
+	var unreachable []uint64
+	for _, rd := range desc.GetReplicas() {
+		if !isVoter(rd.GetType()) {
+			continue
+		}
+		voters++
+		id := rd.GetNodeId()
+		if id == n.ident.NodeID {
+			continue
+		}
+		// Raft contact first: it costs no lock, and a leader hears from
+		// its followers every heartbeat.
+		if n.store.LastContact(id).After(cutoff) || n.live.last(id).After(cutoff) {
+			continue
+		}
+		unreachable = append(unreachable, id)
+	}
+	if voters-len(unreachable) > voters/2 {
+		return nil
+	}
+	names := make([]string, len(unreachable))
+	for i, id := range unreachable {
+		names[i] = fmt.Sprint("n", id)
+	}
+	st := status.Newf(codes.Unavailable, "%s: range %d has no quorum: %d of %d replicas unreachable (%s) for over %v; not applied",
+		op, r.RangeID(), len(unreachable), voters, strings.Join(names, ", "), after)
+	return withDetails(st, &kvpb.NoQuorum{RangeId: r.RangeID(), Voters: uint32(voters), UnreachableNodes: unreachable},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(after)})
+}
+
+// awaitLeader waits, while r's range has no known leader (an election is
+// under way), until one is known, for up to two election timeouts or the
+// request's deadline: a request arriving during an election is served
+// once it ends instead of being turned away. It fails at once with
+// NoQuorum when the range cannot have a leader (noQuorum), and so does a
+// leader that cannot reach a quorum. Otherwise the caller then proposes
+// or reads, and gets NotLeader with a hint if the leader is elsewhere.
+func (n *Node) awaitLeader(ctx context.Context, op string, r *raft.Replica, desc *kvpb.RangeDescriptor) error {
+	if r.HasLeader() {
+		if r.IsLeader() {
+			return n.noQuorum(op, r, desc)
+		}
+		return nil
+	}
+	cfg := n.store.Config()
+	deadline := time.Now().Add(2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !r.HasLeader() && time.Now().Before(deadline) {
+		if err := n.noQuorum(op, r, desc); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+	if !r.HasLeader() {
+		return n.noQuorum(op, r, desc)
+	}
+	return nil
+}

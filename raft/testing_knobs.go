@@ -1,0 +1,71 @@
+package raft
+
+import (
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// TestingKnobs are switches for tests only (Config.Testing): hooks that
+// let a simulator observe the replication layer, and bugs planted on
+// purpose so that a test can show the simulator's checkers catch them. The
+// zero value changes nothing.
+type TestingKnobs struct {
+	// OnApply, if set, is called with the committed entries of each
+	// apply message of range rangeID just before they are applied on
+	// node nodeID, under the replica's raftMu (it must not call back into
+	// the Store).
+	OnApply func(nodeID, rangeID uint64, ents []*pb.Entry)
+	// Bug plants one bug (BugNone: none).
+	Bug PlantedBug
+}
+
+// PlantedBug names a bug a test plants in the replication layer.
+type PlantedBug int
+
+const (
+	// BugNone plants nothing.
+	BugNone PlantedBug = iota
+	// BugApplyTwice applies the first entry of each apply message
+	// holding a client write twice.
+	BugApplyTwice
+	// BugAckBeforeSync sends the messages that must wait for a log write
+	// (append acknowledgements, votes) when the write is queued, before
+	// it is durable. Effective in manual mode (Config.Manual), where the
+	// write is a separate step a crash can come before.
+	BugAckBeforeSync
+	// BugStaleLease serves lease reads for ten election timeouts past the
+	// lease's expiry.
+	BugStaleLease
+)
+
+// testingApply reports m's entries to the OnApply hook and plants
+// BugApplyTwice; it returns the entries to apply.
+// REQUIRES: raftMu.
+func (r *Replica) testingApply(m *pb.Message) {
+	k := &r.store.cfg.Testing
+	if k.Bug == BugApplyTwice {
+		ents := m.GetEntries()
+		for i, e := range ents {
+			if e.GetType() == pb.EntryNormal && len(e.GetData()) > 0 {
+				dup := make([]*pb.Entry, 0, len(ents)+1)
+				dup = append(dup, ents[:i+1]...)
+				dup = append(dup, ents[i:]...)
+				m.Entries = dup
+				break
+			}
+		}
+	}
+	if k.OnApply != nil && len(m.GetEntries()) > 0 {
+		k.OnApply(r.store.cfg.NodeID, r.rangeID, m.GetEntries())
+	}
+}
+
+// leaseSlack is how far past its expiry the lease is used: zero, except
+// under BugStaleLease.
+func (s *Store) leaseSlack() time.Duration {
+	if s.cfg.Testing.Bug == BugStaleLease {
+		return 10 * s.cfg.electionTimeout()
+	}
+	return 0
+}

@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
+)
+
+// Administrative operations: leader transfers, splits, merges and
+// membership changes, one at a time, each on its own goroutine (they make
+// several blocking calls in a row; with one at a time no other goroutine
+// calls into a Store while one runs, except clients' single calls).
+
+// admin starts an administrative operation unless one runs.
+func (w *workload) admin() {
+	s := w.s
+	if w.adminBusy {
+		return
+	}
+	nd := s.randomNode()
+	if !nd.up {
+		return
+	}
+	st := nd.store
+	var ranges []*kvpb.RangeDescriptor
+	for _, r := range st.Replicas() {
+		if d := r.Descriptor(); d != nil && len(d.GetReplicas()) > 0 && !keys.IsMetaRange(d) && r.IsLeader() {
+			ranges = append(ranges, d)
+		}
+	}
+	if len(ranges) == 0 {
+		return
+	}
+	d := ranges[s.rng.IntN(len(ranges))]
+	var what string
+	var fn func(ctx context.Context) error
+	switch s.rng.IntN(4) {
+	case 0:
+		target := s.randomNode().id
+		what = fmt.Sprintf("transfer r%d to n%d", d.GetRangeId(), target)
+		fn = func(ctx context.Context) error { return st.TransferLeader(ctx, d.GetRangeId(), target) }
+	case 1:
+		key := w.keys[1+s.rng.IntN(numKeys-1)]
+		if !keys.ContainsUserKey(d, []byte(key)) || string(d.GetStartKey()) == key {
+			return
+		}
+		what = fmt.Sprintf("split r%d at %s", d.GetRangeId(), key)
+		fn = func(ctx context.Context) error { _, _, err := st.Split(ctx, d.GetRangeId(), []byte(key)); return err }
+	case 2:
+		if len(d.GetEndKey()) == 0 {
+			return
+		}
+		what = fmt.Sprintf("merge r%d", d.GetRangeId())
+		fn = func(ctx context.Context) error { _, err := st.Merge(ctx, d.GetRangeId()); return err }
+	case 3:
+		// Move one replica: add the node without one, or remove one
+		// (never below three voters).
+		var change *kvpb.ReplicaChange
+		for _, cand := range s.nodes {
+			if replicaOn(d, cand.id) == nil {
+				change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: cand.id}
+				break
+			}
+		}
+		if change == nil || len(d.GetReplicas()) > 3 {
+			victim := d.GetReplicas()[s.rng.IntN(len(d.GetReplicas()))].GetNodeId()
+			if victim == nd.id {
+				return
+			}
+			change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}
+		}
+		what = fmt.Sprintf("change r%d %s n%d", d.GetRangeId(), change.GetKind(), change.GetNodeId())
+		fn = func(ctx context.Context) error {
+			_, err := st.ChangeReplicas(ctx, d.GetRangeId(), []*kvpb.ReplicaChange{change})
+			return err
+		}
+	}
+	w.adminBusy = true
+	s.res.AdminTried++
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	w.adminDone, w.adminWhat, w.adminCancel = done, what, cancel
+	s.tracef("admin begin %s", what)
+	s.schedule(s.clock.Now().Add(3*time.Second), "", cancel)
+	go func() { done <- fn(ctx) }()
+}
+
+// collectAdmin handles the administrative operation's end.
+func (w *workload) collectAdmin() bool {
+	if !w.adminBusy {
+		return false
+	}
+	select {
+	case err := <-w.adminDone:
+		w.adminBusy = false
+		w.adminCancel()
+		if err == nil {
+			w.s.res.Admin++
+			w.s.tracef("admin done %s", w.adminWhat)
+		} else {
+			w.s.tracef("admin failed %s: %v", w.adminWhat, err)
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+func replicaOn(d *kvpb.RangeDescriptor, nodeID uint64) *kvpb.ReplicaDescriptor {
+	for _, r := range d.GetReplicas() {
+		if r.GetNodeId() == nodeID {
+			return r
+		}
+	}
+	return nil
+}
+
+var _ = raft.ErrNotLeader

@@ -1,0 +1,38 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// TestSameSeedSameTrace: two runs of one seed take the same steps,
+// deliver the same messages and see the same outcomes (their trace
+// hashes are equal). On a difference it shows the first trace line that
+// differs.
+func TestSameSeedSameTrace(t *testing.T) {
+	for _, seed := range []uint64{7, 8} {
+		var a, b Result
+		var la, lb bytes.Buffer
+		t.Run("", func(t *testing.T) { a = Run(t, Options{Seed: seed, Log: &la}) })
+		t.Run("", func(t *testing.T) { b = Run(t, Options{Seed: seed, Log: &lb}) })
+		if a.TraceHash != b.TraceHash || a.Steps != b.Steps {
+			t.Errorf("seed %d: two runs differ: trace %x after %d steps, then %x after %d steps\n%s",
+				seed, a.TraceHash, a.Steps, b.TraceHash, b.Steps, firstDiff(la.Bytes(), lb.Bytes()))
+		}
+		if a.OpsOK == 0 {
+			t.Errorf("seed %d: no client operation succeeded", seed)
+		}
+	}
+}
+
+// firstDiff shows the first line where two traces differ.
+func firstDiff(a, b []byte) string {
+	al, bl := bytes.Split(a, []byte("\n")), bytes.Split(b, []byte("\n"))
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if !bytes.Equal(al[i], bl[i]) {
+			return fmt.Sprintf("first difference, line %d:\n  %s\n  %s", i+1, al[i], bl[i])
+		}
+	}
+	return "one trace is a prefix of the other"
+}

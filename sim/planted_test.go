@@ -1,0 +1,36 @@
+package sim
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/shaledb/shale/raft"
+)
+
+var flagBugSeeds = flag.Int("bug-seeds", 1000, "most seeds TestPlantedBugs runs per bug before giving up")
+
+// TestPlantedBugs plants each bug of raft.TestingKnobs and runs seeds
+// until the simulator reports a violation: each must be caught within
+// -bug-seeds seeds (1,000).
+func TestPlantedBugs(t *testing.T) {
+	for _, bug := range []struct {
+		name string
+		bug  raft.PlantedBug
+	}{
+		{"apply-twice", raft.BugApplyTwice},
+		{"ack-before-sync", raft.BugAckBeforeSync},
+		{"stale-lease", raft.BugStaleLease},
+	} {
+		t.Run(bug.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= uint64(*flagBugSeeds); seed++ {
+				var res Result
+				t.Run("", func(t *testing.T) { res = Run(t, Options{Seed: seed, Bug: bug.bug}) })
+				if len(res.Violations) > 0 {
+					t.Logf("caught at seed %d: %s", seed, res.Violations[0])
+					return
+				}
+			}
+			t.Errorf("not caught in %d seeds", *flagBugSeeds)
+		})
+	}
+}
