@@ -35,7 +35,11 @@
 // one sentinel with errors.Is:
 //
 //   - ErrInvalidArgument: refused as malformed or over a limit (Error.Limit
-//     says which); never retried.
+//     says which); never retried. Keys and values over Options.MaxKeySize
+//     and MaxValueSize are refused before they are sent, and gRPC's own
+//     message size cap is reported so too (limit grpc_max_message_size).
+//   - ErrNotFound: an admin request named a node or range that does not
+//     exist; nothing changed.
 //   - ErrUnavailable: not applied; no node could serve it in time, or
 //     the range has no quorum (the message names the unreachable nodes;
 //     returned within about two election timeouts, not at the deadline).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -218,6 +219,12 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 		e.kind = ErrInvalidArgument
 	case codes.ResourceExhausted:
 		e.kind = ErrResourceExhausted
+		if l := messageTooLarge(e.Msg); l != nil {
+			// gRPC's message size cap, not a full disk (limits.go).
+			e.kind, e.Limit = ErrInvalidArgument, l
+			e.Msg = fmt.Sprintf("the request is %d bytes, over the gRPC message limit of %d (grpc_max_message_size; keys and values must be within max_key_size and max_value_size, a write within max_write_bytes): %s",
+				l.Actual, l.Max, e.Msg)
+		}
 	case codes.Unauthenticated, codes.PermissionDenied:
 		e.kind = ErrPermissionDenied
 	case codes.Unavailable:

@@ -28,6 +28,9 @@ func (c *Client) readHeader(opts []ReadOption) *kvpb.RequestHeader {
 
 // Get reads key. A missing key is not an error: found is false.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
+	if e := c.checkKey("Get", "key", key); e != nil {
+		return nil, false, e
+	}
 	req := &kvpb.GetRequest{Header: c.readHeader(opts), Key: key}
 	var resp *kvpb.GetResponse
 	err = c.routed(ctx, "Get", false, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
@@ -49,6 +52,12 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value
 
 // Put sets key to value. It returns once the write is durable.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	if e := c.checkKey("Put", "key", key); e != nil {
+		return e
+	}
+	if e := c.checkValue("Put", "value", value); e != nil {
+		return e
+	}
 	req := &kvpb.PutRequest{Header: c.header(true), Key: key, Value: value}
 	return c.routed(ctx, "Put", true, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
 		routeHeader(req.Header, d)
@@ -59,6 +68,9 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 
 // Delete removes key. Deleting a missing key succeeds.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
+	if e := c.checkKey("Delete", "key", key); e != nil {
+		return e
+	}
 	req := &kvpb.DeleteRequest{Header: c.header(true), Key: key}
 	return c.routed(ctx, "Delete", true, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
 		routeHeader(req.Header, d)
@@ -148,6 +160,9 @@ func (c *Client) Batch(ctx context.Context, muts ...Mutation) error {
 	if len(muts) == 0 {
 		return &Error{Op: "Batch", Msg: "a batch needs at least one mutation", kind: ErrInvalidArgument}
 	}
+	if e := c.checkMutations("Batch", muts); e != nil {
+		return e
+	}
 	return c.routed(ctx, "Batch", true, routeKey{key: mutationStart(muts[0].m)}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
 		if err := checkBatchInRange(d, muts); err != nil {
 			return err
@@ -194,6 +209,15 @@ func (c *Client) CompareAndDelete(ctx context.Context, key []byte, cond Conditio
 }
 
 func (c *Client) cas(ctx context.Context, op string, req *kvpb.CompareAndSwapRequest) (CASResult, error) {
+	if e := c.checkKey(op, "key", req.Key); e != nil {
+		return CASResult{}, e
+	}
+	if e := c.checkValue(op, "expected_value", req.ExpectedValue); e != nil {
+		return CASResult{}, e
+	}
+	if e := c.checkValue(op, "new_value", req.NewValue); e != nil {
+		return CASResult{}, e
+	}
 	req.Header = c.header(true)
 	var resp *kvpb.CompareAndSwapResponse
 	err := c.routed(ctx, op, true, routeKey{key: req.Key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {

@@ -30,6 +30,13 @@ type Options struct {
 	// same identity, which the cluster applies at most once; if no later
 	// attempt succeeds, it fails as ErrAmbiguous.
 	AttemptTimeout time.Duration
+	// MaxKeySize and MaxValueSize are the cluster's key and value size
+	// limits (8 KiB and 4 MiB, the nodes' defaults: set them to the
+	// nodes' --max-key-size and --max-value-size if those were changed;
+	// negative: no check). A key or value over them is refused before it
+	// is sent, with ErrInvalidArgument naming the limit, as a node would.
+	MaxKeySize   int
+	MaxValueSize int
 	// MaxBackoff caps the wait between retries (1s). Retries start at 10ms,
 	// double, and are jittered; they stop at the request's deadline.
 	MaxBackoff time.Duration
@@ -73,6 +80,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.AttemptTimeout <= 0 {
 		r.AttemptTimeout = time.Second
+	}
+	if r.MaxKeySize == 0 {
+		r.MaxKeySize = 8 << 10
+	}
+	if r.MaxValueSize == 0 {
+		r.MaxValueSize = 4 << 20
 	}
 	if r.MaxBackoff <= 0 {
 		r.MaxBackoff = time.Second

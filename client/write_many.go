@@ -31,6 +31,9 @@ func (c *Client) WriteMany(ctx context.Context, muts ...Mutation) error {
 				Msg: "WriteMany takes puts and deletes only; use DeleteRange for a span"}
 		}
 	}
+	if e := c.checkMutations(op, muts); e != nil {
+		return e
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)

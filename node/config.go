@@ -65,6 +65,11 @@ type Config struct {
 	// negative: no reserve (a full disk is still survived, but with no
 	// room kept for recovering).
 	DiskReserveBytes int64
+	// MemoryBudgetBytes is the memory budget of the node's Go process
+	// (memory.go): client writes in flight may hold an eighth of it, and,
+	// when GOMEMLIMIT is not set, it is the runtime's soft memory limit.
+	// 0: GOMEMLIMIT if set, else DefaultMemoryBudget.
+	MemoryBudgetBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }

@@ -72,7 +72,12 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 			return command.Result{}, 0, err
 		}
 	}
+	release, err := n.admitWrite(ctx, op, cmd) // memory.go
+	if err != nil {
+		return command.Result{}, 0, err
+	}
 	res, idx, err := n.store.Propose(ctx, r.RangeID(), cmd)
+	release()
 	if err != nil {
 		return res, 0, n.raftError(op, err)
 	}

@@ -78,6 +78,7 @@ func newMetrics(n *Node) *metrics {
 		&hotCollector{n: n},
 		&cpuCollector{n: n},
 		&diskCollector{n: n},
+		&memoryCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

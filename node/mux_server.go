@@ -214,7 +214,7 @@ func (st *muxStream) read() error {
 			return nil
 		}
 		if err != nil {
-			return err
+			return messageSizeError(err)
 		}
 		recvd := time.Now()
 		for _, call := range req.GetCalls() {

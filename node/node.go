@@ -43,6 +43,7 @@ type Node struct {
 	// data reads applied user data (the range state machine's read path).
 	data    rangesm.Reader
 	disk    *diskspace.Monitor // disk.go
+	writes  *writeBudget       // memory.go
 	ident   raft.StoreIdent
 	store   *raft.Store
 	peers   *peerClients
@@ -184,6 +185,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.Join(err, db.Close())
 	}
 	n.peers = newPeerClients(n)
+	budget := cfg.memoryBudget()
+	if cfg.MemoryBudgetBytes > 0 {
+		applyMemoryLimit(budget)
+	}
+	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
@@ -253,7 +259,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.serving.Store(true)
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	n.log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "https", n.cfg.HTTP.TLS, "pprof", n.cfg.HTTP.Pprof,
-		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version)
+		"data_dir", n.cfg.DataDir, "cluster_id", n.ident.ClusterID, "version", buildinfo.Version, "memory", n.writes.String())
 
 	errc := make(chan error, 2)
 	grpcLis = n.cfg.Conn.limitListener(grpcLis)

@@ -123,6 +123,20 @@ type Options struct {
 	// BytesPerSync syncs SSTs incrementally every this many bytes (0: off).
 	BytesPerSync uint64
 
+	// SplitVersionSuffix declares versioned keys (MVCC): every key that
+	// begins with VersionedKeyPrefix (every key when it is empty) ends with
+	// a version suffix whose length in bytes, counting the suffix's last
+	// byte itself, is that last byte. Bloom filters are then built and
+	// probed on the key without its suffix, so a point read of any version
+	// of a key that a table lacks is answered by the filter. A key whose
+	// last byte is 0 or longer than what follows the prefix is filtered
+	// whole. A table records the setting it was built with and is read
+	// without its filter under another, so changing it never hides data.
+	SplitVersionSuffix bool
+	// VersionedKeyPrefix is the prefix of the keys SplitVersionSuffix
+	// applies to, at most MaxVersionedKeyPrefix bytes.
+	VersionedKeyPrefix []byte
+
 	// FaultInjection, for tests only, opens the database over the engine's
 	// fault-injection file layer so that SetIODelay can slow its disk
 	// down. It costs a little on every file operation.
@@ -131,6 +145,9 @@ type Options struct {
 
 // MaxLevels is the largest NumLevels the engine supports.
 const MaxLevels = C.SHALE_MAX_LEVELS
+
+// MaxVersionedKeyPrefix is the longest Options.VersionedKeyPrefix.
+const MaxVersionedKeyPrefix = C.SHALE_MAX_VERSIONED_KEY_PREFIX
 
 // EngineDefaults returns the engine's default options, read from
 // shale_options_init, expressed as an Options with every field filled in.
@@ -194,6 +211,10 @@ func (o *Options) validate() error {
 		return errorf(ErrInvalidArgument, "Options: L0 triggers must not be negative")
 	case o.WALRecovery < TolerateCorruptedTail || o.WALRecovery > PointInTime:
 		return errorf(ErrInvalidArgument, "Options.WALRecovery %d is not a known mode", o.WALRecovery)
+	case len(o.VersionedKeyPrefix) > MaxVersionedKeyPrefix:
+		return errorf(ErrInvalidArgument, "Options.VersionedKeyPrefix is %d bytes, more than %d", len(o.VersionedKeyPrefix), MaxVersionedKeyPrefix)
+	case len(o.VersionedKeyPrefix) > 0 && !o.SplitVersionSuffix:
+		return errorf(ErrInvalidArgument, "Options.VersionedKeyPrefix is set but SplitVersionSuffix is not")
 	case o.Compression < DefaultCompression || o.Compression > SnappyCompression:
 		return errorf(ErrInvalidArgument, "Options.Compression %d is not a known compression", o.Compression)
 	}
@@ -260,6 +281,13 @@ func (o *Options) toC(c *C.shale_options_t) {
 	setU64(&c.bytes_per_sync, o.BytesPerSync)
 	if o.FaultInjection {
 		c.fault_injection = 1
+	}
+	if o.SplitVersionSuffix {
+		c.split_version_suffix = 1
+	}
+	c.versioned_key_prefix_len = C.uint8_t(len(o.VersionedKeyPrefix))
+	for i, b := range o.VersionedKeyPrefix {
+		c.versioned_key_prefix[i] = C.uint8_t(b)
 	}
 }
 

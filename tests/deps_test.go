@@ -87,9 +87,11 @@ var allowed = map[string][]string{
 	"api":      {"api"},
 	"internal": {"internal"},
 	"storage":  {"storage", "internal"},
-	"raft":     {"raft", "storage", "api", "internal", "rangesm"}, // of rangesm only replicationMayImport
-	"rangesm":  {"rangesm", "raft", "storage", "api", "internal"}, // of raft only stateMachineMayImport
-	"node":     {"node", "raft", "rangesm", "storage", "api", "internal"},
+	"hlc":      {"hlc"},
+	"mvcc":     {"mvcc", "hlc", "storage", "internal"},
+	"raft":     {"raft", "storage", "mvcc", "hlc", "api", "internal", "rangesm"}, // of rangesm only replicationMayImport
+	"rangesm":  {"rangesm", "raft", "storage", "mvcc", "hlc", "api", "internal"}, // of raft only stateMachineMayImport
+	"node":     {"node", "raft", "rangesm", "storage", "mvcc", "hlc", "api", "internal"},
 	"client":   {"client", "api"},
 	"cmd":      {"cmd", "node", "client", "api", "internal"},
 }

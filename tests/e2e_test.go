@@ -19,7 +19,8 @@ func TestBadInputOverTheWire(t *testing.T) {
 	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
+	// No client-side size checks: the node's own answers are under test.
+	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{MaxKeySize: -1, MaxValueSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +33,15 @@ func TestBadInputOverTheWire(t *testing.T) {
 		{"empty key", func() error { return c.Put(ctx, nil, []byte("v")) }, ""},
 		{"key over 8 KiB", func() error { return c.Put(ctx, bytes.Repeat([]byte("k"), 8<<10+1), nil) }, "max_key_size"},
 		{"value over 4 MiB", func() error { return c.Put(ctx, []byte("bad"), make([]byte, 4<<20+1)) }, "max_value_size"},
+		// Over gRPC's message cap (about twice max_write_bytes): refused
+		// before the node reads it, yet InvalidArgument naming the cap,
+		// never ResourceExhausted (a full disk).
+		{"value over the gRPC message cap", func() error { return c.Put(ctx, []byte("bad"), make([]byte, 20<<20)) }, "grpc_max_message_size"},
+		{"batch over the gRPC message cap", func() error {
+			return c.Batch(ctx, client.PutOp([]byte("bad"), make([]byte, 4<<20)), client.PutOp([]byte("bad2"), make([]byte, 4<<20)),
+				client.PutOp([]byte("bad3"), make([]byte, 4<<20)), client.PutOp([]byte("bad4"), make([]byte, 4<<20)),
+				client.PutOp([]byte("bad5"), make([]byte, 4<<20)))
+		}, "grpc_max_message_size"},
 		{"scan start after end", func() error {
 			for _, err := range c.Scan(ctx, []byte("z"), []byte("a"), nil) {
 				return err
@@ -46,7 +56,7 @@ func TestBadInputOverTheWire(t *testing.T) {
 	}
 	for _, tc := range cases {
 		err := tc.call()
-		if !errors.Is(err, client.ErrInvalidArgument) {
+		if !errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrResourceExhausted) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
 			continue
 		}
@@ -61,10 +71,58 @@ func TestBadInputOverTheWire(t *testing.T) {
 			t.Fatalf("after %s the node does not serve: %v", tc.name, err)
 		}
 	}
-	for _, k := range []string{"bad", "bad2", "bad3"} {
+	for _, k := range []string{"bad", "bad2", "bad3", "bad4", "bad5"} {
 		if _, found, err := c.Get(ctx, []byte(k)); err != nil || found {
 			t.Errorf("refused write of %s is visible (found %v, err %v)", k, found, err)
 		}
+	}
+	node.stop()
+}
+
+// TestClientRefusesOversizedBeforeSending: with its default limits (the
+// nodes' defaults) the client refuses an oversized key or value itself,
+// with ErrInvalidArgument naming the limit, without a round trip.
+func TestClientRefusesOversizedBeforeSending(t *testing.T) {
+	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := make([]byte, 20<<20)
+	cases := []struct {
+		name  string
+		call  func() error
+		limit string
+	}{
+		{"Put key", func() error { return c.Put(ctx, bytes.Repeat([]byte("k"), 8<<10+1), nil) }, "max_key_size"},
+		{"Get key", func() error { _, _, err := c.Get(ctx, bytes.Repeat([]byte("k"), 8<<10+1)); return err }, "max_key_size"},
+		{"Put value", func() error { return c.Put(ctx, []byte("bad"), big) }, "max_value_size"},
+		{"Batch value", func() error { return c.Batch(ctx, client.PutOp([]byte("a"), nil), client.PutOp([]byte("bad"), big)) }, "max_value_size"},
+		{"WriteMany value", func() error { return c.WriteMany(ctx, client.PutOp([]byte("bad"), big)) }, "max_value_size"},
+		{"CompareAndSwap value", func() error {
+			_, err := c.CompareAndSwap(ctx, []byte("bad"), client.IfAbsent(), big)
+			return err
+		}, "max_value_size"},
+	}
+	for _, tc := range cases {
+		err := tc.call()
+		var ce *client.Error
+		if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &ce) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
+			continue
+		}
+		if ce.Limit == nil || ce.Limit.Limit != tc.limit || !strings.Contains(err.Error(), tc.limit) {
+			t.Errorf("%s: %v does not name limit %s", tc.name, err, tc.limit)
+		}
+		if ce.Endpoint != "" || !strings.Contains(err.Error(), "not sent") {
+			t.Errorf("%s: %v was sent to a node, not refused by the client", tc.name, err)
+		}
+	}
+	if _, found, err := c.Get(ctx, []byte("bad")); err != nil || found {
+		t.Errorf("a refused write is visible (found %v, err %v)", found, err)
 	}
 	node.stop()
 }

@@ -132,5 +132,57 @@ TEST_F(CApiTest, MultiGetRejectsBadOffsets) {
   shale_free(s.message);
 }
 
+TEST_F(CApiTest, VersionSuffixOptions) {
+  shale_options_t opts;
+  shale_options_init(&opts);
+  EXPECT_EQ(0, opts.split_version_suffix);
+  EXPECT_EQ(0, opts.versioned_key_prefix_len);
+  // A prefix longer than the array, and a prefix without the setting.
+  opts.split_version_suffix = 1;
+  opts.versioned_key_prefix_len = SHALE_MAX_VERSIONED_KEY_PREFIX + 1;
+  shale_db_t* db = nullptr;
+  shale_status_t s = shale_open(&opts, (dir_ + "/vs").c_str(), &db);
+  EXPECT_EQ(SHALE_INVALID_ARGUMENT, s.code);
+  EXPECT_EQ(nullptr, db);
+  shale_free(s.message);
+  opts.split_version_suffix = 0;
+  opts.versioned_key_prefix_len = 1;
+  opts.versioned_key_prefix[0] = 0x03;
+  s = shale_open(&opts, (dir_ + "/vs").c_str(), &db);
+  EXPECT_EQ(SHALE_INVALID_ARGUMENT, s.code);
+  shale_free(s.message);
+  // Both set: the database opens, and a table's filter answers a read of
+  // an absent key at any version.
+  opts.split_version_suffix = 1;
+  s = shale_open(&opts, (dir_ + "/vs").c_str(), &db);
+  ASSERT_EQ(SHALE_OK, s.code) << (s.message ? s.message : "");
+  const std::string present = "\x03k1\x09\x02";  // version "\x09"
+  const std::string absent = "\x03k2\x09\x02";
+  const std::string other_version = "\x03k1\x0a\x02";
+  WriteBatch b;
+  b.Put(present, "v");
+  b.Put("\x03k3\x09\x02", "v");
+  shale_write_options_t wo = {0, 0, 0};
+  s = shale_write(db, &wo, reinterpret_cast<const uint8_t*>(b.Data().data()),
+                  b.Data().size());
+  ASSERT_EQ(SHALE_OK, s.code);
+  ASSERT_EQ(SHALE_OK, shale_flush(db, 1).code);
+  shale_read_options_t ro;
+  shale_read_options_init(&ro);
+  size_t len;
+  shale_stats_t before, after;
+  ASSERT_EQ(SHALE_OK, shale_get_stats(db, &before).code);
+  for (const std::string& k : {absent, other_version}) {
+    s = shale_get(db, &ro, reinterpret_cast<const uint8_t*>(k.data()), k.size(),
+                  nullptr, 0, &len);
+    EXPECT_EQ(SHALE_NOT_FOUND, s.code);
+  }
+  ASSERT_EQ(SHALE_OK, shale_get_stats(db, &after).code);
+  EXPECT_EQ(2u, after.bloom_filter_checked - before.bloom_filter_checked);
+  // The absent key only: the other version of k1 shares its filter key.
+  EXPECT_EQ(1u, after.bloom_filter_useful - before.bloom_filter_useful);
+  ASSERT_EQ(SHALE_OK, shale_close(db).code);
+}
+
 }  // namespace
 }  // namespace shale

@@ -128,6 +128,16 @@ Status ToOptions(const shale_options_t* c, shale::Options* o) {
   o->cache_index_and_filter_blocks = c->cache_index_and_filter_blocks != 0;
   o->use_mmap_reads = c->use_mmap_reads != 0;
   o->bytes_per_sync = c->bytes_per_sync;
+  o->split_version_suffix = c->split_version_suffix != 0;
+  if (c->versioned_key_prefix_len > SHALE_MAX_VERSIONED_KEY_PREFIX) {
+    return Status::InvalidArgument(
+        "options: versioned_key_prefix_len " +
+        std::to_string(c->versioned_key_prefix_len) + " is above " +
+        std::to_string(SHALE_MAX_VERSIONED_KEY_PREFIX));
+  }
+  o->versioned_key_prefix.assign(
+      reinterpret_cast<const char*>(c->versioned_key_prefix),
+      c->versioned_key_prefix_len);
   return o->Validate();
 }
 
@@ -179,6 +189,9 @@ void shale_options_init(shale_options_t* opts) {
   opts->use_mmap_reads = d.use_mmap_reads;
   opts->bytes_per_sync = d.bytes_per_sync;
   opts->fault_injection = 0;
+  opts->split_version_suffix = d.split_version_suffix;
+  opts->versioned_key_prefix_len = 0;
+  memset(opts->versioned_key_prefix, 0, sizeof(opts->versioned_key_prefix));
 }
 
 void shale_read_options_init(shale_read_options_t* ro) {

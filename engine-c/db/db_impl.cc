@@ -29,10 +29,7 @@ DBImpl::DBImpl(const Options& options, const std::string& dbname)
       bg_work_cv_(&mutex_),
       bg_done_cv_(&mutex_),
       wal_sync_cv_(&mutex_) {
-  if (options_.bloom_bits_per_key > 0) {
-    filter_policy_ = std::make_unique<InternalFilterPolicy>(
-        NewBloomFilterPolicy(options_.bloom_bits_per_key));
-  }
+  filter_policy_ = NewInternalFilterPolicy(options_);
   if (options_.block_cache_size > 0) {
     block_cache_.reset(NewLRUCache(options_.block_cache_size));
   }

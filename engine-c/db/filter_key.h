@@ -1,7 +1,8 @@
 // InternalFilterPolicy: a filter policy for tables of internal keys that
 // builds and probes filters over user keys (the key without its 8-byte
 // trailer), so that a lookup at any sequence number matches every version
-// of its key.
+// of its key. The user policy may narrow the key further (its own
+// FilterKey, e.g. dropping a version suffix: table/version_suffix_filter.h).
 //
 // Thread safety: immutable; may be shared.
 
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "db/dbformat.h"
+#include "db/options.h"
 #include "table/filter_policy.h"
 
 namespace shale {
@@ -35,12 +37,19 @@ class InternalFilterPolicy final : public FilterPolicy {
     user_policy_->KeysMayMatch(keys, n, filter, may_match);
   }
   Slice FilterKey(const Slice& table_key) const override {
-    return table_key.size() >= 8 ? ExtractUserKey(table_key) : table_key;
+    return user_policy_->FilterKey(
+        table_key.size() >= 8 ? ExtractUserKey(table_key) : table_key);
   }
 
  private:
   std::unique_ptr<const FilterPolicy> user_policy_;
 };
+
+// The filter policy for tables of a database opened with options: nullptr
+// when options disable filters, else a Bloom filter over user keys, without
+// their version suffix when options.split_version_suffix is set.
+std::unique_ptr<const FilterPolicy> NewInternalFilterPolicy(
+    const Options& options);
 
 }  // namespace shale
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "table/version_suffix_filter.h"
+
 namespace shale {
 
 namespace {
@@ -33,6 +35,15 @@ Status Options::Validate() const {
   if (bloom_bits_per_key < 0 || bloom_bits_per_key > 100) {
     return Bad("bloom_bits_per_key " + std::to_string(bloom_bits_per_key) +
                " is outside [0, 100]");
+  }
+  if (versioned_key_prefix.size() > kMaxVersionedKeyPrefix) {
+    return Bad("versioned_key_prefix is " +
+               std::to_string(versioned_key_prefix.size()) +
+               " bytes, more than the maximum of " +
+               std::to_string(kMaxVersionedKeyPrefix));
+  }
+  if (!split_version_suffix && !versioned_key_prefix.empty()) {
+    return Bad("versioned_key_prefix is set but split_version_suffix is not");
   }
   if (compression != kNoCompression && compression != kSnappyCompression) {
     return Bad("unknown compression " +

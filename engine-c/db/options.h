@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "table/options.h"
 #include "util/status.h"
@@ -50,6 +51,15 @@ struct Options {
   uint64_t block_size = 4096;
   int block_restart_interval = 16;
   int bloom_bits_per_key = 10;  // 0: no filters
+  // Versioned keys (MVCC). When split_version_suffix is set, every key that
+  // begins with versioned_key_prefix (empty: every key) ends with a version
+  // suffix whose length, counting the suffix's last byte itself, is that
+  // last byte; filters are built and probed on the key without the suffix,
+  // so a point read of any version of a key can be answered by the filter
+  // (table/version_suffix_filter.h). A table remembers the setting it was
+  // built with and is read without its filter under any other.
+  bool split_version_suffix = false;
+  std::string versioned_key_prefix;  // at most 16 bytes
   CompressionType compression = kSnappyCompression;
   uint64_t block_cache_size = 8 << 20;
   bool cache_index_and_filter_blocks = false;

@@ -27,10 +27,7 @@ Status SstFileWriter::Open(const Options& options, const std::string& path,
   if (!s.ok()) return s;
   Env* env = options.env != nullptr ? options.env : Env::Default();
   std::unique_ptr<SstFileWriter> w(new SstFileWriter(env, path));
-  if (options.bloom_bits_per_key > 0) {
-    w->filter_policy_ = std::make_unique<InternalFilterPolicy>(
-        NewBloomFilterPolicy(options.bloom_bits_per_key));
-  }
+  w->filter_policy_ = NewInternalFilterPolicy(options);
   w->table_options_.comparator = &w->icmp_;
   w->table_options_.filter_policy = w->filter_policy_.get();
   w->table_options_.block_size = options.block_size;

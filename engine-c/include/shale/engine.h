@@ -97,6 +97,8 @@ enum {
 };
 
 #define SHALE_MAX_LEVELS 7
+/* The longest versioned_key_prefix (see shale_options_t). */
+#define SHALE_MAX_VERSIONED_KEY_PREFIX 16
 
 /* Database options. Initialize with shale_options_init, then override. The
  * defaults are documented next to each field and in docs/engine.md. */
@@ -130,6 +132,21 @@ typedef struct shale_options_t {
    * fault-injection file layer, so that shale_set_io_delay can slow its
    * disk down. Costs a little on every file operation. */
   uint8_t fault_injection;
+  /* Versioned keys (MVCC); 0 by default. 1: every key that begins with the
+   * first versioned_key_prefix_len bytes of versioned_key_prefix (every key
+   * when that is 0) ends with a version suffix whose length in bytes,
+   * counting the suffix's last byte itself, is that last byte. Bloom
+   * filters are then built and probed on the key without its suffix, so a
+   * point read of any version of a key whose versions a table lacks is
+   * answered by the filter. A key whose last byte is 0 or longer than what
+   * follows the prefix is filtered whole. An SST records the setting it
+   * was built with and is read without its filter under any other, so
+   * changing the setting never hides data. A prefix without the setting,
+   * or longer than SHALE_MAX_VERSIONED_KEY_PREFIX, is
+   * SHALE_INVALID_ARGUMENT. */
+  uint8_t split_version_suffix;
+  uint8_t versioned_key_prefix_len; /* 0 */
+  uint8_t versioned_key_prefix[SHALE_MAX_VERSIONED_KEY_PREFIX];
 } shale_options_t;
 
 void shale_options_init(shale_options_t* opts);

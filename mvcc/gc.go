@@ -1,0 +1,115 @@
+package mvcc
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/storage"
+)
+
+// GCOptions bound one GC call.
+type GCOptions struct {
+	// MaxDeletes is the most versions one call deletes (0: no limit), so
+	// that a GC queue can cut a range's collection into batches that do
+	// not hold up foreground writes. A call that reaches it returns a
+	// Resume key (possibly in the middle of a key's versions).
+	MaxDeletes int
+}
+
+// GCResult says what a GC call did.
+type GCResult struct {
+	KeysSeen        int // user keys looked at
+	VersionsDeleted int // engine deletes added to the batch
+	// Resume is the user key to continue from, or nil when the span is
+	// done.
+	Resume []byte
+}
+
+// GC adds to b the deletes that remove, for user keys in [start, end) (nil:
+// the keyspace's beginning or end), every version that no read at or above
+// threshold can see: all versions older than a key's newest version at or
+// below threshold, and that version too when it is a deletion. Versions
+// above threshold are kept. Once b is applied, reads below threshold may
+// see a history with holes and must be refused (CheckReadTimestamp); the
+// caller records the new threshold before, or in the same batch as, the
+// deletes.
+//
+// r is read as it is; versions at or below threshold never change (writes
+// there are refused), so the deletes stay right if newer versions arrive
+// before b is applied.
+func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold hlc.Timestamp, opts GCOptions) (res GCResult, err error) {
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return GCResult{}, fmt.Errorf("mvcc: gc: start %q is above end %q", start, end)
+	}
+	lower, upper := ks.bounds(start, end)
+	it, err := r.NewIter(&storage.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return GCResult{}, fmt.Errorf("mvcc: gc: %w", err)
+	}
+	defer closeIter(it, &err)
+
+	var (
+		cur     []byte // key_enc of the current key
+		visible bool   // cur's newest version at or below threshold was seen
+		// tombstone is the engine key of cur's visible version when it is
+		// a deletion. It is deleted only once every older version has
+		// been: deleted first, it would let an older live version show
+		// through to reads at threshold, resurrecting the key.
+		tombstone []byte
+		target    []byte
+	)
+	finishKey := func() {
+		if tombstone != nil {
+			b.Delete(tombstone)
+			res.VersionsDeleted++
+			tombstone = nil
+		}
+	}
+	valid := it.SeekGE(lower)
+	for valid {
+		e, err := ks.decodeEntry(it)
+		if err != nil {
+			return GCResult{}, err
+		}
+		if cur == nil || !bytes.Equal(e.keyEnc, cur) {
+			finishKey()
+			cur, visible = append(cur[:0], e.keyEnc...), false
+			res.KeysSeen++
+		}
+		switch {
+		case threshold.Less(e.ts):
+			// Versions above threshold stay: seek to the first at or
+			// below it.
+			target = appendSuffix(append(append(target[:0], ks.Prefix...), cur...), threshold)
+			valid = it.SeekGE(target)
+			continue
+		case !visible:
+			// What a read at threshold sees: kept if live, deleted last
+			// if a deletion.
+			visible = true
+			if !e.live {
+				tombstone = append([]byte{}, it.UnsafeKey()...)
+			}
+			valid = it.Next()
+			continue
+		}
+		// Older than what a read at threshold sees.
+		if opts.MaxDeletes > 0 && res.VersionsDeleted >= opts.MaxDeletes {
+			// A later call starts over at this key and finds what is left
+			// of it the same way; its tombstone stays until then.
+			res.Resume, err = decodeKeyPrefix(nil, cur)
+			return res, err
+		}
+		b.Delete(it.UnsafeKey())
+		res.VersionsDeleted++
+		valid = it.Next()
+	}
+	if it.Error() == nil {
+		finishKey()
+	}
+	if err := it.Error(); err != nil {
+		return GCResult{}, fmt.Errorf("mvcc: gc: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,113 @@
+package mvcc
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/storage"
+)
+
+// Reader is what reads need from the engine: a storage.DB (its current
+// state) or a storage.Snapshot (a fixed one).
+type Reader interface {
+	NewIter(opts *storage.IterOptions) (*storage.Iterator, error)
+}
+
+var (
+	_ Reader = (*storage.DB)(nil)
+	_ Reader = (*storage.Snapshot)(nil)
+)
+
+// Keyspace is where versioned keys live in an engine: each engine key is
+// Prefix followed by a versioned key (key.go). Keys in a Keyspace are user
+// keys; the Prefix is added and removed here. The zero Keyspace uses the
+// whole engine.
+type Keyspace struct {
+	// Prefix is the engine key prefix of every versioned key (for a Shale
+	// node, the user-key prefix 0x03 of docs/formats.md). It must not be
+	// modified after first use.
+	Prefix []byte
+}
+
+// engineKey appends the engine key of key at ts to dst.
+func (ks Keyspace) engineKey(dst, key []byte, ts hlc.Timestamp) []byte {
+	return AppendKey(append(dst, ks.Prefix...), key, ts)
+}
+
+// keyStart is the engine key every version of key is at or above.
+func (ks Keyspace) keyStart(dst, key []byte) []byte {
+	return AppendKeyPrefix(append(dst, ks.Prefix...), key)
+}
+
+// keyEnd is the engine key every version of key is below.
+func (ks Keyspace) keyEnd(dst, key []byte) []byte {
+	return KeyEnd(append(dst, ks.Prefix...), key)
+}
+
+// bounds returns the engine bounds of the versions of user keys in
+// [start, end); nil start or end means the Keyspace's beginning or end.
+func (ks Keyspace) bounds(start, end []byte) (lower, upper []byte) {
+	if start != nil {
+		lower = ks.keyStart(nil, start)
+	} else {
+		lower = append([]byte{}, ks.Prefix...)
+	}
+	if end != nil {
+		upper = ks.keyStart(nil, end)
+	} else {
+		upper = prefixEnd(ks.Prefix)
+	}
+	return lower, upper
+}
+
+// prefixEnd returns the smallest key above every key with prefix p, or nil
+// (unbounded) when there is none.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte{}, p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// entry is one version read from the engine.
+type entry struct {
+	keyEnc  []byte // key_enc, aliasing the iterator
+	ts      hlc.Timestamp
+	live    bool
+	created hlc.Timestamp
+	value   []byte // aliasing the iterator
+}
+
+// decodeEntry splits the iterator's current entry. The result aliases the
+// iterator's memory until it moves.
+func (ks Keyspace) decodeEntry(it *storage.Iterator) (entry, error) {
+	k := it.UnsafeKey()
+	if !bytes.HasPrefix(k, ks.Prefix) {
+		return entry{}, fmt.Errorf("mvcc: engine key %x outside the keyspace %x", k, ks.Prefix)
+	}
+	k = k[len(ks.Prefix):]
+	n, err := SplitKey(k)
+	if err != nil {
+		return entry{}, fmt.Errorf("engine key %x: %w", it.UnsafeKey(), err)
+	}
+	e := entry{keyEnc: k[:n], ts: decodeSuffix(k[n:])}
+	if !e.ts.Valid() {
+		return entry{}, fmt.Errorf("engine key %x: %w: negative version", it.UnsafeKey(), ErrMalformedKey)
+	}
+	e.live, e.created, e.value, err = decodeValue(it.UnsafeValue())
+	if err != nil {
+		return entry{}, fmt.Errorf("engine key %x: %w", it.UnsafeKey(), err)
+	}
+	return e, nil
+}
+
+func closeIter(it *storage.Iterator, err *error) {
+	if cerr := it.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("mvcc: closing iterator: %w", cerr)
+	}
+}

@@ -1,0 +1,202 @@
+package mvcc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/storage"
+)
+
+// ErrHistoryCompacted is returned (wrapped) for a read below the GC
+// threshold: the versions it would need may be gone. The range state
+// machine checks a read's timestamp against its threshold before reading.
+var ErrHistoryCompacted = errors.New("mvcc: history compacted: the read timestamp is below the GC threshold")
+
+// CheckReadTimestamp returns an error wrapping ErrHistoryCompacted if ts is
+// below threshold, the timestamp at and above which every version is kept.
+func CheckReadTimestamp(ts, threshold hlc.Timestamp) error {
+	if ts.Less(threshold) {
+		return fmt.Errorf("%w (read at %s, threshold %s)", ErrHistoryCompacted, ts, threshold)
+	}
+	return nil
+}
+
+// KeyValue is a user key's value as a read at some timestamp sees it.
+type KeyValue struct {
+	Key   []byte
+	Value []byte
+	// Version is the version read: the newest at or below the read
+	// timestamp.
+	Version hlc.Timestamp
+	// Created is the version that created the key: the first version after
+	// its last deletion at or below Version.
+	Created hlc.Timestamp
+}
+
+// Get returns key's value as of ts: its newest version at or below ts, or
+// found == false if there is none or that version is a deletion. The
+// result's slices are the caller's.
+func (ks Keyspace) Get(r Reader, key []byte, ts hlc.Timestamp) (kv KeyValue, found bool, err error) {
+	e, ok, err := ks.newestAtOrBelow(r, key, ts)
+	if err != nil || !ok || !e.live {
+		return KeyValue{}, false, err
+	}
+	return KeyValue{
+		Key:     append([]byte{}, key...),
+		Value:   e.value,
+		Version: e.ts,
+		Created: e.created,
+	}, true, nil
+}
+
+// newestAtOrBelow returns key's newest version at or below ts, tombstones
+// included. The entry's slices are copies.
+func (ks Keyspace) newestAtOrBelow(r Reader, key []byte, ts hlc.Timestamp) (e entry, ok bool, err error) {
+	it, err := r.NewIter(&storage.IterOptions{
+		LowerBound: ks.keyStart(nil, key),
+		UpperBound: ks.keyEnd(nil, key),
+	})
+	if err != nil {
+		return entry{}, false, fmt.Errorf("mvcc: get %q: %w", key, err)
+	}
+	defer closeIter(it, &err)
+	if !it.SeekGE(ks.engineKey(nil, key, ts)) {
+		if err := it.Error(); err != nil {
+			return entry{}, false, fmt.Errorf("mvcc: get %q: %w", key, err)
+		}
+		return entry{}, false, nil
+	}
+	e, err = ks.decodeEntry(it)
+	if err != nil {
+		return entry{}, false, err
+	}
+	e.keyEnc = nil
+	e.value = append([]byte{}, e.value...)
+	return e, true, nil
+}
+
+// ScanOptions bound a Scan.
+type ScanOptions struct {
+	// Limit is the most key-values to return; 0 means no limit.
+	Limit int
+}
+
+// nextsBeforeSeek is how many older versions a scan steps over one by one
+// before it seeks past the rest of a key's versions: stepping within the
+// iterator's window costs no engine call, a seek costs one.
+const nextsBeforeSeek = 8
+
+// Scan returns the live key-values of user keys in [start, end) as of ts,
+// in key order (nil start or end: the keyspace's beginning or end). With
+// a limit, it stops after Limit key-values and returns in resume the key
+// to scan from next; resume is nil when the span is done.
+func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts ScanOptions) (kvs []KeyValue, resume []byte, err error) {
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return nil, nil, fmt.Errorf("mvcc: scan: start %q is above end %q", start, end)
+	}
+	if opts.Limit < 0 {
+		return nil, nil, fmt.Errorf("mvcc: scan: negative limit %d", opts.Limit)
+	}
+	lower, upper := ks.bounds(start, end)
+	it, err := r.NewIter(&storage.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mvcc: scan: %w", err)
+	}
+	defer closeIter(it, &err)
+
+	var (
+		cur    []byte // key_enc of the key being looked at
+		target []byte // seek scratch
+	)
+	valid := it.SeekGE(lower)
+	for valid {
+		e, err := ks.decodeEntry(it)
+		if err != nil {
+			return nil, nil, err
+		}
+		cur = append(cur[:0], e.keyEnc...)
+		if opts.Limit > 0 && len(kvs) == opts.Limit {
+			key, err := decodeKeyPrefix(nil, cur)
+			if err != nil {
+				return nil, nil, err
+			}
+			return kvs, key, nil
+		}
+		if ts.Less(e.ts) {
+			// Newer than the read: step to the newest version at or below
+			// ts, or past the key.
+			valid, err = ks.skipNewer(it, cur, ts, &target)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !valid {
+				break
+			}
+			e, err = ks.decodeEntry(it)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !bytes.Equal(e.keyEnc, cur) {
+				continue // the key has nothing at or below ts
+			}
+		}
+		if e.live {
+			key, err := decodeKeyPrefix(nil, cur)
+			if err != nil {
+				return nil, nil, err
+			}
+			kvs = append(kvs, KeyValue{
+				Key:     key,
+				Value:   append([]byte{}, e.value...),
+				Version: e.ts,
+				Created: e.created,
+			})
+		}
+		valid, err = ks.skipKey(it, cur, &target)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, fmt.Errorf("mvcc: scan: %w", err)
+	}
+	return kvs, nil, nil
+}
+
+// skipNewer moves it from a version of key_enc cur newer than ts to the
+// first entry at or below ts (which may belong to a later key).
+func (ks Keyspace) skipNewer(it *storage.Iterator, cur []byte, ts hlc.Timestamp, target *[]byte) (bool, error) {
+	for i := 0; i < nextsBeforeSeek; i++ {
+		if !it.Next() {
+			return false, it.Error()
+		}
+		k := it.UnsafeKey()[len(ks.Prefix):]
+		if !bytes.HasPrefix(k, cur) {
+			return true, nil
+		}
+		if n := len(cur); len(k) == n+SuffixLen && !ts.Less(decodeSuffix(k[n:])) {
+			return true, nil
+		}
+	}
+	*target = appendSuffix(append(append((*target)[:0], ks.Prefix...), cur...), ts)
+	return it.SeekGE(*target), it.Error()
+}
+
+// skipKey moves it past every remaining version of key_enc cur.
+func (ks Keyspace) skipKey(it *storage.Iterator, cur []byte, target *[]byte) (bool, error) {
+	for i := 0; i < nextsBeforeSeek; i++ {
+		if !it.Next() {
+			return false, it.Error()
+		}
+		if !bytes.HasPrefix(it.UnsafeKey()[len(ks.Prefix):], cur) {
+			return true, nil
+		}
+	}
+	// key_enc(cur) without its terminator, then 0x00 0xFF 0x00 0x01: the
+	// key_enc of the next possible user key (KeyEnd).
+	t := append(append((*target)[:0], ks.Prefix...), cur[:len(cur)-1]...)
+	*target = append(t, escapedZero, escapeByte, terminatorByte)
+	return it.SeekGE(*target), it.Error()
+}

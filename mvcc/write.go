@@ -1,0 +1,168 @@
+package mvcc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/storage"
+)
+
+// ErrWriteTooOld is wrapped by every *WriteTooOldError.
+var ErrWriteTooOld = errors.New("mvcc: write at or below an existing version")
+
+// WriteTooOldError refuses a write whose timestamp is at or below the
+// key's newest version: writing it would change what a read at that
+// version already saw. The caller retries above Existing.
+type WriteTooOldError struct {
+	Key       []byte
+	Timestamp hlc.Timestamp // the refused write's
+	Existing  hlc.Timestamp // the key's newest version
+}
+
+func (e *WriteTooOldError) Error() string {
+	return fmt.Sprintf("%v: key %q at %s, newest version %s", ErrWriteTooOld, e.Key, e.Timestamp, e.Existing)
+}
+
+// Unwrap lets errors.Is(err, ErrWriteTooOld) match.
+func (e *WriteTooOldError) Unwrap() error { return ErrWriteTooOld }
+
+// ErrInvalidTimestamp is returned (wrapped) for a write at the zero or an
+// invalid timestamp.
+var ErrInvalidTimestamp = errors.New("mvcc: invalid write timestamp")
+
+// Writer adds versions to a storage.Batch: each write reads the key's
+// newest version (from the Reader, or from earlier writes through the same
+// Writer) to refuse writes that would rewrite history and to carry the
+// version that created the key. The batch is the caller's to apply;
+// a Writer is for one batch and one goroutine.
+type Writer struct {
+	ks Keyspace
+	r  Reader
+	b  *storage.Batch
+	// pending holds the newest version of every key written so far, so
+	// that several writes to one key in one batch see each other.
+	pending map[string]pendingVersion
+	scratch []byte
+}
+
+type pendingVersion struct {
+	ts      hlc.Timestamp
+	live    bool
+	created hlc.Timestamp
+}
+
+// NewWriter returns a Writer adding versions to b, reading the state that
+// b will apply over from r. r must not change until b is applied (a
+// Snapshot, or a DB whose writes are serialized with this one).
+func (ks Keyspace) NewWriter(r Reader, b *storage.Batch) *Writer {
+	return &Writer{ks: ks, r: r, b: b, pending: make(map[string]pendingVersion)}
+}
+
+// newest returns key's newest version (tombstones included), from this
+// writer's earlier writes or the reader.
+func (w *Writer) newest(key []byte) (v pendingVersion, ok, fromBatch bool, err error) {
+	if p, ok := w.pending[string(key)]; ok {
+		return p, true, true, nil
+	}
+	e, ok, err := w.ks.newestAtOrBelow(w.r, key, hlc.MaxTimestamp)
+	if err != nil || !ok {
+		return pendingVersion{}, false, false, err
+	}
+	return pendingVersion{ts: e.ts, live: e.live, created: e.created}, true, false, nil
+}
+
+// check refuses a write at ts over newest: allowed above the newest
+// version, or at the same version when this writer wrote it (a later
+// write in one batch replaces an earlier one).
+func check(key []byte, ts hlc.Timestamp, newest pendingVersion, ok, fromBatch bool) error {
+	if !ts.Valid() || ts.IsZero() {
+		return fmt.Errorf("%w: key %q at %s", ErrInvalidTimestamp, key, ts)
+	}
+	if !ok || newest.ts.Less(ts) || (fromBatch && newest.ts == ts) {
+		return nil
+	}
+	return &WriteTooOldError{Key: append([]byte{}, key...), Timestamp: ts, Existing: newest.ts}
+}
+
+// Put writes value as key's version ts. It returns a *WriteTooOldError if
+// key has a version at or above ts (other than one this writer wrote at
+// ts), and writes nothing then.
+func (w *Writer) Put(key []byte, ts hlc.Timestamp, value []byte) error {
+	newest, ok, fromBatch, err := w.newest(key)
+	if err != nil {
+		return err
+	}
+	if err := check(key, ts, newest, ok, fromBatch); err != nil {
+		return err
+	}
+	// A live key keeps its creation; a new or deleted one is created now.
+	// (Within one batch at one timestamp the last write replaces the
+	// earlier ones, so a put after a delete there is a creation.)
+	created := ts
+	if ok && newest.live {
+		created = newest.created
+	}
+	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
+	w.b.Put(w.scratch, appendLiveValue(nil, created, value))
+	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created}
+	return nil
+}
+
+// Delete writes a deletion of key at version ts, if key has a live value;
+// deleted says whether it had. Errors as Put's.
+func (w *Writer) Delete(key []byte, ts hlc.Timestamp) (deleted bool, err error) {
+	newest, ok, fromBatch, err := w.newest(key)
+	if err != nil {
+		return false, err
+	}
+	if err := check(key, ts, newest, ok, fromBatch); err != nil {
+		return false, err
+	}
+	if !ok || !newest.live {
+		return false, nil
+	}
+	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
+	w.b.Put(w.scratch, appendTombstone(nil))
+	w.pending[string(key)] = pendingVersion{ts: ts, live: false}
+	return true, nil
+}
+
+// DeleteRange deletes at version ts every user key in [start, end) that has
+// a live value (nil start or end: the keyspace's beginning or end) and
+// returns how many it deleted. Each deletion is a tombstone version, so
+// the cost grows with the number of live keys in the span. If any of them
+// has a version at or above ts, it returns a *WriteTooOldError; the batch
+// then holds some of the deletions and must be discarded.
+func (w *Writer) DeleteRange(start, end []byte, ts hlc.Timestamp) (int, error) {
+	live, _, err := w.ks.Scan(w.r, start, end, hlc.MaxTimestamp, ScanOptions{})
+	if err != nil {
+		return 0, err
+	}
+	keys := make([][]byte, 0, len(live))
+	for _, kv := range live {
+		keys = append(keys, kv.Key)
+	}
+	// Keys this writer put that the reader does not have yet.
+	for k := range w.pending {
+		kb := []byte(k)
+		if (start == nil || bytes.Compare(kb, start) >= 0) && (end == nil || bytes.Compare(kb, end) < 0) {
+			keys = append(keys, kb)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	n := 0
+	for _, k := range keys {
+		deleted, err := w.Delete(k, ts)
+		if err != nil {
+			return n, err
+		}
+		if deleted {
+			n++
+		}
+	}
+	return n, nil
+}
