@@ -241,8 +241,7 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 	var unreached map[string]bool
 	fail := func(e *Error) error {
 		if inFlight && e.kind != ErrAmbiguous {
-			return &Error{Op: e.Op, Endpoint: e.Endpoint, Code: e.Code, kind: ErrAmbiguous, cause: e,
-				Msg: "an earlier attempt got no answer in time and may still apply; the last attempt: " + e.Error()}
+			return mayStillApply(e)
 		}
 		return e
 	}
@@ -420,4 +419,14 @@ func waitReadyFor(ctx context.Context, e *endpoint, d time.Duration) error {
 		return fmt.Errorf("no connection to %s within %v", e.addr, d)
 	}
 	return err
+}
+
+// mayStillApply turns the final error e of a write, one of whose earlier
+// attempts got no answer in time, into ErrAmbiguous: that attempt may
+// still apply, whatever the last one said. The result wraps e's cause, not
+// e: errors.Is must match ErrAmbiguous alone, never e's own kind (a caller
+// testing ErrUnavailable first would take the write as not applied).
+func mayStillApply(e *Error) *Error {
+	return &Error{Op: e.Op, Endpoint: e.Endpoint, Code: e.Code, Write: e.Write, kind: ErrAmbiguous, cause: e.cause,
+		Msg: "an earlier attempt got no answer in time and may still apply; the last attempt: " + e.Error()}
 }

@@ -21,6 +21,9 @@ type GCOptions struct {
 type GCResult struct {
 	KeysSeen        int // user keys looked at
 	VersionsDeleted int // engine deletes added to the batch
+	// Delta is how the deletes change the keyspace's Stats (never its
+	// live data: GC keeps every key's newest live version).
+	Delta Stats
 	// Resume is the user key to continue from, or nil when the span is
 	// done.
 	Resume []byte
@@ -57,12 +60,21 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 		// been: deleted first, it would let an older live version show
 		// through to reads at threshold, resurrecting the key.
 		tombstone []byte
+		kept      bool // some version of cur stays
 		target    []byte
 	)
+	remove := func(key []byte, size int64) {
+		b.Delete(key)
+		res.VersionsDeleted++
+		res.Delta.Versions--
+		res.Delta.Bytes -= size
+	}
 	finishKey := func() {
 		if tombstone != nil {
-			b.Delete(tombstone)
-			res.VersionsDeleted++
+			remove(tombstone, int64(len(tombstone)+1))
+			if !kept {
+				res.Delta.Keys--
+			}
 			tombstone = nil
 		}
 	}
@@ -74,13 +86,14 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 		}
 		if cur == nil || !bytes.Equal(e.keyEnc, cur) {
 			finishKey()
-			cur, visible = append(cur[:0], e.keyEnc...), false
+			cur, visible, kept = append(cur[:0], e.keyEnc...), false, false
 			res.KeysSeen++
 		}
 		switch {
 		case threshold.Less(e.ts):
 			// Versions above threshold stay: seek to the first at or
 			// below it.
+			kept = true
 			target = appendSuffix(append(append(target[:0], ks.Prefix...), cur...), threshold)
 			valid = it.SeekGE(target)
 			continue
@@ -88,7 +101,9 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 			// What a read at threshold sees: kept if live, deleted last
 			// if a deletion.
 			visible = true
-			if !e.live {
+			if e.live {
+				kept = true
+			} else {
 				tombstone = append([]byte{}, it.UnsafeKey()...)
 			}
 			valid = it.Next()
@@ -101,8 +116,7 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 			res.Resume, err = decodeKeyPrefix(nil, cur)
 			return res, err
 		}
-		b.Delete(it.UnsafeKey())
-		res.VersionsDeleted++
+		remove(it.UnsafeKey(), int64(len(it.UnsafeKey())+len(it.UnsafeValue())))
 		valid = it.Next()
 	}
 	if it.Error() == nil {

@@ -178,6 +178,7 @@ func runModel(t *testing.T, seed uint64) {
 	var (
 		threshold hlc.Timestamp
 		issued    []hlc.Timestamp // every timestamp drawn, for reads and stale writes
+		stats     Stats           // the sum of every applied delta
 	)
 	randKey := func() string { return modelKeys[rng.IntN(len(modelKeys))] }
 	randSpan := func() (start, end []byte) {
@@ -219,7 +220,7 @@ func runModel(t *testing.T, seed uint64) {
 	for step := 0; step < 400; step++ {
 		switch op := rng.IntN(10); {
 		case op < 6:
-			modelWriteBatch(t, step, rng, db, ks, m, writeTS(), randKey, randSpan)
+			modelWriteBatch(t, step, rng, db, ks, m, writeTS(), randKey, randSpan, &stats)
 		case op == 6:
 			if len(issued) == 0 {
 				continue
@@ -229,7 +230,7 @@ func runModel(t *testing.T, seed uint64) {
 				continue
 			}
 			threshold = next
-			modelGC(t, step, rng, db, ks, m, threshold)
+			modelGC(t, step, rng, db, ks, m, threshold, &stats)
 		case op == 7:
 			if err := db.Flush(); err != nil {
 				t.Fatal(err)
@@ -238,6 +239,10 @@ func runModel(t *testing.T, seed uint64) {
 			if err := db.CompactRange(nil, nil); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// The deltas add up to what the engine holds.
+		if got, err := ks.ComputeStats(db, nil, nil); err != nil || got != stats {
+			t.Fatalf("seed %d step %d: ComputeStats = %+v, %v; the deltas add up to %+v", seed, step, got, err, stats)
 		}
 		// Reads, at timestamps GC has not passed.
 		var r Reader = db
@@ -266,6 +271,21 @@ func runModel(t *testing.T, seed uint64) {
 			if found != wantFound || (found && !sameKVs([]KeyValue{got}, []KeyValue{want})) {
 				t.Fatalf("seed %d step %d: Get(%q, %s) = %s %v, model %s %v", seed, step, key, ts,
 					fmtKVs([]KeyValue{got}), found, fmtKVs([]KeyValue{want}), wantFound)
+			}
+			many := make([][]byte, rng.IntN(5))
+			for j := range many {
+				many[j] = []byte(randKey())
+			}
+			gotKVs, gotFound, err := ks.GetMany(r, many, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, k := range many {
+				want, wantFound := m.get(string(k), ts)
+				if gotFound[j] != wantFound || (wantFound && !sameKVs(gotKVs[j:j+1], []KeyValue{want})) {
+					t.Fatalf("seed %d step %d: GetMany(%q)[%d] at %s = %s %v, model %s %v", seed, step, many, j, ts,
+						fmtKVs(gotKVs[j:j+1]), gotFound[j], fmtKVs([]KeyValue{want}), wantFound)
+				}
 			}
 			start, end := randSpan()
 			limit := rng.IntN(4)
@@ -298,7 +318,7 @@ func runModel(t *testing.T, seed uint64) {
 // puts and deletes of distinct keys; checks that a refusal happens exactly
 // when the model says a key has a version at or above ts.
 func modelWriteBatch(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace, m *model, ts hlc.Timestamp,
-	randKey func() string, randSpan func() ([]byte, []byte)) {
+	randKey func() string, randSpan func() ([]byte, []byte), stats *Stats) {
 	b := storage.NewBatch(0)
 	w := ks.NewWriter(db, b)
 	type write struct {
@@ -368,6 +388,7 @@ func modelWriteBatch(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks 
 	if err := db.Write(b, storage.NoSync); err != nil {
 		t.Fatal(err)
 	}
+	stats.Add(w.Delta())
 	for _, wr := range writes {
 		m.write(wr.key, modelVersion{ts: ts, live: wr.live, value: wr.val})
 	}
@@ -375,7 +396,7 @@ func modelWriteBatch(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks 
 
 // modelGC collects garbage at threshold in batches of random size, then
 // checks every key holds exactly the versions the model says GC keeps.
-func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace, m *model, threshold hlc.Timestamp) {
+func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace, m *model, threshold hlc.Timestamp, stats *Stats) {
 	start, end := []byte(nil), []byte(nil)
 	for rounds := 0; ; rounds++ {
 		b := storage.NewBatch(0)
@@ -386,6 +407,10 @@ func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace
 		if err := db.Write(b, storage.NoSync); err != nil {
 			t.Fatal(err)
 		}
+		if res.Delta.LiveKeys != 0 || res.Delta.LiveBytes != 0 {
+			t.Fatalf("step %d: GC changed live data: %+v", step, res.Delta)
+		}
+		stats.Add(res.Delta)
 		if res.Resume == nil {
 			break
 		}

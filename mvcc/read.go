@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/storage"
@@ -199,4 +200,57 @@ func (ks Keyspace) skipKey(it *storage.Iterator, cur []byte, target *[]byte) (bo
 	t := append(append((*target)[:0], ks.Prefix...), cur[:len(cur)-1]...)
 	*target = append(t, escapedZero, escapeByte, terminatorByte)
 	return it.SeekGE(*target), it.Error()
+}
+
+// GetMany reads keys as of ts with one engine iterator (BatchGet): found[i]
+// and kvs[i] are Get's answer for keys[i]. Keys may come in any order and
+// repeat.
+func (ks Keyspace) GetMany(r Reader, keys [][]byte, ts hlc.Timestamp) (kvs []KeyValue, found []bool, err error) {
+	kvs, found = make([]KeyValue, len(keys)), make([]bool, len(keys))
+	if len(keys) == 0 {
+		return kvs, found, nil
+	}
+	// Visit keys in order so that the iterator only moves forward (and
+	// mostly within its window).
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	first, last := keys[order[0]], keys[order[len(order)-1]]
+	it, err := r.NewIter(&storage.IterOptions{
+		LowerBound: ks.keyStart(nil, first),
+		UpperBound: ks.keyEnd(nil, last),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mvcc: get many: %w", err)
+	}
+	defer closeIter(it, &err)
+	var target, want []byte
+	for _, i := range order {
+		key := keys[i]
+		target = ks.engineKey(target[:0], key, ts)
+		if !it.SeekGE(target) {
+			if err := it.Error(); err != nil {
+				return nil, nil, fmt.Errorf("mvcc: get many %q: %w", key, err)
+			}
+			continue
+		}
+		e, err := ks.decodeEntry(it)
+		if err != nil {
+			return nil, nil, err
+		}
+		want = AppendKeyPrefix(want[:0], key)
+		if !bytes.Equal(e.keyEnc, want) || !e.live {
+			continue // the next key's version, or a deletion
+		}
+		kvs[i] = KeyValue{
+			Key:     append([]byte{}, key...),
+			Value:   append([]byte{}, e.value...),
+			Version: e.ts,
+			Created: e.created,
+		}
+		found[i] = true
+	}
+	return kvs, found, nil
 }

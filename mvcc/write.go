@@ -46,12 +46,43 @@ type Writer struct {
 	// that several writes to one key in one batch see each other.
 	pending map[string]pendingVersion
 	scratch []byte
+	delta   Stats
 }
 
 type pendingVersion struct {
 	ts      hlc.Timestamp
 	live    bool
 	created hlc.Timestamp
+	bytes   int64 // engine key + value bytes
+}
+
+// Delta returns how the writes so far change the keyspace's Stats once
+// the batch is applied.
+func (w *Writer) Delta() Stats { return w.delta }
+
+// account adds to the delta a new version (live, size) of a key whose
+// newest version was newest (if ok); replace says the new version takes
+// the place of newest (same timestamp, written by this writer).
+func (w *Writer) account(newest pendingVersion, ok, replace, live bool, size int64) {
+	switch {
+	case replace:
+		w.delta.Bytes += size - newest.bytes
+	case ok:
+		w.delta.Versions++
+		w.delta.Bytes += size
+	default:
+		w.delta.Keys++
+		w.delta.Versions++
+		w.delta.Bytes += size
+	}
+	if ok && newest.live {
+		w.delta.LiveKeys--
+		w.delta.LiveBytes -= newest.bytes
+	}
+	if live {
+		w.delta.LiveKeys++
+		w.delta.LiveBytes += size
+	}
 }
 
 // NewWriter returns a Writer adding versions to b, reading the state that
@@ -71,7 +102,9 @@ func (w *Writer) newest(key []byte) (v pendingVersion, ok, fromBatch bool, err e
 	if err != nil || !ok {
 		return pendingVersion{}, false, false, err
 	}
-	return pendingVersion{ts: e.ts, live: e.live, created: e.created}, true, false, nil
+	encLen := len(AppendKeyPrefix(w.scratch[:0], key))
+	return pendingVersion{ts: e.ts, live: e.live, created: e.created,
+		bytes: w.ks.versionBytes(encLen, e.live, len(e.value))}, true, false, nil
 }
 
 // check refuses a write at ts over newest: allowed above the newest
@@ -106,8 +139,11 @@ func (w *Writer) Put(key []byte, ts hlc.Timestamp, value []byte) error {
 		created = newest.created
 	}
 	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
-	w.b.Put(w.scratch, appendLiveValue(nil, created, value))
-	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created}
+	stored := appendLiveValue(nil, created, value)
+	w.b.Put(w.scratch, stored)
+	size := int64(len(w.scratch) + len(stored))
+	w.account(newest, ok, fromBatch && newest.ts == ts, true, size)
+	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, bytes: size}
 	return nil
 }
 
@@ -126,7 +162,9 @@ func (w *Writer) Delete(key []byte, ts hlc.Timestamp) (deleted bool, err error) 
 	}
 	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
 	w.b.Put(w.scratch, appendTombstone(nil))
-	w.pending[string(key)] = pendingVersion{ts: ts, live: false}
+	size := int64(len(w.scratch) + 1)
+	w.account(newest, ok, fromBatch && newest.ts == ts, false, size)
+	w.pending[string(key)] = pendingVersion{ts: ts, live: false, bytes: size}
 	return true, nil
 }
 

@@ -10,15 +10,29 @@ import (
 
 func ts(wall int64) hlc.Timestamp { return hlc.Timestamp{WallTime: wall} }
 
-// apply runs f with a Writer over db and writes its batch.
+// apply runs f with a Writer over db, writes its batch, and checks that
+// the Writer's Stats delta is the change ComputeStats sees.
 func apply(t *testing.T, db *storage.DB, f func(w *Writer) error) error {
 	t.Helper()
+	before, err := testKeyspace.ComputeStats(db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := storage.NewBatch(0)
-	if err := f(testKeyspace.NewWriter(db, b)); err != nil {
+	w := testKeyspace.NewWriter(db, b)
+	if err := f(w); err != nil {
 		return err
 	}
 	if err := db.Write(b, storage.NoSync); err != nil {
 		t.Fatal(err)
+	}
+	after, err := testKeyspace.ComputeStats(db, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := before
+	if sum.Add(w.Delta()); sum != after {
+		t.Fatalf("stats %+v before the batch plus its delta %+v != %+v after", before, w.Delta(), after)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // security docs promise, and a method nobody listed needs admin.
 func TestMethodRoles(t *testing.T) {
 	reads := map[string]bool{"Get": true, "Scan": true, "BatchGet": true,
-		"Status": true, "RangeLookup": true, "Ranges": true, "Nodes": true}
+		"Status": true, "RangeLookup": true, "Ranges": true, "Nodes": true, "HotSpots": true}
 	check := func(service string, m string, want certs.Role) {
 		t.Helper()
 		if got := requiredRole("/" + service + "/" + m); got != want {

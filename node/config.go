@@ -13,11 +13,13 @@ import (
 // Config configures a Node. DataDir is required; every other field has a
 // documented default.
 type Config struct {
-	// NodeID identifies the node in the cluster. 0 means: the ID the data
-	// directory remembers; on a first start, the entry of InitialCluster
-	// whose address is AdvertiseAddr, the ID the cluster assigns when
-	// joining, or 1 for a one-node cluster. A node refuses to start on
-	// another node's directory.
+	// NodeID identifies the node in the cluster. 0 means: the ID the
+	// node's TLS certificate is bound to, if it is (docs/security.md,
+	// "Node identity"); else the ID the data directory remembers; on a
+	// first start, the entry of InitialCluster whose address is
+	// AdvertiseAddr, the ID the cluster assigns when joining, or 1 for a
+	// one-node cluster. A node refuses to start on another node's
+	// directory.
 	NodeID uint64
 	// DataDir holds everything the node stores; the engine lives in
 	// DataDir/engine.

@@ -85,3 +85,18 @@ func TestNodeRefusesACertificateBoundToAnotherNode(t *testing.T) {
 		t.Fatalf("New(node 2, node 1's certificate) = %v, want a refusal naming node 1", err)
 	}
 }
+
+// TestNodeIDFromTheCertificate: a node given no ID takes the one its
+// certificate is bound to (so a joining node registers as it).
+func TestNodeIDFromTheCertificate(t *testing.T) {
+	_, files := boundPKI(t)
+	n, err := New(Config{DataDir: filepath.Join(t.TempDir(), "n"), Logger: slog.New(slog.DiscardHandler),
+		Security: SecurityConfig{TLS: files("n2")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(t.Context())
+	if n.NodeID() != 2 {
+		t.Fatalf("node ID = %d, want 2 from the certificate", n.NodeID())
+	}
+}

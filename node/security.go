@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/internal/certs"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -67,6 +69,12 @@ func (n *Node) initSecurity() error {
 		n.sec.auth.tokens = tf
 	}
 	leaf := r.get().cert.Leaf
+	if id, bound, err := certs.NodeIDOf(leaf); err == nil && bound && n.cfg.NodeID == 0 {
+		// The certificate says who this node is: a node joining with it
+		// registers as that ID, the only one its peers will accept.
+		n.cfg.NodeID = id
+		n.log.Info("node ID taken from the TLS certificate", "node_id", id)
+	}
 	n.log.Info("TLS on: TLS 1.3, mutual TLS between nodes, clients authenticate by certificate or token",
 		"cert", cfg.TLS.CertFile, "subject", leaf.Subject.String(), "dns", leaf.DNSNames, "ips", leaf.IPAddresses,
 		"not_after", leaf.NotAfter, "tokens", cfg.TokenFile != "")

@@ -63,6 +63,8 @@ type Iterator struct {
 	err        error
 	scratch    []byte // seek-target scratch
 	closed     bool
+	// engineSeeks counts SeekGE calls that went to the engine (tests).
+	engineSeeks int
 }
 
 const (
@@ -155,12 +157,52 @@ func (it *Iterator) Last() bool {
 }
 
 // SeekGE moves to the first entry whose key is >= key.
+//
+// A target inside the current ascending window (at or above its first
+// key, at or below its last) is found there by binary search, without an
+// engine call: the window holds consecutive entries, so the answer is in
+// it. Scans that skip ahead by seeking a short way (an MVCC scan stepping
+// past a key's older versions) then keep their windows and their growth.
 func (it *Iterator) SeekGE(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
+	if it.seekInWindow(key) {
+		return true
+	}
+	it.engineSeeks++
 	C.shale_iter_seek(it.c, cBytesNonNil(key), C.size_t(len(key)))
 	return it.refill(+1, true)
+}
+
+// seekInWindow positions it at the first entry >= key if the current
+// ascending window holds it, and reports whether it did.
+func (it *Iterator) seekInWindow(key []byte) bool {
+	if it.dir <= 0 || !it.Valid() {
+		return false
+	}
+	n := len(it.offs)
+	if bytes.Compare(key, it.keyAt(0)) < 0 || bytes.Compare(key, it.keyAt(n-1)) > 0 {
+		return false
+	}
+	lo, hi := 0, n-1 // keyAt(hi) >= key
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if bytes.Compare(it.keyAt(mid), key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	it.pos = lo
+	return it.load()
+}
+
+// keyAt returns the key of window entry i, aliasing the window.
+func (it *Iterator) keyAt(i int) []byte {
+	off := int(it.offs[i])
+	kl := int(binary.LittleEndian.Uint32(it.buf[off:]))
+	return it.buf[off+8 : off+8+kl]
 }
 
 // SeekLT moves to the last entry whose key is < key.

@@ -323,3 +323,80 @@ func TestIteratorClosedUse(t *testing.T) {
 		t.Fatalf("second Close = %v", err)
 	}
 }
+
+// TestIteratorSeekWithinTheWindow: seeks forward and backward by small and
+// large steps, between Nexts, land where a sorted slice says; the ones
+// whose answer is inside the current window make no engine call.
+func TestIteratorSeekWithinTheWindow(t *testing.T) {
+	db := openTestDB(t, nil)
+	var b Batch
+	var keys []string
+	for i := 0; i < 3000; i += 3 { // gaps, so targets fall between keys
+		k := fmt.Sprintf("k%06d", i)
+		keys = append(keys, k)
+		b.Put([]byte(k), []byte("v"))
+	}
+	if err := db.Write(&b, NoSync); err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	want := func(target string) string {
+		i, _ := slices.BinarySearch(keys, target)
+		if i == len(keys) {
+			return ""
+		}
+		return keys[i]
+	}
+	got := func(ok bool) string {
+		if !ok {
+			return ""
+		}
+		return string(it.UnsafeKey())
+	}
+	it.SeekGE([]byte("k000000"))
+	pos := 0
+	for step := 1; pos < 3100; step++ {
+		// Forward by a few keys (within a window), sometimes far, sometimes
+		// back; then a Next or two.
+		switch {
+		case step%7 == 0:
+			pos += 400
+		case step%11 == 0:
+			pos -= 20
+		default:
+			pos += step % 5
+		}
+		target := fmt.Sprintf("k%06d", pos)
+		before := it.engineSeeks
+		inWindow := it.Valid() && it.dir > 0 &&
+			target >= string(it.keyAt(0)) && target <= string(it.keyAt(len(it.offs)-1))
+		if g, w := got(it.SeekGE([]byte(target))), want(target); g != w {
+			t.Fatalf("SeekGE(%s) = %q, want %q", target, g, w)
+		}
+		if inWindow && it.engineSeeks != before {
+			t.Fatalf("SeekGE(%s) inside the window called the engine", target)
+		}
+		for n := 0; n < step%3 && it.Valid(); n++ {
+			cur := string(it.UnsafeKey())
+			i, _ := slices.BinarySearch(keys, cur)
+			w := ""
+			if i+1 < len(keys) {
+				w = keys[i+1]
+			}
+			if g := got(it.Next()); g != w {
+				t.Fatalf("Next after %s = %q, want %q", cur, g, w)
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d engine seeks", it.engineSeeks)
+	if it.engineSeeks > 120 {
+		t.Errorf("%d engine seeks for a walk that mostly stays inside windows", it.engineSeeks)
+	}
+}
