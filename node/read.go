@@ -80,7 +80,7 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	routeKey := req.GetStartKey()
 	if req.GetReverse() && len(req.GetEndKey()) > 0 {
 		// The range holding the last key before end.
-		routeKey = keyBefore(req.GetEndKey())
+		routeKey = kvpb.KeyBefore(req.GetEndKey())
 	}
 	r, desc, err := s.n.replicaFor(req.GetHeader(), routeKey)
 	if err != nil {
@@ -150,20 +150,3 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
-
-// keyBefore returns a key that sorts just before k for routing (k itself
-// minus a trailing 0x00, or k with its last byte decremented and padded):
-// the exact predecessor does not exist for byte strings, but any key in
-// [predecessor-ish, k) lies in the same range as the last key before k
-// unless a range boundary falls exactly there, which clipToRange reports.
-func keyBefore(k []byte) []byte {
-	if len(k) == 0 {
-		return k
-	}
-	if k[len(k)-1] == 0 {
-		return k[:len(k)-1]
-	}
-	b := clone(k)
-	b[len(b)-1]--
-	return append(b, 0xff)
-}

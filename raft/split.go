@@ -326,16 +326,3 @@ func (r *Replica) reconcileRemoteMetaLocked() {
 		r.metaPushed.Store(d.GetGeneration())
 	}()
 }
-
-// KnownPeers returns the addresses this node knows other nodes by (those
-// it started with or learned), by node ID, for reaching the cluster from a
-// node without a replica of meta.
-func (s *Store) KnownPeers() map[uint64]string {
-	s.peers.RLock()
-	defer s.peers.RUnlock()
-	out := make(map[uint64]string, len(s.peers.addrs))
-	for id, a := range s.peers.addrs {
-		out[id] = a
-	}
-	return out
-}
