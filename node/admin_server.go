@@ -260,6 +260,11 @@ func onLeader[T any](s *adminServer, ctx context.Context, op string, rangeID uin
 	if err == nil && r.IsLeader() {
 		return local()
 	}
+	if err != nil {
+		if nf := s.n.checkRangeExists(ctx, op, rangeID); nf != nil {
+			return zero, nf
+		}
+	}
 	leader := uint64(0)
 	if err == nil {
 		leader = r.Status().LeaderNodeID
@@ -311,6 +316,12 @@ func notLeaderHint(err error) uint64 {
 }
 
 func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error) {
+	if err := s.n.checkRangeExists(ctx, "TransferLeader", req.GetRangeId()); err != nil {
+		return nil, err
+	}
+	if err := s.n.checkTargetNode(ctx, "TransferLeader", req.GetTargetNodeId()); err != nil {
+		return nil, err
+	}
 	return onLeader(s, ctx, "TransferLeader", req.GetRangeId(), func() (*kvpb.TransferLeaderResponse, error) {
 		if err := s.n.store.TransferLeader(ctx, req.GetRangeId(), req.GetTargetNodeId()); err != nil {
 			return nil, s.n.raftError("TransferLeader", err)
@@ -322,6 +333,19 @@ func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLead
 }
 
 func (s *adminServer) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplicasRequest) (*kvpb.ChangeReplicasResponse, error) {
+	if err := s.n.checkRangeExists(ctx, "ChangeReplicas", req.GetRangeId()); err != nil {
+		return nil, err
+	}
+	if !isForwarded(ctx) {
+		for _, ch := range req.GetChanges() {
+			if ch.GetKind() == kvpb.ReplicaChange_REMOVE {
+				continue
+			}
+			if err := s.n.checkTargetNode(ctx, "ChangeReplicas", ch.GetNodeId()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return onLeader(s, ctx, "ChangeReplicas", req.GetRangeId(), func() (*kvpb.ChangeReplicasResponse, error) {
 		d, err := s.n.store.ChangeReplicas(ctx, req.GetRangeId(), req.GetChanges())
 		if err != nil {

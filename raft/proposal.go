@@ -177,6 +177,7 @@ func (r *Replica) submit(p *proposal) (command.Result, uint64, error) {
 
 	select {
 	case pr := <-p.done:
+		r.store.stepBarrier()
 		return pr.res, pr.index, pr.err
 	case <-p.ctx.Done():
 		if p.state.CompareAndSwap(propQueued, propFinished) {

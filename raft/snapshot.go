@@ -113,6 +113,7 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	s.sched.enqueue(r)
 	select {
 	case err := <-in.done:
+		s.stepBarrier()
 		return err
 	case <-ctx.Done():
 		return ctx.Err()

@@ -32,6 +32,7 @@ type Store struct {
 	applyGroups []*applyGroup
 	appendQ     *appendQueue
 	manualBatch *storage.Batch // StepLogWrite's batch (manual.go)
+	stepMu      sync.Mutex     // held through a manual step (manual.go)
 	metrics     *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
