@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -15,32 +14,52 @@ import (
 // several blocking calls in a row; with one at a time no other goroutine
 // calls into a Store while one runs, except clients' single calls).
 
-// admin starts an administrative operation unless one runs.
+// scheduleAdmin starts an administrative operation every 50-250 ms of
+// the faulty phase (unless one runs).
+func (w *workload) scheduleAdmin() {
+	s := w.s
+	at := s.clock.Now().Add(50*time.Millisecond + time.Duration(s.rng.Int64N(int64(200*time.Millisecond))))
+	if !at.Before(s.end) {
+		return
+	}
+	s.schedule(at, "", func() {
+		w.admin()
+		w.scheduleAdmin()
+	})
+}
+
+// admin starts an administrative operation on a range's leader unless
+// one runs.
 func (w *workload) admin() {
 	s := w.s
 	if w.adminBusy {
 		return
 	}
-	nd := s.randomNode()
-	if !nd.up {
-		return
+	type cand struct {
+		nd *node
+		d  *kvpb.RangeDescriptor
 	}
-	st := nd.store
-	var ranges []*kvpb.RangeDescriptor
-	for _, r := range st.Replicas() {
-		if d := r.Descriptor(); d != nil && len(d.GetReplicas()) > 0 && !keys.IsMetaRange(d) && r.IsLeader() {
-			ranges = append(ranges, d)
+	var cands []cand
+	for _, nd := range s.nodes {
+		if !nd.up || s.paused(nd) {
+			continue
+		}
+		for _, r := range nd.store.Replicas() {
+			if d := r.Descriptor(); d != nil && len(d.GetReplicas()) > 0 && !keys.IsMetaRange(d) && r.IsLeader() {
+				cands = append(cands, cand{nd, d})
+			}
 		}
 	}
-	if len(ranges) == 0 {
+	if len(cands) == 0 {
 		return
 	}
-	d := ranges[s.rng.IntN(len(ranges))]
+	c := cands[s.rng.IntN(len(cands))]
+	nd, d, st := c.nd, c.d, c.nd.store
 	var what string
 	var fn func(ctx context.Context) error
 	switch s.rng.IntN(4) {
 	case 0:
-		target := s.randomNode().id
+		target := d.GetReplicas()[s.rng.IntN(len(d.GetReplicas()))].GetNodeId()
 		what = fmt.Sprintf("transfer r%d to n%d", d.GetRangeId(), target)
 		fn = func(ctx context.Context) error { return st.TransferLeader(ctx, d.GetRangeId(), target) }
 	case 1:
@@ -67,10 +86,13 @@ func (w *workload) admin() {
 			}
 		}
 		if change == nil || len(d.GetReplicas()) > 3 {
-			victim := d.GetReplicas()[s.rng.IntN(len(d.GetReplicas()))].GetNodeId()
-			if victim == nd.id {
-				return
+			var others []uint64
+			for _, rd := range d.GetReplicas() {
+				if rd.GetNodeId() != nd.id {
+					others = append(others, rd.GetNodeId())
+				}
 			}
+			victim := others[s.rng.IntN(len(others))]
 			change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}
 		}
 		what = fmt.Sprintf("change r%d %s n%d", d.GetRangeId(), change.GetKind(), change.GetNodeId())
@@ -118,5 +140,3 @@ func replicaOn(d *kvpb.RangeDescriptor, nodeID uint64) *kvpb.ReplicaDescriptor {
 	}
 	return nil
 }
-
-var _ = raft.ErrNotLeader
