@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"testing"
+	"time"
 
 	"github.com/shaledb/shale/raft"
 )
@@ -22,7 +23,11 @@ func TestPlantedBugs(t *testing.T) {
 		{"stale-lease", raft.BugStaleLease},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
+			deadline, hasDeadline := t.Deadline()
 			for seed := uint64(1); seed <= uint64(*flagBugSeeds); seed++ {
+				if hasDeadline && time.Until(deadline) < 30*time.Second {
+					t.Fatalf("not caught in %d seeds (stopped short of the test's deadline)", seed-1)
+				}
 				var res Result
 				t.Run("", func(t *testing.T) { res = Run(t, Options{Seed: seed, Bug: bug.bug}) })
 				if len(res.Violations) > 0 {
