@@ -9,7 +9,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // A proposal's life: queued in the replica's inbox -> handed to Raft

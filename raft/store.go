@@ -467,7 +467,7 @@ func (s *Store) resolve(nodeID uint64) (string, error) {
 		return a, nil
 	}
 	if _, err := s.Replica(keys.MetaRangeID); err == nil {
-		nodes, err := readNodes(s.cfg.Engine)
+		nodes, err := s.cfg.StateMachines.Meta().Nodes()
 		if err != nil {
 			return "", err
 		}

@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
