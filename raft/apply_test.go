@@ -13,8 +13,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -120,7 +120,7 @@ func applyOnlyReplica(t *testing.T, nodeID uint64, nodes []*kvpb.NodeDescriptor)
 	if err := Bootstrap(db, "c", nodeID, nodes); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewStore(Config{Engine: db, NodeID: nodeID, ClusterID: "c", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := NewStore(Config{Engine: db, StateMachines: rangeStateMachines(db), NodeID: nodeID, ClusterID: "c", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,9 +16,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -89,7 +92,7 @@ func (c *testCluster) reserveAddr() string {
 
 func (c *testCluster) config(id uint64, db *storage.DB) Config {
 	cfg := Config{
-		Engine: db, NodeID: id, ClusterID: c.clusterID,
+		Engine: db, StateMachines: rangeStateMachines(db), NodeID: id, ClusterID: c.clusterID,
 		Peers:        c.peerAddrs(),
 		TickInterval: testTick, ElectionTicks: 10, HeartbeatTicks: 1,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -330,4 +333,14 @@ func (c *testCluster) waitApplied(rangeID, index uint64) {
 		}
 		return true
 	})
+}
+
+// rangeStateMachines is the production state machine factory over db: the
+// replication tests run the real range state machine.
+func rangeStateMachines(db *storage.DB) apply.Factory {
+	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

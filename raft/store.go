@@ -32,6 +32,7 @@ type Store struct {
 	applyGroups []*applyGroup
 	appendQ     *appendQueue
 	manualBatch *storage.Batch // StepLogWrite's batch (manual.go)
+	stepMu      sync.Mutex     // held through a manual step (manual.go)
 	metrics     *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
@@ -466,7 +467,7 @@ func (s *Store) resolve(nodeID uint64) (string, error) {
 		return a, nil
 	}
 	if _, err := s.Replica(keys.MetaRangeID); err == nil {
-		nodes, err := readNodes(s.cfg.Engine)
+		nodes, err := s.cfg.StateMachines.Meta().Nodes()
 		if err != nil {
 			return "", err
 		}

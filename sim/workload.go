@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"testing/synctest"
+
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -120,6 +122,7 @@ func (w *workload) waiting() int {
 // schedules the next, until the faulty phase ends.
 func (w *workload) start() {
 	w.scheduleArrival()
+	w.scheduleAdmin()
 	w.s.startFaults()
 }
 
@@ -289,6 +292,8 @@ func (w *workload) attemptOn(o *op, nd *node, ch chan attemptResult) {
 		r.node = id
 		ch <- r
 	}()
+	// Alone until it blocks: several attempts may start in one step.
+	synctest.Wait()
 }
 
 // runAttempt makes one attempt of o on a node (its own goroutine).
