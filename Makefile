@@ -12,7 +12,8 @@
 #   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make lint      gofmt, go vet, clang-format check
-#   make bench-engine  engine db_bench vs RocksDB's, as a markdown table
+#   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
+#   make rocksdb-release  RocksDB's db_bench built for release (build/rocksdb-release)
 #   make clean     remove build outputs (not ./data)
 #   make image     static binaries + the FROM-scratch image (deploy/docker)
 #   make compose-up / compose-down / compose-clean   the Compose cluster
@@ -39,6 +40,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
 .PHONY: all build deps engine go-build run test test-engine test-go sim proto \
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
+        rocksdb-release \
         bench-unavailability
 
 all: build
@@ -169,10 +171,18 @@ chaos: go-build
 	  SHALE_CHAOS_NEMESES=$(CHAOS_NEMESES) SHALE_CHAOS_NODES=$(CHAOS_NODES) \
 	  nice -n 10 $(GO) test -ldflags "$(GO_LDFLAGS)" -count=1 -timeout 0 -v -run '^TestChaos$$' ./tests/jepsen
 
-# Our db_bench against RocksDB's with the same flags (scripts/compare-rocksdb;
-# BENCH_NUM keys, default 1000000).
-bench-engine: engine
-	scripts/compare-rocksdb $(BENCH_NUM)
+# Our db_bench against RocksDB's built for release from Debian's source
+# (scripts/build-rocksdb-release, once, cached in build/rocksdb-release),
+# same flags, RocksDB's default shape (8M keys) and a small one; medians of
+# 3 passes, device bytes per user byte, database size (scripts/compare-rocksdb;
+# BENCH_SHAPE default, small or both).
+BENCH_SHAPE ?= both
+
+bench-engine: engine rocksdb-release
+	scripts/compare-rocksdb $(BENCH_SHAPE)
+
+rocksdb-release:
+	JOBS=$(JOBS) nice -n 10 scripts/build-rocksdb-release >/dev/null
 
 # ---------------------------------------------------------------- api, lint
 

@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // Cluster administration. Any node answers these: a node forwards an
@@ -75,8 +78,13 @@ func (c *Client) statusEach(ctx context.Context, eps []*endpoint, perNode time.D
 
 // AddNode registers a node by its address and returns its node ID (an
 // address already registered keeps its ID). It does not give the node
-// replicas: see ChangeReplicas.
+// replicas: see ChangeReplicas. It first checks that a node answers at the
+// address (a gRPC health check, within 2s): an address where nothing
+// listens is refused with ErrUnavailable and nothing is registered.
 func (c *Client) AddNode(ctx context.Context, node *kvpb.NodeDescriptor) (*kvpb.AddNodeResponse, error) {
+	if err := c.probeAddress(ctx, "AddNode", node.GetAddress()); err != nil {
+		return nil, err
+	}
 	var resp *kvpb.AddNodeResponse
 	err := c.do(ctx, "AddNode", true, func(ctx context.Context, e *endpoint) (err error) {
 		resp, err = e.admin.AddNode(ctx, &kvpb.AddNodeRequest{Node: node})
@@ -148,4 +156,41 @@ func (c *Client) NodeStatuses(ctx context.Context, perNode time.Duration) ([]Nod
 		out[i].Status, out[i].Err = sts[j], errs[j]
 	}
 	return out, nil
+}
+
+// addNodeProbeWait bounds AddNode's health check of the new node.
+const addNodeProbeWait = 2 * time.Second
+
+// probeAddress checks that a node answers the gRPC health check at addr.
+func (c *Client) probeAddress(ctx context.Context, op, addr string) error {
+	if addr == "" {
+		return nil // the node refuses it with its own message
+	}
+	e, err := c.endpointFor(addr)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, addNodeProbeWait)
+	defer cancel()
+	e.cc.Connect()
+	// Not WaitForReady: a refused connection fails at once with the
+	// transport's reason.
+	var reason string
+	for {
+		resp, err := healthpb.NewHealthClient(e.cc).Check(pctx, &healthpb.HealthCheckRequest{})
+		switch {
+		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+			return nil
+		case err == nil:
+			reason = "it reports " + resp.GetStatus().String()
+		case pctx.Err() != nil && reason == "":
+			reason = fmt.Sprintf("no answer within %v", addNodeProbeWait)
+		case pctx.Err() == nil:
+			reason = explainTransportFailure(status.Convert(err).Message(), c.opts.TLS != nil)
+		}
+		if pctx.Err() != nil || !sleep(pctx, 100*time.Millisecond) {
+			return &Error{Op: op, Endpoint: addr, kind: ErrUnavailable,
+				Msg: "no node answers at " + addr + " (" + reason + "); start the node first: nothing was registered"}
+		}
+	}
 }

@@ -7,19 +7,6 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 )
 
-// mutationStart returns the first key a mutation writes.
-func mutationStart(m *kvpb.Mutation) []byte {
-	switch op := m.GetOp().(type) {
-	case *kvpb.Mutation_Put:
-		return op.Put.GetKey()
-	case *kvpb.Mutation_Delete:
-		return op.Delete.GetKey()
-	case *kvpb.Mutation_DeleteRange:
-		return op.DeleteRange.GetStartKey()
-	}
-	return nil
-}
-
 // checkBatchInRange refuses a batch whose keys are not all in d: a batch
 // is atomic only within one range.
 func checkBatchInRange(d *kvpb.RangeDescriptor, muts []Mutation) error {
@@ -35,7 +22,7 @@ func checkBatchInRange(d *kvpb.RangeDescriptor, muts []Mutation) error {
 		}
 		if !ok {
 			return &Error{Op: "Batch", kind: ErrInvalidArgument, cause: ErrBatchSpansRanges,
-				Msg: "the batch spans more than one range (key " + quote(mutationStart(m.m)) + " is outside " +
+				Msg: "the batch spans more than one range (key " + quote(kvpb.MutationKey(m.m)) + " is outside " +
 					describeRange(d) + "); a batch is atomic only within one range: split it by range"}
 		}
 	}

@@ -163,7 +163,7 @@ func (c *Client) Batch(ctx context.Context, muts ...Mutation) error {
 	if e := c.checkMutations("Batch", muts); e != nil {
 		return e
 	}
-	return c.routed(ctx, "Batch", true, routeKey{key: mutationStart(muts[0].m)}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+	return c.routed(ctx, "Batch", true, routeKey{key: kvpb.MutationKey(muts[0].m)}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
 		if err := checkBatchInRange(d, muts); err != nil {
 			return err
 		}

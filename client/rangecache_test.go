@@ -96,11 +96,3 @@ func TestCheckBatchInRange(t *testing.T) {
 		}
 	}
 }
-
-func TestKeyBefore(t *testing.T) {
-	for k, want := range map[string]string{"b": "a\xff", "b\x00": "b", "": ""} {
-		if got := string(keyBefore([]byte(k))); got != want {
-			t.Fatalf("keyBefore(%q) = %q; want %q", k, got, want)
-		}
-	}
-}

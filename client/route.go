@@ -82,7 +82,7 @@ func (c *Client) locate(ctx context.Context, op string, rk routeKey) (*rangeEntr
 	case last:
 		key = []byte{0xff}
 	case rk.before:
-		key = keyBefore(rk.key)
+		key = kvpb.KeyBefore(rk.key)
 	}
 	for i := 0; i < 64; i++ {
 		// A stale lookup (from the answering node's copy of meta) is
@@ -376,21 +376,6 @@ func asError(err error, target **Error) bool {
 		*target = e
 	}
 	return ok
-}
-
-// keyBefore returns a key in the same range as the last key before k (see
-// node/read.go): k minus a trailing 0x00, or k with its last byte
-// decremented and 0xff appended.
-func keyBefore(k []byte) []byte {
-	if len(k) == 0 {
-		return k
-	}
-	if k[len(k)-1] == 0 {
-		return k[:len(k)-1]
-	}
-	b := append([]byte{}, k...)
-	b[len(b)-1]--
-	return append(b, 0xff)
 }
 
 // describeRange is a short description of d for error messages.

@@ -44,7 +44,7 @@ func (c *Client) WriteMany(ctx context.Context, muts ...Mutation) error {
 	groups := map[uint64][]int{}
 	var order []uint64
 	for i, m := range muts {
-		k := mutationStart(m.m)
+		k := kvpb.MutationKey(m.m)
 		ent := c.cache.lookup(k)
 		if ent == nil {
 			var err error
@@ -96,7 +96,7 @@ func (w *manyWriter) group(ctx context.Context, idx []int) {
 		defer w.wg.Done()
 		var mine, rest []int
 		req := &kvpb.BatchRequest{}
-		first := mutationStart(w.muts[idx[0]].m)
+		first := kvpb.MutationKey(w.muts[idx[0]].m)
 		err := w.c.routed(ctx, "WriteMany", true, routeKey{key: first}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
 			// Regroup on every attempt: the range may have split. Earlier
 			// attempts were definitely not applied (routed retries a write
@@ -106,7 +106,7 @@ func (w *manyWriter) group(ctx context.Context, idx []int) {
 			prev := mine
 			mine, rest = nil, rest[:0]
 			for _, i := range idx {
-				if containsKey(d, mutationStart(w.muts[i].m)) {
+				if containsKey(d, kvpb.MutationKey(w.muts[i].m)) {
 					mine = append(mine, i)
 				} else {
 					rest = append(rest, i)

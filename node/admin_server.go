@@ -260,6 +260,11 @@ func onLeader[T any](s *adminServer, ctx context.Context, op string, rangeID uin
 	if err == nil && r.IsLeader() {
 		return local()
 	}
+	if err != nil {
+		if nf := s.n.checkRangeExists(ctx, op, rangeID); nf != nil {
+			return zero, nf
+		}
+	}
 	leader := uint64(0)
 	if err == nil {
 		leader = r.Status().LeaderNodeID
@@ -311,6 +316,12 @@ func notLeaderHint(err error) uint64 {
 }
 
 func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLeaderRequest) (*kvpb.TransferLeaderResponse, error) {
+	if err := s.n.checkRangeExists(ctx, "TransferLeader", req.GetRangeId()); err != nil {
+		return nil, err
+	}
+	if err := s.n.checkTargetNode(ctx, "TransferLeader", req.GetTargetNodeId()); err != nil {
+		return nil, err
+	}
 	return onLeader(s, ctx, "TransferLeader", req.GetRangeId(), func() (*kvpb.TransferLeaderResponse, error) {
 		if err := s.n.store.TransferLeader(ctx, req.GetRangeId(), req.GetTargetNodeId()); err != nil {
 			return nil, s.n.raftError("TransferLeader", err)
@@ -322,6 +333,19 @@ func (s *adminServer) TransferLeader(ctx context.Context, req *kvpb.TransferLead
 }
 
 func (s *adminServer) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplicasRequest) (*kvpb.ChangeReplicasResponse, error) {
+	if err := s.n.checkRangeExists(ctx, "ChangeReplicas", req.GetRangeId()); err != nil {
+		return nil, err
+	}
+	if !isForwarded(ctx) {
+		for _, ch := range req.GetChanges() {
+			if ch.GetKind() == kvpb.ReplicaChange_REMOVE {
+				continue
+			}
+			if err := s.n.checkTargetNode(ctx, "ChangeReplicas", ch.GetNodeId()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return onLeader(s, ctx, "ChangeReplicas", req.GetRangeId(), func() (*kvpb.ChangeReplicasResponse, error) {
 		d, err := s.n.store.ChangeReplicas(ctx, req.GetRangeId(), req.GetChanges())
 		if err != nil {
@@ -364,8 +388,10 @@ func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*k
 }
 
 // RemoveNode removes a node from the cluster. A node that still holds
-// replicas is refused, unless force is set: then its replicas are removed
-// from every range first (each range must keep a voter).
+// replicas is refused, unless force is set: then it is marked
+// decommissioning and its replicas are replaced on other nodes first
+// (admin_remove.go), each range keeping its replica count where another
+// node can take the replica.
 func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
 	n := s.n
 	id := req.GetNodeId()
@@ -399,12 +425,9 @@ func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeReques
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"RemoveNode: node %d still holds replicas of ranges %v; remove them first, or set force to have them removed", id, held)
 	}
-	for _, rangeID := range held {
-		_, err := s.ChangeReplicas(ctx, &kvpb.ChangeReplicasRequest{RangeId: rangeID,
-			Changes: []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: id}}})
-		if err != nil {
-			st := status.Convert(err)
-			return nil, status.Errorf(st.Code(), "RemoveNode: removing node %d's replica of range %d: %s", id, rangeID, st.Message())
+	if len(held) > 0 {
+		if err := s.drainForRemoval(ctx, id); err != nil { // admin_remove.go
+			return nil, err
 		}
 	}
 	if err := n.store.DeregisterNode(ctx, id); err != nil {

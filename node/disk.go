@@ -61,6 +61,7 @@ func (n *Node) diskLoop() {
 	t := time.NewTicker(diskCheckInterval)
 	defer t.Stop()
 	wasFull := false
+	var lastShed time.Time
 	for {
 		if err := n.disk.Check(); err != nil {
 			n.log.Warn("reading the disk's free space", "err", err)
@@ -76,6 +77,9 @@ func (n *Node) diskLoop() {
 		wasFull = ds.Full
 		if !ds.Full {
 			n.resumeEngineAfterNoSpace()
+		} else if time.Since(ds.Since) >= diskShedAfter && time.Since(lastShed) >= diskShedInterval {
+			n.shedLeadership(n.bgCtx) // disk_leadership.go
+			lastShed = time.Now()
 		}
 		select {
 		case <-n.bgCtx.Done():

@@ -48,12 +48,17 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	if d.GetAddress() == "" || d.GetAddress() == unknownAddress {
 		return nil, fmt.Errorf("no address known for node %d", id)
 	}
+	return p.connAddr(d.GetAddress())
+}
+
+// connAddr returns a connection to the node serving gRPC at addr.
+func (p *peerClients) connAddr(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.conns == nil {
 		return nil, fmt.Errorf("node is stopping")
 	}
-	cc := p.mu.conns[d.GetAddress()]
+	cc := p.mu.conns[addr]
 	if cc == nil {
 		var err error
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.sec.peerCredentials()),
@@ -67,11 +72,11 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
 		}
 		opts = append(opts, p.n.withClusterID()...)
-		cc, err = grpc.NewClient("passthrough:///"+d.GetAddress(), opts...)
+		cc, err = grpc.NewClient("passthrough:///"+addr, opts...)
 		if err != nil {
 			return nil, err
 		}
-		p.mu.conns[d.GetAddress()] = cc
+		p.mu.conns[addr] = cc
 	}
 	return cc, nil
 }

@@ -140,7 +140,7 @@ func (n *Node) fillRemoteRangeStatus(ctx context.Context, rs []*kvpb.RangeStatus
 // and the nodes it knows addresses of.
 func (n *Node) knownNodes() []*kvpb.NodeDescriptor {
 	out := []*kvpb.NodeDescriptor{n.descriptor()}
-	for id, a := range n.store.KnownPeers() {
+	for id, a := range n.store.PeerAddresses() {
 		if id != n.ident.NodeID {
 			out = append(out, &kvpb.NodeDescriptor{NodeId: id, Address: a})
 		}

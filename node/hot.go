@@ -92,10 +92,9 @@ func (h *hotTracker) rollLocked(now time.Time) {
 	h.cur = newHotWindow(now)
 }
 
-// record counts one request served by rangeID.
-func (h *hotTracker) record(rangeID uint64, req proto.Message, size int, served time.Duration) {
+// record counts one request served by rangeID, finished at now.
+func (h *hotTracker) record(rangeID uint64, req proto.Message, size int, served time.Duration, now time.Time) {
 	sample := rand.Uint32N(hotSampleEvery) == 0
-	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rollLocked(now)
@@ -167,7 +166,8 @@ func (h *hotTracker) unaryInterceptor(ctx context.Context, req any, info *grpc.U
 	if rangeID == 0 || !ok1 || !ok2 {
 		return resp, nil
 	}
-	h.record(rangeID, pm, proto.Size(pm)+proto.Size(rm), time.Since(start))
+	now := time.Now()
+	h.record(rangeID, pm, proto.Size(pm)+proto.Size(rm), now.Sub(start), now)
 	return resp, nil
 }
 

@@ -15,8 +15,8 @@ import (
 func TestHotTrackerShares(t *testing.T) {
 	var h hotTracker
 	for i := 0; i < 4000; i++ {
-		h.record(5, &kvpb.GetRequest{Key: []byte("one")}, 100, time.Millisecond)
-		h.record(6, &kvpb.GetRequest{Key: []byte(fmt.Sprintf("spread-%d", i%1000))}, 10, time.Millisecond)
+		h.record(5, &kvpb.GetRequest{Key: []byte("one")}, 100, time.Millisecond, time.Now())
+		h.record(6, &kvpb.GetRequest{Key: []byte(fmt.Sprintf("spread-%d", i%1000))}, 10, time.Millisecond, time.Now())
 	}
 	_, ranges, keys := h.report(10)
 	if len(ranges) != 2 || ranges[0].rangeID != 5 && ranges[0].rangeID != 6 {

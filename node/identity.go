@@ -212,7 +212,7 @@ func (n *Node) checkDirectoryCluster(id string) error {
 	for _, a := range n.otherMembers(n.ident.NodeID) {
 		add(a)
 	}
-	for peer, a := range n.store.KnownPeers() {
+	for peer, a := range n.store.PeerAddresses() {
 		if peer != n.ident.NodeID {
 			add(a)
 		}

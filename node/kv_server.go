@@ -61,7 +61,7 @@ func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.Bat
 	muts := req.GetMutations()
 	var first []byte
 	if len(muts) > 0 {
-		first = mutationKey(muts[0])
+		first = kvpb.MutationKey(muts[0])
 	}
 	r, desc, err := s.n.replicaFor(req.GetHeader(), first)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.Bat
 		if dr := m.GetDeleteRange(); dr != nil {
 			err = s.n.checkSpan(req.GetHeader(), desc, dr.GetStartKey(), dr.GetEndKey())
 		} else {
-			err = s.n.checkKey(req.GetHeader(), desc, mutationKey(m))
+			err = s.n.checkKey(req.GetHeader(), desc, kvpb.MutationKey(m))
 		}
 		if err != nil {
 			return nil, err
@@ -85,19 +85,6 @@ func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.Bat
 		return nil, err
 	}
 	return &kvpb.BatchResponse{Header: s.n.respHeader(r, idx)}, nil
-}
-
-// mutationKey is the key a mutation routes by (a range deletion's start).
-func mutationKey(m *kvpb.Mutation) []byte {
-	switch op := m.GetOp().(type) {
-	case *kvpb.Mutation_Put:
-		return op.Put.GetKey()
-	case *kvpb.Mutation_Delete:
-		return op.Delete.GetKey()
-	case *kvpb.Mutation_DeleteRange:
-		return op.DeleteRange.GetStartKey()
-	}
-	return nil
 }
 
 func (s *kvServer) DeleteRange(ctx context.Context, req *kvpb.DeleteRangeRequest) (*kvpb.DeleteRangeResponse, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/transport"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -34,11 +35,13 @@ import (
 // runs with Serve, and stops with Stop (which drains requests, stops
 // replication and closes the engine).
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	limits  Limits
-	sec     *security
-	db      *storage.DB
+	cfg    Config
+	log    *slog.Logger
+	limits Limits
+	sec    *security
+	db     *storage.DB
+	// data reads applied user data (the range state machine's read path).
+	data    rangesm.Reader
 	disk    *diskspace.Monitor // disk.go
 	writes  *writeBudget       // memory.go
 	ident   raft.StoreIdent
@@ -117,6 +120,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		limits:  cfg.Limits,
 		db:      db,
+		data:    rangesm.NewReader(db),
 		disk:    disk,
 		started: time.Now(),
 		cpu:     newCPUSampler(cfg.Logger),
@@ -146,8 +150,13 @@ func New(cfg Config) (*Node, error) {
 	if memtable == 0 {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
+	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
 	n.store, err = raft.NewStore(raft.Config{
 		Engine:                    db,
+		StateMachines:             sms,
 		NodeID:                    ident.NodeID,
 		ClusterID:                 ident.ClusterID,
 		Peers:                     peers,
@@ -161,6 +170,7 @@ func New(cfg Config) (*Node, error) {
 		LogMaxBytes:               ro.LogMaxBytes,
 		LogBudgetBytes:            int64(memtable / 4),
 		Disk:                      n.disk,
+		SnapshotMemoryBytes:       cfg.memoryBudget() / snapshotMemoryShare, // memory.go
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,

@@ -96,7 +96,12 @@ func (n *Node) identityStreamInterceptor(srv any, ss grpc.ServerStream, info *gr
 }
 
 // identityUnaryInterceptor checks the node ID a bound caller registers
-// with AddNode (a node joining names itself there).
+// with AddNode (a node joining names itself there). A forwarded AddNode
+// is checked too, against the forwarding member's certificate, and so
+// refused when it names another node: the header that marks forwarding
+// proves nothing, and trusting it would let a thief register another
+// node's address. A node joining with a bound certificate must therefore
+// join through a member holding a replica of meta (docs/security.md).
 func (n *Node) identityUnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if r, ok := req.(*kvpb.AddNodeRequest); ok && n.sec.tls != nil && r.GetNode().GetNodeId() != 0 {
 		id, bound, err := boundNodeID(ctx)

@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/rangesm"
 )
 
 // readBarrier waits until r may serve a read of the request's
@@ -53,14 +51,11 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.n.db.Get(keys.UserKey(req.Key))
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return &kvpb.GetResponse{Header: s.n.respHeader(r, idx)}, nil
-	case err != nil:
+	v, found, err := s.n.data.Get(req.GetKey())
+	if err != nil {
 		return nil, readError("Get", err)
 	}
-	return &kvpb.GetResponse{Header: s.n.respHeader(r, idx), Found: true, Value: v}, nil
+	return &kvpb.GetResponse{Header: s.n.respHeader(r, idx), Found: found, Value: v}, nil
 }
 
 // Scan reads one page of [start_key, end_key) from a consistent engine view
@@ -85,7 +80,7 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	routeKey := req.GetStartKey()
 	if req.GetReverse() && len(req.GetEndKey()) > 0 {
 		// The range holding the last key before end.
-		routeKey = keyBefore(req.GetEndKey())
+		routeKey = kvpb.KeyBefore(req.GetEndKey())
 	}
 	r, desc, err := s.n.replicaFor(req.GetHeader(), routeKey)
 	if err != nil {
@@ -99,55 +94,18 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, err
 	}
-	span := keys.UserSpan(start, end)
-	lo, hi := span.Start, span.End
-	it, err := s.n.db.NewIter(&storage.IterOptions{LowerBound: lo, UpperBound: hi, KeysOnly: req.KeysOnly})
+	page, err := s.n.data.Scan(rangesm.ScanOptions{Start: start, End: end, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
+		Limit: limit, MaxBytes: maxBytes})
 	if err != nil {
 		return nil, readError("Scan", err)
 	}
-	defer it.Close()
-
-	resp := &kvpb.ScanResponse{Header: s.n.respHeader(r, idx)}
-	step := it.Next
-	valid := false
-	if req.Reverse {
-		step = it.Prev
-		valid = it.Last()
-	} else {
-		valid = it.First()
-	}
-	size := 0
-	for ; valid; valid = step() {
-		k, err := keys.DecodeUserKey(it.UnsafeKey())
-		if err != nil {
-			return nil, readError("Scan", err)
+	resp := &kvpb.ScanResponse{Header: s.n.respHeader(r, idx), Kvs: page.Kvs, More: page.More, ResumeKey: page.ResumeKey}
+	if !page.More {
+		if rk, ok := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse()); ok {
+			// The range ended before the request did: the next range
+			// continues it (docs/wire-protocol.md, "Scans across ranges").
+			resp.More, resp.ResumeKey = true, rk
 		}
-		entry := len(k) + len(it.UnsafeValue())
-		if len(resp.Kvs) == limit || (len(resp.Kvs) > 0 && size+entry > maxBytes) {
-			break
-		}
-		kv := &kvpb.KeyValue{Key: clone(k)}
-		if !req.KeysOnly {
-			kv.Value = it.Value()
-		}
-		resp.Kvs = append(resp.Kvs, kv)
-		size += entry
-	}
-	if err := it.Error(); err != nil {
-		return nil, readError("Scan", err)
-	}
-	if valid {
-		resp.More = true
-		if req.Reverse {
-			resp.ResumeKey = resp.Kvs[len(resp.Kvs)-1].Key
-		} else {
-			k, _ := keys.DecodeUserKey(it.UnsafeKey())
-			resp.ResumeKey = clone(k)
-		}
-	} else if rk, ok := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse()); ok {
-		// The range ended before the request did: the next range
-		// continues it (docs/wire-protocol.md, "Scans across ranges").
-		resp.More, resp.ResumeKey = true, rk
 	}
 	return resp, nil
 }
@@ -174,11 +132,7 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	if err != nil {
 		return nil, err
 	}
-	eks := make([][]byte, len(req.Keys))
-	for i, k := range req.Keys {
-		eks[i] = keys.UserKey(k)
-	}
-	vals, err := s.n.db.MultiGet(eks)
+	vals, err := s.n.data.MultiGet(req.Keys)
 	if err != nil {
 		return nil, readError("BatchGet", err)
 	}
@@ -196,20 +150,3 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
-
-// keyBefore returns a key that sorts just before k for routing (k itself
-// minus a trailing 0x00, or k with its last byte decremented and padded):
-// the exact predecessor does not exist for byte strings, but any key in
-// [predecessor-ish, k) lies in the same range as the last key before k
-// unless a range boundary falls exactly there, which clipToRange reports.
-func keyBefore(k []byte) []byte {
-	if len(k) == 0 {
-		return k
-	}
-	if k[len(k)-1] == 0 {
-		return k[:len(k)-1]
-	}
-	b := clone(k)
-	b[len(b)-1]--
-	return append(b, 0xff)
-}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Routing: every request names the range it expects (range_id, with 0

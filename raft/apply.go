@@ -1,30 +1,25 @@
 package raft
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
+	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/storage"
 )
 
-// Applying committed entries (the Raft README's step 3).
-//
-// Every replica applies the same entries in the same order against the
-// same state, and every decision below depends only on the entry and that
-// state, never on the clock, the node or the network: that is what keeps
-// replicas identical. A command that cannot apply (keys outside the
-// range, an expired dedup window, a malformed command) is applied as a
-// deterministic rejection that changes nothing but the applied index. A
-// failure that is not deterministic (the engine cannot write) is fatal to
-// the node: the replica's state would otherwise silently diverge.
+// Applying committed entries (the Raft README's step 3) through the
+// replica's state machine (package apply): the state machine applies the
+// entries into its batch; replication adds the applied index, gives Raft
+// the configuration changes, creates and retires the ranges of splits and
+// merges, and answers the proposers once the batch is written.
 //
 // All entries of one Ready are applied into one engine batch together with
 // the new applied state, written without fsync: the log is durable, so a
@@ -46,7 +41,7 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	if err := r.apply.flush(); err != nil {
+	if err := r.writeApplyBatchLocked(); err != nil {
 		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
 	}
 	r.ls.SetApplied(pos, cs)
@@ -62,347 +57,145 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 	return acks, confChanged, nil
 }
 
-// stageCommittedLocked applies ents into the apply batch, with the new
-// applied state, without writing it; it returns the proposals to notify
-// once the batch is written, whether a configuration change applied, and
-// the applied position and configuration to publish then.
+// writeApplyBatchLocked writes the state machine's batch on its own.
+// REQUIRES: raftMu.
+func (r *Replica) writeApplyBatchLocked() error {
+	if b := r.sm.Batch(); !b.Empty() {
+		if err := r.store.writeEngine(b, storage.WriteOptions{}); err != nil {
+			return err
+		}
+		r.store.metrics.applyWrites.Inc()
+	}
+	r.sm.Written()
+	return nil
+}
+
+// stageCommittedLocked applies ents into the state machine's batch, with
+// the new applied state, without writing it; it returns the proposals to
+// notify once the batch is written, whether a configuration change
+// applied, and the applied position and configuration to publish then.
 // REQUIRES: raftMu.
 func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logstore.LogPosition, *pb.ConfState, error) {
-	a := &r.apply
+	st := r.rn.BasicStatus()
+	if st.RaftState == etcdraft.StateLeader && !r.appliedInTermLocked() {
+		for _, e := range ents {
+			if e.GetTerm() == st.GetTerm() {
+				r.mu.Lock()
+				r.mu.appliedInTerm = true
+				r.mu.Unlock()
+				break
+			}
+		}
+	}
+	res, err := r.sm.Apply(ents, r.appliedBuf[:0])
+	r.appliedBuf = res
+	defer clear(r.appliedBuf) // drop the results' references
+	if err != nil {
+		// Fatal to the node; the replicas a merge locked are let go.
+		for _, rr := range r.merges {
+			rr.raftMu.Unlock()
+		}
+		r.merges = r.merges[:0]
+		return nil, false, logstore.LogPosition{}, nil, err
+	}
 	var acks []applied
 	confChanged := false
 	var cs *pb.ConfState
-	term := r.rn.BasicStatus().GetTerm()
-	leader := r.rn.BasicStatus().RaftState == etcdraft.StateLeader
-	for _, e := range ents {
-		if leader && e.GetTerm() == term {
-			r.mu.Lock()
-			r.mu.appliedInTerm = true
-			r.mu.Unlock()
+	for i := range res {
+		a, e := &res[i], ents[i]
+		if a.DescriptorChanged {
+			r.syncDescriptorLocked()
 		}
-		switch e.GetType() {
-		case pb.EntryNormal:
-			if len(e.GetData()) == 0 {
-				// The empty entry a new leader appends.
-				continue
-			}
-			var cmd command.Command
-			res, err := r.applyNormalLocked(e, &cmd)
-			if err != nil {
+		if a.Split != nil {
+			if err := r.stageRightHandRaftStateLocked(a.Split); err != nil {
 				return nil, false, logstore.LogPosition{}, nil, err
 			}
-			if !cmd.Kind.IsWrite() {
-				// A DedupGC, a split, any command but a client write may
-				// change the dedup state behind the cache.
-				r.dedup.clear()
-			}
-			if cmd.ProposerNode == r.store.cfg.NodeID {
-				if p := r.proposals[cmd.ProposalID]; p != nil {
-					delete(r.proposals, cmd.ProposalID)
-					acks = append(acks, applied{p: p, res: res, index: e.GetIndex()})
-				}
-			}
-		case pb.EntryConfChange, pb.EntryConfChangeV2:
-			r.dedup.clear()
-			res, newCS, propID, err := r.applyConfChangeLocked(e)
-			if err != nil {
+			r.splits = append(r.splits, a.Split)
+		}
+		if a.ConfChange != nil {
+			if cs, err = r.applyConfChangeLocked(e, a); err != nil {
 				return nil, false, logstore.LogPosition{}, nil, err
 			}
-			cs = newCS
 			confChanged = true
-			if p := r.proposals[propID]; propID != 0 && p != nil {
-				delete(r.proposals, propID)
-				acks = append(acks, applied{p: p, res: res, index: e.GetIndex()})
+		}
+		if a.ProposalID != 0 {
+			if p := r.proposals[a.ProposalID]; p != nil {
+				delete(r.proposals, a.ProposalID)
+				acks = append(acks, applied{p: p, res: a.Result, index: e.GetIndex()})
 			}
-		default:
-			return nil, false, logstore.LogPosition{}, nil, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
 	}
 	last := ents[len(ents)-1]
 	pos := logstore.LogPosition{Index: last.GetIndex(), Term: last.GetTerm()}
-	if err := logstore.StageAppliedState(a.batch, r.rangeID, pos, cs); err != nil {
+	if err := logstore.StageAppliedState(r.sm.Batch(), r.rangeID, pos, cs); err != nil {
 		return nil, false, pos, nil, err
 	}
 	return acks, confChanged, pos, cs, nil
 }
 
-// plainEntries reports whether ents are only client writes (and the
-// empty entries new leaders append): entries whose application touches
-// nothing but the range's own keys, its dedup records and its applied
-// state, and triggers nothing once written. Only such entries may wait for
-// the round's shared apply write (apply_round.go).
-func plainEntries(ents []*pb.Entry) bool {
-	for _, e := range ents {
-		if e.GetType() != pb.EntryNormal {
-			return false
-		}
-		if len(e.GetData()) == 0 {
-			continue
-		}
-		k, ok := command.PeekKind(e.GetData())
-		if !ok {
-			return false
-		}
-		switch k {
-		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// applyNormalLocked applies one command entry into the apply batch.
+// appliedInTermLocked reports whether this leader has applied an entry of
+// its term.
 // REQUIRES: raftMu.
-func (r *Replica) applyNormalLocked(e *pb.Entry, cmd *command.Command) (command.Result, error) {
-	if err := command.Decode(e.GetData(), cmd); err != nil {
-		if errors.Is(err, command.ErrUnknownVersion) {
-			// Every replica must apply this entry; this build cannot.
-			return command.Result{}, fmt.Errorf("entry %d: %w: upgrade this node", e.GetIndex(), err)
-		}
-		return command.Result{Code: command.CodeMalformed, Message: err.Error()}, nil
-	}
-	if cmd.Kind.IsWrite() && cmd.ClientID != 0 {
-		return r.applyDeduplicatedLocked(cmd)
-	}
-	return r.evaluateLocked(cmd)
+func (r *Replica) appliedInTermLocked() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.appliedInTerm
 }
 
-// evaluateLocked evaluates cmd against the applied state (through the
-// overlay) and stages its writes.
+// applyConfChangeLocked gives Raft the configuration change the state
+// machine applied (or the change that changes nothing, for a rejected one)
+// and returns Raft's new configuration.
 // REQUIRES: raftMu.
-func (r *Replica) evaluateLocked(cmd *command.Command) (command.Result, error) {
-	a := &r.apply
-	desc := r.desc
-	if r.frozen != nil && refusedWhileFrozen(cmd.Kind) {
-		return command.Result{Code: command.CodeRangeFrozen,
-			Message: fmt.Sprintf("range %d is frozen for a merge into range %d", r.rangeID, r.frozen.left)}, nil
+func (r *Replica) applyConfChangeLocked(e *pb.Entry, a *apply.Applied) (*pb.ConfState, error) {
+	cs := r.rn.ApplyConfChange(a.ConfChange)
+	next := a.Descriptor
+	if next == nil {
+		return cs, nil // rejected
 	}
-	switch cmd.Kind {
-	case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch:
-		for i := range cmd.Mutations {
-			if res, ok := checkMutationInRange(desc, &cmd.Mutations[i]); !ok {
-				return res, nil
-			}
-		}
-		for i := range cmd.Mutations {
-			m := &cmd.Mutations[i]
-			switch m.Kind {
-			case command.KindPut:
-				a.put(keys.UserKey(m.Key), m.Value)
-			case command.KindDelete:
-				a.del(keys.UserKey(m.Key))
-			case command.KindDeleteRange:
-				span := keys.UserSpan(m.Key, m.Value)
-				a.delRange(span.Start, span.End)
-			}
-		}
-		return command.Result{}, nil
-
-	case command.KindCAS:
-		c := &cmd.CAS
-		if !keys.ContainsUserKey(desc, c.Key) {
-			return outOfRange(desc, c.Key), nil
-		}
-		k := keys.UserKey(c.Key)
-		cur, found, err := a.get(k)
-		if err != nil {
-			return command.Result{}, fmt.Errorf("CAS read of %q: %w", c.Key, err)
-		}
-		res := command.Result{Found: found}
-		if found {
-			res.Value = append([]byte(nil), cur...)
-		}
-		if (c.ExpectAbsent && !found) || (!c.ExpectAbsent && found && string(cur) == string(c.Expected)) {
-			res.Succeeded = true
-			if c.Delete {
-				a.del(k)
-			} else {
-				a.put(k, c.NewValue)
-			}
-		}
-		return res, nil
-
-	case command.KindDedupGC:
-		return r.applyDedupGCLocked(cmd)
-
-	case command.KindPutNode:
-		return r.applyPutNodeLocked(cmd)
-
-	case command.KindPutDescriptor:
-		return r.applyPutDescriptorLocked(cmd)
-
-	case command.KindRemoveNode:
-		if r.rangeID != keys.MetaRangeID {
-			return command.Result{Code: command.CodeNotMeta}, nil
-		}
-		a.del(keys.NodeKey(cmd.NodeID))
-		return command.Result{NodeID: cmd.NodeID}, nil
-
-	case command.KindChangeReplicas:
-		return command.Result{Code: command.CodeMalformed, Message: "ChangeReplicas outside a configuration change"}, nil
-
-	case command.KindSplit:
-		return r.applySplitLocked(cmd)
-
-	case command.KindAllocRangeID:
-		return r.applyAllocRangeIDLocked()
-
-	case command.KindPutDescriptors:
-		return r.applyPutDescriptorsLocked(cmd)
-
-	case command.KindFreeze:
-		return r.applyFreezeLocked(cmd)
-
-	case command.KindUnfreeze:
-		return r.applyUnfreezeLocked(cmd)
-
-	case command.KindMerge:
-		return r.applyMergeLocked(cmd)
-
-	case command.KindMergeAbort:
-		return r.applyMergeAbortLocked(cmd)
+	if err := confStateFor(next).Equivalent(cs); err != nil {
+		return nil, fmt.Errorf("conf change entry %d: the descriptor (generation %d) does not describe Raft's configuration: %w",
+			e.GetIndex(), next.GetGeneration(), err)
 	}
-	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
+	if apply.ReplicaOnNode(next, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
+		r.removed = true
+	}
+	// A lease confirmed by the old configuration's quorum proves nothing
+	// about the new one.
+	r.mu.Lock()
+	r.mu.leaseExpiry = time.Time{}
+	r.mu.Unlock()
+	return cs, nil
 }
 
-// checkMutationInRange rejects a mutation whose keys are outside d.
-func checkMutationInRange(d *kvpb.RangeDescriptor, m *command.Mutation) (command.Result, bool) {
-	switch m.Kind {
-	case command.KindDeleteRange:
-		if !keys.ContainsUserSpan(d, m.Key, m.Value) {
-			return command.Result{Code: command.CodeKeyOutOfRange,
-				Message: fmt.Sprintf("span [%q, %q) is not inside range %d [%q, %q)", m.Key, m.Value, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}, false
-		}
-	default:
-		if !keys.ContainsUserKey(d, m.Key) {
-			return outOfRange(d, m.Key), false
-		}
-	}
-	return command.Result{}, true
-}
-
-func outOfRange(d *kvpb.RangeDescriptor, k []byte) command.Result {
-	return command.Result{Code: command.CodeKeyOutOfRange,
-		Message: fmt.Sprintf("key %q is not in range %d [%q, %q)", k, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}
-}
-
-// applyPutNodeLocked registers a node in the meta range's registry,
-// allocating its ID if it has none. Registering an address that is
-// already registered returns the existing ID, so a node that crashed
-// before saving its ID can join again.
+// syncDescriptorLocked publishes the state machine's descriptor and freeze.
 // REQUIRES: raftMu.
-func (r *Replica) applyPutNodeLocked(cmd *command.Command) (command.Result, error) {
-	if r.rangeID != keys.MetaRangeID {
-		return command.Result{Code: command.CodeNotMeta}, nil
+func (r *Replica) syncDescriptorLocked() {
+	desc := r.sm.Descriptor()
+	left, leftGen, frozen := r.sm.Frozen()
+	var f *freezeRecord
+	if frozen {
+		f = &freezeRecord{left: left, leftGen: leftGen}
 	}
-	a := &r.apply
-	n := proto.Clone(cmd.Node).(*kvpb.NodeDescriptor)
-	if n.GetAddress() == "" {
-		return command.Result{Code: command.CodeMalformed, Message: "node without an address"}, nil
-	}
-	if n.GetNodeId() == 0 {
-		// Same address registered already? Scan the registry (small).
-		if err := a.flush(); err != nil {
-			return command.Result{}, err
-		}
-		nodes, err := readNodes(a.db)
-		if err != nil {
-			return command.Result{}, err
-		}
-		for _, old := range nodes {
-			if old.GetAddress() == n.GetAddress() {
-				return command.Result{NodeID: old.GetNodeId()}, nil
-			}
-		}
-		next, err := r.readCounterLocked("node-id")
-		if err != nil {
-			return command.Result{}, err
-		}
-		if next == 0 {
-			next = 1
-		}
-		n.NodeId = next
-		a.put(keys.CounterKey("node-id"), encodeCounter(next+1))
-	} else {
-		// An explicit ID must not go backwards past the allocator.
-		next, err := r.readCounterLocked("node-id")
-		if err != nil {
-			return command.Result{}, err
-		}
-		if n.GetNodeId() >= next {
-			a.put(keys.CounterKey("node-id"), encodeCounter(n.GetNodeId()+1))
-		}
-	}
-	// Decommissioning and started are one-way: a node registering again
-	// stays drained, and a node that has served stays one that may not
-	// bootstrap again (node/identity.go).
-	if old, found, err := a.get(keys.NodeKey(n.GetNodeId())); err != nil {
-		return command.Result{}, err
-	} else if found {
-		var od kvpb.NodeDescriptor
-		if proto.Unmarshal(old, &od) == nil {
-			n.Decommissioning = n.Decommissioning || od.GetDecommissioning()
-			n.Started = n.Started || od.GetStarted()
-		}
-	}
-	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)
-	if err != nil {
-		return command.Result{}, err
-	}
-	a.put(keys.NodeKey(n.GetNodeId()), v)
-	return command.Result{NodeID: n.GetNodeId()}, nil
+	r.desc = desc
+	r.mu.Lock()
+	r.mu.desc = desc
+	r.mu.Unlock()
+	r.setFrozenLocked(f)
 }
 
-func (r *Replica) readCounterLocked(name string) (uint64, error) {
-	v, found, err := r.apply.get(keys.CounterKey(name))
-	if err != nil || !found {
-		return 0, err
-	}
-	return decodeCounter(v)
-}
-
-// applyPutDescriptorLocked stores the meta copy of a range descriptor if
-// it is newer than the one stored.
+// stageRightHandRaftStateLocked stages the initial Raft state of this
+// node's replica of a split's right-hand range into the apply batch (the
+// state machine staged its replicated state).
 // REQUIRES: raftMu.
-func (r *Replica) applyPutDescriptorLocked(cmd *command.Command) (command.Result, error) {
-	if r.rangeID != keys.MetaRangeID {
-		return command.Result{Code: command.CodeNotMeta}, nil
+func (r *Replica) stageRightHandRaftStateLocked(right *kvpb.RangeDescriptor) error {
+	b := r.sm.Batch()
+	id := right.GetRangeId()
+	pos := logstore.LogPosition{Index: initialIndex, Term: initialTerm}
+	if err := logstore.StageAppliedState(b, id, pos, confStateFor(right)); err != nil {
+		return err
 	}
-	a := &r.apply
-	d := cmd.Descriptor
-	if d.GetRangeId() == 0 {
-		return command.Result{Code: command.CodeMalformed, Message: "descriptor without a range ID"}, nil
-	}
-	if err := a.flush(); err != nil {
-		return command.Result{}, err
-	}
-	old, oldKey, err := findMetaDescriptor(a.db, d.GetRangeId())
-	if err != nil {
-		return command.Result{}, err
-	}
-	if old != nil && old.GetGeneration() >= d.GetGeneration() {
-		return command.Result{}, nil // stale or already there
-	}
-	v, err := logstore.EncodeDescriptor(d)
-	if err != nil {
-		return command.Result{}, err
-	}
-	key := metaKeyFor(d)
-	// A late copy of a range merged away (its repair was in flight when
-	// it froze) finds the merged range at its key: a newer range whose
-	// span holds all of its own. It is not stored over it.
-	if cur, found, err := a.get(key); err != nil {
-		return command.Result{}, err
-	} else if found && old == nil {
-		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() &&
-			cd.GetGeneration() > d.GetGeneration() && bytes.Compare(cd.GetStartKey(), d.GetStartKey()) < 0 {
-			return command.Result{}, nil
-		}
-	}
-	if oldKey != nil && string(oldKey) != string(key) {
-		a.del(oldKey)
-	}
-	a.put(key, v)
-	return command.Result{}, nil
+	b.Put(keys.TruncatedStateKey(id), pos.Encode())
+	b.Put(keys.HardStateKey(id), logstore.EncodeHardState(&pb.HardState{Term: new(uint64(initialTerm)), Commit: new(uint64(initialIndex))}))
+	b.Put(keys.ReplicaIDKey(id), logstore.EncodeReplicaID(r.replicaID))
+	return nil
 }

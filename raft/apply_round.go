@@ -20,7 +20,7 @@ import (
 // of every range a worker handles in the round go to the engine together:
 //
 //   - A replica whose apply message holds only client writes
-//     (plainEntries) stages them, with its applied state, in its own apply
+//     (StateMachine.Plain) stages them, with its applied state, in its own apply
 //     batch as before, but does not write it. The message's completion
 //     (the applied index, the responses stepped back into Raft, the
 //     proposers' answers) is recorded as pending, and the replica is
@@ -129,7 +129,7 @@ func (g *applyGroup) flush(cur *Replica) error {
 	b := g.batch
 	b.Reset()
 	for _, r := range g.parked {
-		b.Append(r.apply.batch)
+		b.Append(r.sm.Batch())
 	}
 	var err error
 	if !b.Empty() {
@@ -142,7 +142,7 @@ func (g *applyGroup) flush(cur *Replica) error {
 	for i, r := range g.parked {
 		r.parked = false
 		if err == nil {
-			r.apply.reset()
+			r.sm.Written()
 			if r.rn != nil {
 				err = r.finishPendingLocked()
 			}

@@ -13,8 +13,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -111,7 +111,7 @@ func testApplyDeterministic(t *testing.T, seed uint64) {
 
 // applyOnlyReplica returns node nodeID's replica of range 2 in a store that
 // is never started: the test calls the apply step itself.
-func applyOnlyReplica(t *testing.T, nodeID uint64, nodes []*kvpb.NodeDescriptor) *Replica {
+func applyOnlyReplica(t testing.TB, nodeID uint64, nodes []*kvpb.NodeDescriptor) *Replica {
 	t.Helper()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
@@ -120,7 +120,7 @@ func applyOnlyReplica(t *testing.T, nodeID uint64, nodes []*kvpb.NodeDescriptor)
 	if err := Bootstrap(db, "c", nodeID, nodes); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewStore(Config{Engine: db, NodeID: nodeID, ClusterID: "c", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := NewStore(Config{Engine: db, StateMachines: rangeStateMachines(db), NodeID: nodeID, ClusterID: "c", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // BenchmarkPropose measures replicated writes on a 3-node in-process

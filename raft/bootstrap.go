@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -137,14 +138,15 @@ func Bootstrap(db *storage.DB, clusterID string, nodeID uint64, nodes []*kvpb.No
 		b.Put(keys.NodeKey(n.GetNodeId()), v)
 		maxNode = max(maxNode, n.GetNodeId())
 	}
-	b.Put(keys.CounterKey("node-id"), encodeCounter(maxNode+1))
+	// A meta counter is 8 bytes big-endian (rangesm's meta.go).
+	b.Put(keys.CounterKey("node-id"), binary.BigEndian.AppendUint64(nil, maxNode+1))
 	pos := logstore.LogPosition{Index: initialIndex, Term: initialTerm}
 	for _, d := range []*kvpb.RangeDescriptor{meta, user} {
 		v, err := logstore.EncodeDescriptor(d)
 		if err != nil {
 			return err
 		}
-		b.Put(metaKeyFor(d), v)
+		b.Put(keys.MetaKeyFor(d), v)
 		b.Put(keys.DescriptorKey(d.GetRangeId()), v)
 		if err := logstore.StageAppliedState(b, d.GetRangeId(), pos, confStateFor(d)); err != nil {
 			return err

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Membership (docs/replication.md, "Membership").
@@ -37,22 +37,10 @@ import (
 // configuration is in force, and Raft proposes the empty change that
 // leaves it once it has applied; applying that finalizes the descriptor.
 
-// descriptorIsJoint reports whether d describes a joint configuration.
-func descriptorIsJoint(d *kvpb.RangeDescriptor) bool {
-	for _, rd := range d.GetReplicas() {
-		switch rd.GetType() {
-		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING, kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING,
-			kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
-			return true
-		}
-	}
-	return false
-}
-
 // confStateFor returns the Raft configuration descriptor d describes.
 func confStateFor(d *kvpb.RangeDescriptor) *pb.ConfState {
 	cs := &pb.ConfState{}
-	joint := descriptorIsJoint(d)
+	joint := apply.IsJoint(d)
 	for _, rd := range d.GetReplicas() {
 		id := rd.GetReplicaId()
 		switch rd.GetType() {
@@ -76,121 +64,6 @@ func confStateFor(d *kvpb.RangeDescriptor) *pb.ConfState {
 		cs.AutoLeave = new(true)
 	}
 	return cs
-}
-
-// leaveJointDescriptor is the descriptor after the joint configuration of
-// d is left: incoming voters become voters, outgoing ones leave, demoting
-// ones become learners.
-func leaveJointDescriptor(d *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
-	next := cloneDesc(d)
-	next.Replicas = next.Replicas[:0]
-	for _, rd := range d.GetReplicas() {
-		rd = proto.Clone(rd).(*kvpb.ReplicaDescriptor)
-		switch rd.GetType() {
-		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_INCOMING:
-			rd.Type = kvpb.ReplicaType_REPLICA_TYPE_VOTER
-		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_OUTGOING:
-			continue
-		case kvpb.ReplicaType_REPLICA_TYPE_VOTER_DEMOTING_LEARNER:
-			rd.Type = kvpb.ReplicaType_REPLICA_TYPE_LEARNER
-		}
-		next.Replicas = append(next.Replicas, rd)
-	}
-	next.Generation++
-	return next
-}
-
-// rejectConfChange is the change applied in place of a rejected one: a
-// single change of replica 0, which Raft ignores (confchange.Changer
-// skips NodeId 0 for exactly this purpose).
-var rejectConfChange = &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(uint64(0))}}}
-
-// applyConfChangeLocked applies a configuration change entry. It returns
-// the result, the new ConfState and, for a change this node proposed, the
-// proposal ID.
-// REQUIRES: raftMu.
-func (r *Replica) applyConfChangeLocked(e *pb.Entry) (command.Result, *pb.ConfState, uint64, error) {
-	var cc *pb.ConfChangeV2
-	if e.GetType() == pb.EntryConfChange {
-		var v1 pb.ConfChange
-		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
-			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w", e.GetIndex(), err)
-		}
-		cc = v1.AsV2()
-	} else {
-		cc = &pb.ConfChangeV2{}
-		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w", e.GetIndex(), err)
-		}
-	}
-	cur := r.desc
-	var next *kvpb.RangeDescriptor
-	var propID uint64
-	var reject command.Result
-	if cc.LeaveJoint() {
-		if !descriptorIsJoint(cur) {
-			return command.Result{}, nil, 0, fmt.Errorf("entry %d leaves a joint configuration, but descriptor generation %d is not joint", e.GetIndex(), cur.GetGeneration())
-		}
-		next = leaveJointDescriptor(cur)
-	} else {
-		var cmd command.Command
-		err := command.Decode(cc.GetContext(), &cmd)
-		switch {
-		case errors.Is(err, command.ErrUnknownVersion):
-			return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: %w: upgrade this node", e.GetIndex(), err)
-		case err != nil:
-			reject = command.Result{Code: command.CodeMalformed, Message: err.Error()}
-		case cmd.Kind != command.KindChangeReplicas:
-			reject = command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("conf change carries a %v command", cmd.Kind)}
-		case r.frozen != nil:
-			reject = command.Result{Code: command.CodeRangeFrozen, Message: fmt.Sprintf("range %d is frozen for a merge", r.rangeID)}
-		case cmd.ExpectedGeneration != cur.GetGeneration() || cmd.Descriptor.GetRangeId() != r.rangeID ||
-			cmd.Descriptor.GetGeneration() <= cur.GetGeneration():
-			reject = command.Result{Code: command.CodeDescriptorChanged,
-				Message: fmt.Sprintf("change computed from generation %d; range %d is at generation %d", cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())}
-		default:
-			next = cmd.Descriptor
-		}
-		if cmd.ProposerNode == r.store.cfg.NodeID {
-			propID = cmd.ProposalID
-		}
-		if reject.Code != command.CodeOK {
-			if descriptorIsJoint(cur) {
-				// Raft offers no no-op change inside a joint configuration;
-				// the leader never proposes one (Raft refuses anything but
-				// leaving while joint), so this entry is a bug.
-				return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d must be rejected inside a joint configuration: %s", e.GetIndex(), reject.Message)
-			}
-			cs := r.rn.ApplyConfChange(rejectConfChange)
-			return reject, cs, propID, nil
-		}
-	}
-	cs := r.rn.ApplyConfChange(cc)
-	if err := confStateFor(next).Equivalent(cs); err != nil {
-		return command.Result{}, nil, 0, fmt.Errorf("conf change entry %d: the descriptor (generation %d) does not describe Raft's configuration: %w",
-			e.GetIndex(), next.GetGeneration(), err)
-	}
-	a := &r.apply
-	v, err := logstore.EncodeDescriptor(next)
-	if err != nil {
-		return command.Result{}, nil, 0, err
-	}
-	a.put(keys.DescriptorKey(r.rangeID), v)
-	if r.rangeID == keys.MetaRangeID {
-		// Meta holds its own descriptor's meta copy: keep it exact.
-		a.put(keys.MetaRangeDescriptorKey(), v)
-	}
-	r.desc = next
-	if replicaOnNode(next, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
-		r.removed = true
-	}
-	// A lease confirmed by the old configuration's quorum proves nothing
-	// about the new one.
-	r.mu.Lock()
-	r.mu.leaseExpiry = time.Time{}
-	r.mu.desc = next
-	r.mu.Unlock()
-	return command.Result{}, cs, propID, nil
 }
 
 // ChangeReplicas changes range rangeID's replica set: ADD_VOTER and
@@ -221,10 +94,10 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 	// 1. New replicas join as learners, one change each (a ConfChangeV2
 	// with several changes always enters joint consensus).
 	for _, c := range changes {
-		if c.GetKind() == kvpb.ReplicaChange_REMOVE || replicaOnNode(desc, c.GetNodeId()) != nil {
+		if c.GetKind() == kvpb.ReplicaChange_REMOVE || apply.ReplicaOnNode(desc, c.GetNodeId()) != nil {
 			continue
 		}
-		next := cloneDesc(desc)
+		next := apply.CloneDescriptor(desc)
 		id := next.GetNextReplicaId()
 		next.NextReplicaId = id + 1
 		next.Replicas = append(next.Replicas, &kvpb.ReplicaDescriptor{NodeId: c.GetNodeId(), ReplicaId: id, Type: kvpb.ReplicaType_REPLICA_TYPE_LEARNER})
@@ -237,7 +110,7 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 	// 2. Learners that are to become voters catch up first.
 	var promote, removeVoters, removeLearners []uint64
 	for _, c := range changes {
-		rd := replicaOnNode(desc, c.GetNodeId())
+		rd := apply.ReplicaOnNode(desc, c.GetNodeId())
 		switch c.GetKind() {
 		case kvpb.ReplicaChange_ADD_VOTER:
 			if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
@@ -262,7 +135,7 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 
 	// 3. Learners leave one at a time (voters are unaffected).
 	for _, id := range removeLearners {
-		next := cloneDesc(desc)
+		next := apply.CloneDescriptor(desc)
 		next.Replicas = slices.DeleteFunc(next.Replicas, func(rd *kvpb.ReplicaDescriptor) bool { return rd.GetReplicaId() == id })
 		cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(id)}}}
 		if desc, err = r.changeConf(ctx, desc, next, cc); err != nil {
@@ -274,7 +147,7 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 	// left automatically once applied.
 	if n := len(promote) + len(removeVoters); n > 0 {
 		joint := n > 1
-		next := cloneDesc(desc)
+		next := apply.CloneDescriptor(desc)
 		cc := &pb.ConfChangeV2{}
 		if joint {
 			cc.Transition = pb.ConfChangeTransition_ConfChangeTransitionJointImplicit.Enum()
@@ -333,7 +206,7 @@ func validateChanges(desc *kvpb.RangeDescriptor, changes []*kvpb.ReplicaChange) 
 			return fmt.Errorf("%w: node %d named twice", ErrInvalidChange, n)
 		}
 		seen[n] = true
-		rd := replicaOnNode(desc, n)
+		rd := apply.ReplicaOnNode(desc, n)
 		switch c.GetKind() {
 		case kvpb.ReplicaChange_ADD_VOTER:
 			if rd != nil && rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
@@ -469,7 +342,7 @@ func (r *Replica) waitNotJoint(ctx context.Context) (*kvpb.RangeDescriptor, erro
 		r.mu.RLock()
 		d, destroyed := r.mu.desc, r.mu.destroyed
 		r.mu.RUnlock()
-		if !descriptorIsJoint(d) || destroyed {
+		if !apply.IsJoint(d) || destroyed {
 			return d, nil
 		}
 		select {
@@ -546,7 +419,7 @@ func (s *Store) TransferLeader(ctx context.Context, rangeID, targetNode uint64) 
 		return err
 	}
 	desc := r.Descriptor()
-	target := replicaOnNode(desc, targetNode)
+	target := apply.ReplicaOnNode(desc, targetNode)
 	if target == nil || target.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
 		return fmt.Errorf("%w: node %d holds no voter of range %d", ErrInvalidChange, targetNode, rangeID)
 	}

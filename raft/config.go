@@ -11,16 +11,23 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/shaledb/shale/internal/diskspace"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/storage"
 )
 
-// Config configures a Store. Engine, NodeID and ClusterID are required;
+// Config configures a Store. Engine, StateMachines, NodeID and ClusterID
+// are required;
 // every other field has a documented default (applied by NewStore).
 type Config struct {
 	// Engine is the node's engine; the Store keeps all Raft and range
-	// state in it. The caller opens and closes it.
+	// state in it. The caller opens and closes it (a simulator opens it
+	// over the engine's fault-injecting file layer:
+	// storage.Options.FaultInjection).
 	Engine *storage.DB
+	// StateMachines makes the replicas' range state machines (package
+	// apply; rangesm.NewFactory over the same Engine).
+	StateMachines apply.Factory
 	// NodeID and ClusterID identify this node (see Bootstrap and Join).
 	NodeID    uint64
 	ClusterID string
@@ -137,6 +144,13 @@ type Config struct {
 	// MaxSnapshotBytes refuses incoming snapshots larger than this: they
 	// are staged in memory before being applied (1 GiB).
 	MaxSnapshotBytes int64
+	// SnapshotMemoryBytes bounds the bytes all incoming snapshots hold
+	// in memory at once; a receiver over it waits (snapshot_memory.go).
+	// 0: unbounded.
+	SnapshotMemoryBytes int64
+	// testSnapshotMemory, set by tests of this package, replaces the
+	// allowance SnapshotMemoryBytes would make.
+	testSnapshotMemory *snapshotMemory
 
 	// Logger; defaults to slog.Default().
 	Logger *slog.Logger
@@ -167,8 +181,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
-	if c.Engine == nil || c.NodeID == 0 || c.ClusterID == "" {
-		return errors.New("raft: Config needs Engine, NodeID and ClusterID")
+	if c.Engine == nil || c.StateMachines == nil || c.NodeID == 0 || c.ClusterID == "" {
+		return errors.New("raft: Config needs Engine, StateMachines, NodeID and ClusterID")
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

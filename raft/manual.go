@@ -87,6 +87,8 @@ func (s *Store) StepRound() bool {
 	if len(reps) == 0 {
 		return false
 	}
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
 	s.processRound(reps)
 	return true
 }
@@ -113,6 +115,8 @@ func (s *Store) StepLogWrite() bool {
 	if s.manualBatch == nil {
 		s.manualBatch = storage.NewBatch(64 << 10)
 	}
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
 	s.writeAppends(works, s.manualBatch)
 	return true
 }
@@ -127,6 +131,19 @@ func (s *Store) Tick() {
 		return
 	}
 	s.tickReplicas()
+}
+
+// stepBarrier is where a goroutine woken by a step (a proposer, a reader,
+// a snapshot's receiver) waits for the step to end, in manual mode: the
+// rest of the step runs on the simulator's goroutine, and what the woken
+// goroutine does next (read the engine, queue more work) must come after
+// it, not at whatever moment the Go scheduler runs it.
+func (s *Store) stepBarrier() {
+	if s.cfg.Manual {
+		s.stepMu.Lock()   // waits for the step...
+		s.stepMu.Unlock() // ...and holds nothing
+
+	}
 }
 
 func (s *Store) mustBeManual(what string) {

@@ -3,19 +3,16 @@ package raft
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Merges (docs/sharding.md, "Merges").
@@ -83,51 +80,10 @@ type AppliedWaiter interface {
 // Config.AppliedWaiter). Call before Start.
 func (s *Store) SetAppliedWaiter(w AppliedWaiter) { s.cfg.AppliedWaiter = w }
 
-// freezeRecord is the replicated state of a frozen range: the merge it is
-// frozen for.
-//
-//	freeze record := 0x01 left_range_id:uvarint left_generation:uvarint
+// freezeRecord is the merge a range is frozen for, as its state machine
+// reports it (apply.StateMachine.Frozen).
 type freezeRecord struct {
 	left, leftGen uint64
-}
-
-const freezeVersion byte = 0x01
-
-func encodeFreeze(f *freezeRecord) []byte {
-	b := []byte{freezeVersion}
-	b = binary.AppendUvarint(b, f.left)
-	return binary.AppendUvarint(b, f.leftGen)
-}
-
-func decodeFreeze(v []byte) (*freezeRecord, error) {
-	if len(v) < 3 || v[0] != freezeVersion {
-		return nil, fmt.Errorf("freeze record of %d bytes", len(v))
-	}
-	left, n := binary.Uvarint(v[1:])
-	if n <= 0 {
-		return nil, errors.New("freeze record: bad left range ID")
-	}
-	gen, m := binary.Uvarint(v[1+n:])
-	if m <= 0 || 1+n+m != len(v) {
-		return nil, errors.New("freeze record: bad left generation")
-	}
-	return &freezeRecord{left: left, leftGen: gen}, nil
-}
-
-// loadFreeze reads rangeID's freeze record (nil when it is not frozen).
-func loadFreeze(r logstore.Reader, rangeID uint64) (*freezeRecord, error) {
-	v, err := r.Get(keys.FreezeKey(rangeID))
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	f, err := decodeFreeze(v)
-	if err != nil {
-		return nil, fmt.Errorf("range %d: %w", rangeID, err)
-	}
-	return f, nil
 }
 
 // setFrozenLocked installs the applied freeze state and publishes it.
@@ -183,243 +139,6 @@ func (r *Replica) FrozenError() error {
 	return unavailablef(r.rangeID, "range %d is frozen for a merge into its left-hand neighbour; retry", r.rangeID)
 }
 
-// refusedWhileFrozen reports whether a frozen range must reject kind.
-func refusedWhileFrozen(k command.Kind) bool {
-	switch k {
-	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge:
-		return true
-	}
-	return k.IsWrite()
-}
-
-// sameNodes reports whether two descriptors place replicas on the same
-// set of nodes.
-func sameNodes(a, b *kvpb.RangeDescriptor) bool {
-	if len(a.GetReplicas()) != len(b.GetReplicas()) {
-		return false
-	}
-	for _, rd := range a.GetReplicas() {
-		if replicaOnNode(b, rd.GetNodeId()) == nil {
-			return false
-		}
-	}
-	return true
-}
-
-// mergedDescriptor is the descriptor of l after it takes over its
-// right-hand neighbour r: l's replicas over both spans, at a generation
-// above both (meta keeps the newer of two copies at one key).
-func mergedDescriptor(l, r *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
-	m := cloneDesc(l)
-	m.EndKey = bytes.Clone(r.GetEndKey())
-	m.Generation = max(l.GetGeneration(), r.GetGeneration()) + 1
-	return m
-}
-
-// applyFreezeLocked applies a Freeze command (in the right-hand range).
-// REQUIRES: raftMu.
-func (r *Replica) applyFreezeLocked(cmd *command.Command) (command.Result, error) {
-	cur := r.desc
-	switch {
-	case r.rangeID == keys.MetaRangeID:
-		return command.Result{Code: command.CodeMalformed, Message: "the meta range does not merge"}, nil
-	case cmd.LeftRangeID == 0 || cmd.LeftRangeID == r.rangeID || cmd.LeftRangeID == keys.MetaRangeID:
-		return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("freeze for a merge into range %d", cmd.LeftRangeID)}, nil
-	case cmd.ExpectedGeneration != cur.GetGeneration() || descriptorIsJoint(cur):
-		return command.Result{Code: command.CodeDescriptorChanged, Message: fmt.Sprintf("freeze computed from generation %d; range %d is at generation %d",
-			cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())}, nil
-	}
-	next := cloneDesc(cur)
-	next.Generation++
-	v, err := logstore.EncodeDescriptor(next)
-	if err != nil {
-		return command.Result{}, err
-	}
-	f := &freezeRecord{left: cmd.LeftRangeID, leftGen: cmd.LeftGeneration}
-	r.apply.put(keys.DescriptorKey(r.rangeID), v)
-	r.apply.put(keys.FreezeKey(r.rangeID), encodeFreeze(f))
-	r.desc = next
-	r.mu.Lock()
-	r.mu.desc = next
-	r.mu.Unlock()
-	r.setFrozenLocked(f)
-	return command.Result{}, nil
-}
-
-// applyUnfreezeLocked applies an Unfreeze command: the freeze it names is
-// lifted (any other state is left alone). Result.Found says it was.
-// REQUIRES: raftMu.
-func (r *Replica) applyUnfreezeLocked(cmd *command.Command) (command.Result, error) {
-	f := r.frozen
-	if f == nil || f.left != cmd.LeftRangeID || f.leftGen != cmd.LeftGeneration {
-		return command.Result{}, nil
-	}
-	next := cloneDesc(r.desc)
-	next.Generation++
-	v, err := logstore.EncodeDescriptor(next)
-	if err != nil {
-		return command.Result{}, err
-	}
-	r.apply.put(keys.DescriptorKey(r.rangeID), v)
-	r.apply.del(keys.FreezeKey(r.rangeID))
-	r.desc = next
-	r.mu.Lock()
-	r.mu.desc = next
-	r.mu.Unlock()
-	r.setFrozenLocked(nil)
-	return command.Result{Found: true}, nil
-}
-
-// applyMergeAbortLocked applies a MergeAbort command (in the left-hand
-// range): Result.Found says the merge of cmd.RightRangeID had applied;
-// otherwise it can no longer apply (this range is past the generation it
-// was computed from, bumped here if need be).
-// REQUIRES: raftMu.
-func (r *Replica) applyMergeAbortLocked(cmd *command.Command) (command.Result, error) {
-	if r.rangeID == keys.MetaRangeID {
-		return command.Result{Code: command.CodeMalformed, Message: "the meta range does not merge"}, nil
-	}
-	a := &r.apply
-	if _, merged, err := a.get(keys.MergedKey(r.rangeID, cmd.RightRangeID)); err != nil {
-		return command.Result{}, err
-	} else if merged {
-		return command.Result{Found: true}, nil
-	}
-	// A frozen range is past g already (the freeze bumped it), and its
-	// unfreeze bumps it again.
-	if r.desc.GetGeneration() == cmd.ExpectedGeneration && r.frozen == nil {
-		next := cloneDesc(r.desc)
-		next.Generation++
-		v, err := logstore.EncodeDescriptor(next)
-		if err != nil {
-			return command.Result{}, err
-		}
-		a.put(keys.DescriptorKey(r.rangeID), v)
-		r.desc = next
-		r.mu.Lock()
-		r.mu.desc = next
-		r.mu.Unlock()
-	}
-	return command.Result{}, nil
-}
-
-// applyMergeLocked applies a Merge command (in the left-hand range); see
-// the comment at the top of this file. A rejection is deterministic; a
-// local replica of the right-hand range that does not match the command
-// (which the protocol excludes) is a fatal error rather than a silent
-// divergence.
-// REQUIRES: raftMu, and this node's replica of the right-hand range has
-// applied the freeze (applyOrDeferLocked waits for it).
-func (r *Replica) applyMergeLocked(cmd *command.Command) (command.Result, error) {
-	cur, right := r.desc, cmd.Right
-	reject := func(code command.Code, format string, args ...any) (command.Result, error) {
-		return command.Result{Code: code, Message: fmt.Sprintf(format, args...)}, nil
-	}
-	switch {
-	case r.rangeID == keys.MetaRangeID || right.GetRangeId() == keys.MetaRangeID || right.GetRangeId() == r.rangeID || right.GetRangeId() == 0:
-		return reject(command.CodeMalformed, "merge of range %d into range %d", right.GetRangeId(), r.rangeID)
-	case cmd.ExpectedGeneration != cur.GetGeneration():
-		return reject(command.CodeDescriptorChanged, "merge computed from generation %d; range %d is at generation %d",
-			cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())
-	case descriptorIsJoint(cur) || descriptorIsJoint(right):
-		return reject(command.CodeDescriptorChanged, "a range to merge is in a joint configuration")
-	case len(cur.GetEndKey()) == 0 || !bytes.Equal(cur.GetEndKey(), right.GetStartKey()):
-		return reject(command.CodeMalformed, "range %d [%q, %q) is not the right-hand neighbour of range %d [%q, %q)",
-			right.GetRangeId(), clipKey(right.GetStartKey()), clipKey(right.GetEndKey()), r.rangeID, clipKey(cur.GetStartKey()), clipKey(cur.GetEndKey()))
-	case !sameNodes(cur, right):
-		return reject(command.CodeDescriptorChanged, "ranges %d and %d are not on the same nodes", r.rangeID, right.GetRangeId())
-	}
-	a := &r.apply
-	if err := a.flush(); err != nil {
-		return command.Result{}, err
-	}
-	rr, err := r.store.Replica(right.GetRangeId())
-	if err != nil {
-		return command.Result{}, fmt.Errorf("merging range %d into range %d: this node has no replica of it", right.GetRangeId(), r.rangeID)
-	}
-	// Held until the batch is written and the replica is gone
-	// (finishMergesLocked): nothing of it runs in between.
-	rr.raftMu.Lock()
-	f := rr.frozen
-	if rr.rn == nil || !proto.Equal(rr.desc, right) || f == nil || f.left != r.rangeID || f.leftGen != cur.GetGeneration() ||
-		rr.ls.Applied().Index < cmd.FreezeIndex {
-		rr.raftMu.Unlock()
-		return command.Result{}, fmt.Errorf("merging range %d into range %d: the local replica (generation %d, frozen %v, applied %d) is not the frozen range of the command (generation %d, freeze index %d)",
-			right.GetRangeId(), r.rangeID, rr.desc.GetGeneration(), f != nil, rr.ls.Applied().Index, right.GetGeneration(), cmd.FreezeIndex)
-	}
-	merged := mergedDescriptor(cur, right)
-	v, err := logstore.EncodeDescriptor(merged)
-	if err == nil {
-		err = r.stageTakeOverLocked(rr)
-	}
-	if err != nil {
-		rr.raftMu.Unlock()
-		return command.Result{}, err
-	}
-	a.put(keys.DescriptorKey(r.rangeID), v)
-	a.put(keys.MergedKey(r.rangeID, rr.rangeID), nil)
-	r.merges = append(r.merges, rr)
-	r.desc = merged
-	r.mu.Lock()
-	r.mu.desc = merged
-	r.mu.Unlock()
-	return command.Result{}, nil
-}
-
-// stageTakeOverLocked stages what taking over rr needs besides the
-// descriptor: rr's dedup records (where this range has none for the same
-// request) and floors (the higher of the two), then the deletion of rr's
-// range-local and node-local state and its tombstone.
-// REQUIRES: raftMu of r and rr, and the apply batch flushed.
-func (r *Replica) stageTakeOverLocked(rr *Replica) error {
-	a := &r.apply
-	from := keys.RangeLocalSpan(rr.rangeID).Start
-	to := keys.RangeLocalSpan(r.rangeID).Start
-	for _, floors := range []bool{false, true} {
-		sp := keys.DedupRecordSpan(rr.rangeID)
-		if floors {
-			sp = keys.DedupFloorSpan(rr.rangeID)
-		}
-		it, err := a.db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
-		if err != nil {
-			return err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			k := it.UnsafeKey()
-			if !bytes.HasPrefix(k, from) {
-				it.Close()
-				return fmt.Errorf("key %x is not range %d's", k, rr.rangeID)
-			}
-			nk := append(bytes.Clone(to), k[len(from):]...)
-			old, found, err := a.get(nk)
-			if err != nil {
-				it.Close()
-				return err
-			}
-			switch {
-			case !found:
-				a.put(nk, it.Value())
-			case floors:
-				oseq, ots, err1 := decodeDedupFloor(old)
-				nseq, nts, err2 := decodeDedupFloor(it.UnsafeValue())
-				if err1 == nil && err2 == nil && (nseq > oseq || nts > ots) {
-					a.put(nk, encodeDedupFloor(max(oseq, nseq), max(ots, nts)))
-				}
-			}
-		}
-		err = it.Error()
-		it.Close()
-		if err != nil {
-			return fmt.Errorf("copying the dedup state of range %d: %w", rr.rangeID, err)
-		}
-	}
-	ls, ns := keys.RangeLocalSpan(rr.rangeID), keys.NodeLocalRangeSpan(rr.rangeID)
-	a.delRange(ls.Start, ls.End)
-	a.delRange(ns.Start, ns.End)
-	a.put(keys.TombstoneKey(rr.rangeID), logstore.EncodeReplicaID(rr.replicaID+1))
-	return nil
-}
-
 // finishMergesLocked retires the replicas taken over by the merges just
 // applied, once their deletion is written: they leave the store, their
 // waiters fail, and their raftMu (held since the merge applied) is
@@ -455,18 +174,31 @@ func (r *Replica) finishMergesLocked() {
 // its freeze on this node yet.
 // REQUIRES: raftMu.
 func (r *Replica) applyOrDeferLocked(m *pb.Message) error {
-	if len(r.deferredApply) > 0 || !r.mergesReadyLocked(m.GetEntries()) {
+	// The gate is the state machine's (apply.StateMachine.MayApply).
+	if len(r.deferredApply) > 0 || !r.mayApplyLocked(m.GetEntries()) {
 		r.deferredApply = append(r.deferredApply, m)
 		return nil
 	}
 	return r.applyMessageLocked(m)
 }
 
+// mayApplyLocked reports whether the state machine lets every entry of
+// ents apply now.
+// REQUIRES: raftMu.
+func (r *Replica) mayApplyLocked(ents []*pb.Entry) bool {
+	for _, e := range ents {
+		if !r.sm.MayApply(e) {
+			return false
+		}
+	}
+	return true
+}
+
 // applyDeferredLocked applies the deferred apply messages that have become
 // ready, in order. The replica is looked at again on every tick.
 // REQUIRES: raftMu.
 func (r *Replica) applyDeferredLocked() error {
-	for len(r.deferredApply) > 0 && r.mergesReadyLocked(r.deferredApply[0].GetEntries()) {
+	for len(r.deferredApply) > 0 && r.mayApplyLocked(r.deferredApply[0].GetEntries()) {
 		m := r.deferredApply[0]
 		r.deferredApply[0] = nil
 		r.deferredApply = r.deferredApply[1:]
@@ -478,51 +210,6 @@ func (r *Replica) applyDeferredLocked() error {
 		r.deferredApply = nil
 	}
 	return nil
-}
-
-// mergesReadyLocked reports whether every Merge among ents can apply on
-// this node: its right-hand range's local replica (if there is one) is
-// initialized and has applied the freeze.
-// REQUIRES: raftMu.
-func (r *Replica) mergesReadyLocked(ents []*pb.Entry) bool {
-	for _, e := range ents {
-		if e.GetType() != pb.EntryNormal {
-			continue
-		}
-		if k, ok := command.PeekKind(e.GetData()); !ok || k != command.KindMerge {
-			continue
-		}
-		var cmd command.Command
-		if command.Decode(e.GetData(), &cmd) != nil {
-			continue
-		}
-		rr, err := r.store.Replica(cmd.Right.GetRangeId())
-		if err != nil {
-			// No replica here yet (a message or snapshot creates it):
-			// wait if the merge would apply, else let it be rejected.
-			if r.mergeWouldApplyLocked(&cmd) {
-				return false
-			}
-			continue
-		}
-		rr.mu.RLock()
-		ready := rr.mu.desc != nil && rr.mu.applied >= cmd.FreezeIndex
-		rr.mu.RUnlock()
-		if !ready {
-			return false
-		}
-	}
-	return true
-}
-
-// mergeWouldApplyLocked reports whether cmd passes the replicated checks
-// of applyMergeLocked against the current state (entries before it in the
-// same batch may still change that).
-// REQUIRES: raftMu.
-func (r *Replica) mergeWouldApplyLocked(cmd *command.Command) bool {
-	cur, right := r.desc, cmd.Right
-	return r.frozen == nil && cur != nil && right != nil && cmd.ExpectedGeneration == cur.GetGeneration() &&
-		len(cur.GetEndKey()) != 0 && bytes.Equal(cur.GetEndKey(), right.GetStartKey()) && sameNodes(cur, right)
 }
 
 // Merge merges range leftID with its right-hand neighbour and returns the
@@ -560,17 +247,17 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 	}
 	rr, err := s.ReplicaForKey(ldesc.GetEndKey())
 	if err != nil {
-		return nil, fmt.Errorf("%w: node %d holds no replica of the range starting at %q", ErrMergeNotColocated, s.cfg.NodeID, clipKey(ldesc.GetEndKey()))
+		return nil, fmt.Errorf("%w: node %d holds no replica of the range starting at %q", ErrMergeNotColocated, s.cfg.NodeID, apply.ClipKey(ldesc.GetEndKey()))
 	}
 	rdesc := rr.Descriptor()
 	if !bytes.Equal(rdesc.GetStartKey(), ldesc.GetEndKey()) {
 		return nil, unavailablef(leftID, "the local replica of the right-hand neighbour has not caught up; retry")
 	}
-	if !sameNodes(ldesc, rdesc) {
+	if !apply.SameNodes(ldesc, rdesc) {
 		return nil, fmt.Errorf("%w: range %d on nodes %v, range %d on nodes %v", ErrMergeNotColocated,
 			leftID, nodesOf(ldesc), rdesc.GetRangeId(), nodesOf(rdesc))
 	}
-	if rr.Frozen() || descriptorIsJoint(rdesc) {
+	if rr.Frozen() || apply.IsJoint(rdesc) {
 		return nil, unavailablef(rdesc.GetRangeId(), "range %d is busy (frozen for another merge, or changing replicas); retry", rdesc.GetRangeId())
 	}
 	rightID := rdesc.GetRangeId()
@@ -616,7 +303,7 @@ func (s *Store) Merge(ctx context.Context, leftID uint64) (*kvpb.RangeDescriptor
 			return nil, err
 		}
 	}
-	s.cfg.Logger.Info("merge committed", "range", leftID, "right", rightID, "span", fmt.Sprintf("[%q, %q)", clipKey(merged.GetStartKey()), clipKey(merged.GetEndKey())))
+	s.cfg.Logger.Info("merge committed", "range", leftID, "right", rightID, "span", fmt.Sprintf("[%q, %q)", apply.ClipKey(merged.GetStartKey()), apply.ClipKey(merged.GetEndKey())))
 	if !s.cfg.TestingSkipMetaUpdates {
 		if err := s.PutDescriptors(ctx, []*kvpb.RangeDescriptor{merged}); err != nil {
 			s.cfg.Logger.Warn("updating meta after a merge; the range leaders will repair it", "range", leftID, "err", err)
@@ -645,7 +332,7 @@ func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.Ra
 	if err != nil {
 		return nil, unavailablef(rr.rangeID, "not every replica of range %d applied its freeze in time: %v", rr.rangeID, err)
 	}
-	cmd := &command.Command{Kind: command.KindMerge, ExpectedGeneration: ldesc.GetGeneration(), FreezeIndex: freezeIdx, Right: cloneDesc(frozen)}
+	cmd := &command.Command{Kind: command.KindMerge, ExpectedGeneration: ldesc.GetGeneration(), FreezeIndex: freezeIdx, Right: apply.CloneDescriptor(frozen)}
 	res, _, err := l.propose(ctx, cmd, false)
 	if err != nil {
 		return nil, err
@@ -653,7 +340,7 @@ func (s *Store) proposeMerge(ctx context.Context, l, rr *Replica, ldesc *kvpb.Ra
 	if err := res.Err(); err != nil {
 		return nil, fmt.Errorf("%w: merging range %d into range %d: %w", ErrRejected, rr.rangeID, l.rangeID, err)
 	}
-	return mergedDescriptor(ldesc, frozen), nil
+	return apply.MergedDescriptor(ldesc, frozen), nil
 }
 
 // abortMerge settles a merge of rightID into leftID computed from

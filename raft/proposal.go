@@ -9,7 +9,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // A proposal's life: queued in the replica's inbox -> handed to Raft
@@ -177,6 +177,7 @@ func (r *Replica) submit(p *proposal) (command.Result, uint64, error) {
 
 	select {
 	case pr := <-p.done:
+		r.store.stepBarrier()
 		return pr.res, pr.index, pr.err
 	case <-p.ctx.Done():
 		if p.state.CompareAndSwap(propQueued, propFinished) {

@@ -89,6 +89,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 	var idx uint64
 	select {
 	case res := <-w.done:
+		r.store.stepBarrier()
 		if res.err != nil {
 			return 0, res.err
 		}
@@ -129,6 +130,7 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) (uint64, error)
 	r.mu.Unlock()
 	select {
 	case <-w.done:
+		r.store.stepBarrier()
 		r.mu.RLock()
 		applied := r.mu.applied
 		r.mu.RUnlock()

@@ -8,9 +8,9 @@ import (
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/logstore"
 )
 
@@ -81,8 +81,8 @@ type Replica struct {
 	// splits are the right-hand ranges of splits applied in this batch,
 	// to create once it is written (split.go).
 	splits []*kvpb.RangeDescriptor
-	// Merges (merge.go): frozen is the applied freeze record (nil when not
-	// frozen) and frozenSince when this leader first saw it; merges are
+	// Merges (merge.go): frozen is the state machine's freeze (nil when
+	// not frozen) and frozenSince when this leader first saw it; merges are
 	// the replicas taken over in this batch (their raftMu held until it
 	// is written); deferredApply are apply messages waiting for a merged
 	// range's freeze to apply on this node.
@@ -95,14 +95,16 @@ type Replica struct {
 	// another node; metaPushing is set while it does (split.go).
 	metaPushed  atomic.Uint64
 	metaPushing atomic.Bool
-	// maintenance timers (wall clock; only for pacing background work).
+	// maintenance timers (the Store's clock; only for pacing background
+	// work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
 	lastMetaCheck  time.Time
-	// dedup caches the range's dedup state (dedup_cache.go). REQUIRES raftMu.
-	dedup dedupCache
-	// applyBatch and overlay are reused by every apply.
-	apply applyState
+	// sm is the range's state machine: committed entries apply through it
+	// (apply.go, package apply).
+	sm apply.StateMachine
+	// appliedBuf is reused for what each apply returns.
+	appliedBuf []apply.Applied
 
 	// in is the inbox: work handed over by other goroutines.
 	in struct {
@@ -170,10 +172,6 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	desc, err := logstore.LoadDescriptor(db, rangeID)
-	if err != nil {
-		return nil, err
-	}
 	storedID, err := logstore.LoadReplicaID(db, rangeID)
 	if err != nil {
 		return nil, err
@@ -191,17 +189,13 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		rangeID:   rangeID,
 		ls:        ls,
 		replicaID: replicaID,
-		desc:      desc,
 		proposals: make(map[uint64]*proposal),
 		peerNodes: make(map[uint64]uint64),
 	}
-	r.apply.init(s.cfg.Engine, s.writeEngine, s.metrics.applyWrites)
-	if r.frozen, err = loadFreeze(db, rangeID); err != nil {
-		return nil, err
+	if r.sm, err = s.cfg.StateMachines.New(rangeID, (*smHost)(r)); err != nil {
+		return nil, fmt.Errorf("raft: range %d: loading its state machine: %w", rangeID, err)
 	}
-	if r.frozen != nil {
-		r.mu.frozenInto = r.frozen.left
-	}
+	r.syncDescriptorLocked()
 	rn, err := etcdraft.NewRawNode(s.raftConfig(r))
 	if err != nil {
 		return nil, fmt.Errorf("raft: range %d: %w", rangeID, err)
@@ -340,16 +334,6 @@ func (r *Replica) nodeForLocked(replicaID uint64) uint64 {
 	return r.peerNodes[replicaID]
 }
 
-// replicaOnNode returns the replica of desc on nodeID, or nil.
-func replicaOnNode(desc *kvpb.RangeDescriptor, nodeID uint64) *kvpb.ReplicaDescriptor {
-	for _, rd := range desc.GetReplicas() {
-		if rd.GetNodeId() == nodeID {
-			return rd
-		}
-	}
-	return nil
-}
-
 // RaftStatus is a snapshot of a replica's Raft state.
 type RaftStatus struct {
 	RangeID      uint64
@@ -382,7 +366,7 @@ func (r *Replica) Status() RaftStatus {
 		LastIndex:    r.mu.last,
 		Truncated:    r.mu.truncated,
 		LeaseValid:   r.leaseValidRLocked(r.store.now()),
-		Descriptor:   cloneDesc(r.mu.desc),
+		Descriptor:   apply.CloneDescriptor(r.mu.desc),
 	}
 }
 
@@ -398,14 +382,6 @@ func stateName(s etcdraft.StateType) string {
 		return "pre-candidate"
 	}
 	return s.String()
-}
-
-// cloneDesc deep-copies a descriptor (nil stays nil).
-func cloneDesc(d *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
-	if d == nil {
-		return nil
-	}
-	return proto.Clone(d).(*kvpb.RangeDescriptor)
 }
 
 // NotLeaderError returns the *NotLeaderError describing the leader as this

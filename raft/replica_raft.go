@@ -9,8 +9,9 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // handleInboxLocked feeds everything queued for the replica into Raft
@@ -29,7 +30,7 @@ func (r *Replica) handleInboxLocked() {
 	r.in.Unlock()
 
 	if removedBy != nil && r.desc != nil && removedBy.GetGeneration() > r.desc.GetGeneration() &&
-		replicaOnNode(removedBy, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
+		apply.ReplicaOnNode(removedBy, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
 		r.store.cfg.Logger.Info("a peer reports this replica was removed", "range", r.rangeID,
 			"replica", r.replicaID, "generation", removedBy.GetGeneration())
 		r.removed = true
@@ -152,13 +153,13 @@ func (r *Replica) reconcileMetaLocked() {
 		r.reconcileRemoteMetaLocked()
 		return
 	}
-	old, _, err := findMetaDescriptor(r.store.cfg.Engine, r.rangeID)
+	old, err := r.store.cfg.StateMachines.Meta().Descriptor(r.rangeID)
 	if err != nil || (old != nil && old.GetGeneration() >= r.desc.GetGeneration()) {
 		return
 	}
 	r.store.cfg.Logger.Info("meta holds an old descriptor; updating it", "range", r.rangeID,
 		"meta_generation", old.GetGeneration(), "generation", r.desc.GetGeneration())
-	meta.proposeAsync(&command.Command{Kind: command.KindPutDescriptor, Descriptor: cloneDesc(r.desc)})
+	meta.proposeAsync(&command.Command{Kind: command.KindPutDescriptor, Descriptor: apply.CloneDescriptor(r.desc)})
 }
 
 // proposeInternalLocked proposes a command nobody waits for (its result

@@ -103,7 +103,7 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 func (r *Replica) applyMessageLocked(m *pb.Message) error {
 	r.store.metrics.rangeApplies.Inc()
 	r.testingApply(m)
-	if r.group != nil && len(m.GetEntries()) > 0 && plainEntries(m.GetEntries()) {
+	if r.group != nil && len(m.GetEntries()) > 0 && r.sm.Plain(m.GetEntries()) {
 		return r.stageMessageLocked(m) // apply_round.go
 	}
 	if err := r.completeBeforeApplyLocked(); err != nil {

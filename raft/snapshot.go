@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/raft/transport"
@@ -63,7 +64,7 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	if msg.GetType() != pb.MsgSnap || meta.GetIndex() == 0 || desc.GetRangeId() != h.GetRangeId() {
 		return fmt.Errorf("raft: malformed snapshot header for range %d", h.GetRangeId())
 	}
-	me := replicaOnNode(desc, s.cfg.NodeID)
+	me := apply.ReplicaOnNode(desc, s.cfg.NodeID)
 	if me == nil || me.GetReplicaId() != msg.GetTo() {
 		return fmt.Errorf("raft: snapshot of range %d for replica %d, which the descriptor does not place on node %d", h.GetRangeId(), msg.GetTo(), s.cfg.NodeID)
 	}
@@ -81,6 +82,8 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	}
 	spans := keys.ReplicatedSpans(desc)
 	in := &incomingSnapshot{msg: msg, desc: desc, done: make(chan error, 1)}
+	staged := stagedSnapshot{m: s.snapMem} // snapshot_memory.go
+	defer staged.release()
 	var total int64
 	for {
 		chunk, err := sr.Next()
@@ -88,6 +91,9 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 			break
 		}
 		if err != nil {
+			return err
+		}
+		if err := staged.take(ctx, h.GetRangeId(), int64(len(chunk))); err != nil {
 			return err
 		}
 		total += int64(len(chunk))
@@ -112,6 +118,7 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	s.sched.enqueue(r)
 	select {
 	case err := <-in.done:
+		s.stepBarrier()
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -187,7 +194,6 @@ func checkSnapshotState(in *incomingSnapshot) error {
 // the round's batch: the range's replicated state and log are replaced.
 // REQUIRES: raftMu.
 func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs *pb.HardState) logstore.SnapshotApply {
-	r.dedup.clear() // the snapshot replaces the dedup state
 	del := func(sp keys.Span) { b.DeleteRange(sp.Start, sp.End) }
 	del(keys.RangeLocalSpan(r.rangeID))
 	if r.desc != nil {
@@ -206,22 +212,14 @@ func (r *Replica) stageSnapshotLocked(b *storage.Batch, in *incomingSnapshot, hs
 // REQUIRES: raftMu.
 func (r *Replica) commitSnapshotLocked(in *incomingSnapshot, sa logstore.SnapshotApply) error {
 	r.ls.CommitSnapshot(sa)
-	r.dedup.clear() // the snapshot replaced the dedup state
 	r.failOutlivedLocked("a snapshot replaced the log before the write applied")
-	desc, err := logstore.LoadDescriptor(r.store.cfg.Engine, r.rangeID)
-	if err != nil {
+	if err := r.sm.Restore(); err != nil {
 		return err
 	}
-	r.desc = desc
+	r.syncDescriptorLocked()
 	r.mu.Lock()
-	r.mu.desc = desc
 	r.mu.leaseExpiry = time.Time{}
 	r.mu.Unlock()
-	frozen, err := loadFreeze(r.store.cfg.Engine, r.rangeID)
-	if err != nil {
-		return err
-	}
-	r.setFrozenLocked(frozen)
 	r.publishAppliedLocked()
 	r.store.cfg.Logger.Info("applied snapshot", "range", r.rangeID, "index", in.index(), "entries", len(in.kvs))
 	return nil

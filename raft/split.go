@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Splits (docs/sharding.md, "Split").
@@ -56,8 +53,8 @@ import (
 // within Config.MetaCheckInterval. Until then meta sends [b, c) lookups to
 // L, whose RangeKeyMismatch answer carries the right-hand descriptor.
 
-// ErrSplitKey: a split key is not strictly inside its range.
-var ErrSplitKey = errors.New("raft: invalid split key")
+// ErrSplitKey: the split key is not strictly inside the range.
+var ErrSplitKey = apply.ErrSplitKey
 
 // ErrSplitMoved: the split key left the range while the split was being
 // proposed (a concurrent split moved it to another range): find its range
@@ -161,7 +158,7 @@ func (s *Store) Split(ctx context.Context, rangeID uint64, splitKey []byte) (lef
 			return nil, nil, rerr
 		}
 		if d := r.Descriptor(); !keys.ContainsUserKey(d, splitKey) {
-			return nil, nil, fmt.Errorf("%w: %q is no longer in range %d", ErrSplitMoved, clipKey(splitKey), rangeID)
+			return nil, nil, fmt.Errorf("%w: %q is no longer in range %d", ErrSplitMoved, apply.ClipKey(splitKey), rangeID)
 		}
 	}
 }
@@ -187,17 +184,17 @@ func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) 
 	if len(splitKey) > 0 && !keys.ContainsUserKey(desc, splitKey) {
 		// The caller routed by a view older than this leader's: the key
 		// went to another range in a split this replica has applied.
-		return nil, nil, fmt.Errorf("%w: %q is no longer in range %d [%q, %q)", ErrSplitMoved, clipKey(splitKey),
-			rangeID, clipKey(desc.GetStartKey()), clipKey(desc.GetEndKey()))
+		return nil, nil, fmt.Errorf("%w: %q is no longer in range %d [%q, %q)", ErrSplitMoved, apply.ClipKey(splitKey),
+			rangeID, apply.ClipKey(desc.GetStartKey()), apply.ClipKey(desc.GetEndKey()))
 	}
-	if err := checkSplitKey(desc, splitKey); err != nil {
+	if err := apply.CheckSplitKey(desc, splitKey); err != nil {
 		return nil, nil, err
 	}
 	newID, err := s.AllocRangeID(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("raft: allocating a range ID for the split of range %d: %w", rangeID, err)
 	}
-	left, right = splitDescriptors(desc, splitKey, newID)
+	left, right = apply.SplitDescriptors(desc, splitKey, newID)
 	cmd := &command.Command{Kind: command.KindSplit, ExpectedGeneration: desc.GetGeneration(), Descriptor: left, Right: right}
 	res, _, err := r.propose(ctx, cmd, false)
 	if err != nil {
@@ -207,100 +204,13 @@ func (s *Store) splitOnce(ctx context.Context, rangeID uint64, splitKey []byte) 
 		return nil, nil, fmt.Errorf("%w: range %d: %w", ErrRejected, rangeID, err)
 	}
 	s.metrics.splits.Inc()
-	s.cfg.Logger.Info("range split", "range", rangeID, "right", newID, "key", fmt.Sprintf("%q", clipKey(splitKey)))
+	s.cfg.Logger.Info("range split", "range", rangeID, "right", newID, "key", fmt.Sprintf("%q", apply.ClipKey(splitKey)))
 	if !s.cfg.TestingSkipMetaUpdates {
 		if err := s.PutDescriptors(ctx, []*kvpb.RangeDescriptor{left, right}); err != nil {
 			s.cfg.Logger.Warn("updating meta after a split; the range leaders will repair it", "range", rangeID, "err", err)
 		}
 	}
 	return left, right, nil
-}
-
-func clipKey(k []byte) []byte {
-	if len(k) > 64 {
-		return k[:64]
-	}
-	return k
-}
-
-// checkSplitKey refuses a key that is not strictly inside desc (a split at
-// the start would leave an empty left-hand range).
-func checkSplitKey(desc *kvpb.RangeDescriptor, k []byte) error {
-	if len(k) == 0 || bytes.Compare(k, desc.GetStartKey()) <= 0 || !keys.ContainsUserKey(desc, k) {
-		return fmt.Errorf("%w: %q is not strictly inside range %d [%q, %q)", ErrSplitKey, clipKey(k),
-			desc.GetRangeId(), clipKey(desc.GetStartKey()), clipKey(desc.GetEndKey()))
-	}
-	return nil
-}
-
-// splitDescriptors returns the descriptors of a split of desc at k, the
-// right-hand range getting ID rightID. Both sides keep desc's replicas
-// (with the same replica IDs: they are unique per range) and move to the
-// next generation.
-func splitDescriptors(desc *kvpb.RangeDescriptor, k []byte, rightID uint64) (left, right *kvpb.RangeDescriptor) {
-	left = cloneDesc(desc)
-	left.EndKey = bytes.Clone(k)
-	left.Generation = desc.GetGeneration() + 1
-	right = cloneDesc(desc)
-	right.RangeId = rightID
-	right.StartKey = bytes.Clone(k)
-	right.Generation = desc.GetGeneration() + 1
-	return left, right
-}
-
-// applySplitLocked applies a Split command (see the package comment
-// above). REQUIRES: raftMu.
-func (r *Replica) applySplitLocked(cmd *command.Command) (command.Result, error) {
-	cur := r.desc
-	left, right := cmd.Descriptor, cmd.Right
-	reject := func(code command.Code, format string, args ...any) (command.Result, error) {
-		return command.Result{Code: code, Message: fmt.Sprintf(format, args...)}, nil
-	}
-	if r.rangeID == keys.MetaRangeID {
-		return reject(command.CodeMalformed, "the meta range does not split")
-	}
-	if proto.Equal(cur, left) {
-		return command.Result{}, nil // applied already (cannot happen: defensive)
-	}
-	if cmd.ExpectedGeneration != cur.GetGeneration() || left.GetRangeId() != r.rangeID {
-		return reject(command.CodeDescriptorChanged, "split computed from generation %d; range %d is at generation %d",
-			cmd.ExpectedGeneration, r.rangeID, cur.GetGeneration())
-	}
-	if descriptorIsJoint(cur) {
-		return reject(command.CodeDescriptorChanged, "range %d is in a joint configuration", r.rangeID)
-	}
-	want, wantRight := splitDescriptors(cur, left.GetEndKey(), right.GetRangeId())
-	if checkSplitKey(cur, left.GetEndKey()) != nil || right.GetRangeId() <= keys.FirstUserRangeID ||
-		!proto.Equal(want, left) || !proto.Equal(wantRight, right) {
-		return reject(command.CodeMalformed, "split descriptors do not split generation %d of range %d", cur.GetGeneration(), r.rangeID)
-	}
-	a := &r.apply
-	// Write what the batch holds so far (the entries before this one), so
-	// that the dedup state can be read from the engine; everything the
-	// split writes then goes with the applied index, atomically.
-	if err := a.flush(); err != nil {
-		return command.Result{}, err
-	}
-	v, err := logstore.EncodeDescriptor(left)
-	if err != nil {
-		return command.Result{}, err
-	}
-	a.put(keys.DescriptorKey(r.rangeID), v)
-	create, err := r.store.shouldCreateSplitReplica(right, r.replicaID)
-	if err != nil {
-		return command.Result{}, err
-	}
-	if create {
-		if err := r.stageRightHandStateLocked(right); err != nil {
-			return command.Result{}, err
-		}
-		r.splits = append(r.splits, right)
-	}
-	r.desc = left
-	r.mu.Lock()
-	r.mu.desc = left
-	r.mu.Unlock()
-	return command.Result{}, nil
 }
 
 // shouldCreateSplitReplica says whether applying a split must create this
@@ -316,56 +226,6 @@ func (s *Store) shouldCreateSplitReplica(right *kvpb.RangeDescriptor, replicaID 
 		return false, err
 	}
 	return replicaID >= tomb, nil
-}
-
-// stageRightHandStateLocked stages the initial state of this node's
-// replica of a split's right-hand range into the apply batch.
-// REQUIRES: raftMu, and the apply batch flushed before the split's first
-// write.
-func (r *Replica) stageRightHandStateLocked(right *kvpb.RangeDescriptor) error {
-	a := &r.apply
-	id := right.GetRangeId()
-	v, err := logstore.EncodeDescriptor(right)
-	if err != nil {
-		return err
-	}
-	a.put(keys.DescriptorKey(id), v)
-	pos := logstore.LogPosition{Index: initialIndex, Term: initialTerm}
-	if err := logstore.StageAppliedState(a.batch, id, pos, confStateFor(right)); err != nil {
-		return err
-	}
-	a.batch.Put(keys.TruncatedStateKey(id), pos.Encode())
-	a.batch.Put(keys.HardStateKey(id), logstore.EncodeHardState(&pb.HardState{Term: new(uint64(initialTerm)), Commit: new(uint64(initialIndex))}))
-	a.batch.Put(keys.ReplicaIDKey(id), logstore.EncodeReplicaID(r.replicaID))
-	// The dedup state as applied before this entry (the caller flushed
-	// the batch; the split itself writes no dedup record).
-	for _, sp := range []keys.Span{keys.DedupRecordSpan(r.rangeID), keys.DedupFloorSpan(r.rangeID)} {
-		if err := copyDedupSpan(a, sp, r.rangeID, id); err != nil {
-			return fmt.Errorf("copying dedup state to range %d: %w", id, err)
-		}
-	}
-	return nil
-}
-
-// copyDedupSpan stages a copy of every key of sp (range from's dedup
-// records or floors) under range to.
-func copyDedupSpan(a *applyState, sp keys.Span, from, to uint64) error {
-	it, err := a.db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	fromPrefix := keys.RangeLocalSpan(from).Start
-	toPrefix := keys.RangeLocalSpan(to).Start
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.UnsafeKey()
-		if !bytes.HasPrefix(k, fromPrefix) {
-			return fmt.Errorf("key %x is not range %d's", k, from)
-		}
-		nk := append(bytes.Clone(toPrefix), k[len(fromPrefix):]...)
-		a.put(nk, it.Value())
-	}
-	return it.Error()
 }
 
 // finishSplitsLocked creates the in-memory replicas of the right-hand
@@ -429,8 +289,8 @@ func (s *Store) checkSnapshotOverlap(desc *kvpb.RangeDescriptor) error {
 					ErrUnavailable, desc.GetRangeId(), od.GetRangeId())
 			}
 			return fmt.Errorf("%w: snapshot of range %d [%q, %q) overlaps local range %d [%q, %q); retry once it has split",
-				ErrUnavailable, desc.GetRangeId(), clipKey(desc.GetStartKey()), clipKey(desc.GetEndKey()),
-				od.GetRangeId(), clipKey(od.GetStartKey()), clipKey(od.GetEndKey()))
+				ErrUnavailable, desc.GetRangeId(), apply.ClipKey(desc.GetStartKey()), apply.ClipKey(desc.GetEndKey()),
+				od.GetRangeId(), apply.ClipKey(od.GetStartKey()), apply.ClipKey(od.GetEndKey()))
 		}
 	}
 	return nil
@@ -441,44 +301,6 @@ func spansOverlap(a, b *kvpb.RangeDescriptor) bool {
 	// a.start < b.end && b.start < a.end, with empty end = +inf.
 	less := func(start, end []byte) bool { return len(end) == 0 || bytes.Compare(start, end) < 0 }
 	return less(a.GetStartKey(), b.GetEndKey()) && less(b.GetStartKey(), a.GetEndKey())
-}
-
-// applyAllocRangeIDLocked allocates the next range ID from meta's counter.
-// REQUIRES: raftMu.
-func (r *Replica) applyAllocRangeIDLocked() (command.Result, error) {
-	if r.rangeID != keys.MetaRangeID {
-		return command.Result{Code: command.CodeNotMeta}, nil
-	}
-	next, err := r.readCounterLocked("range-id")
-	if err != nil {
-		return command.Result{}, err
-	}
-	if next <= keys.FirstUserRangeID {
-		next = keys.FirstUserRangeID + 1
-	}
-	r.apply.put(keys.CounterKey("range-id"), encodeCounter(next+1))
-	return command.Result{NodeID: next}, nil
-}
-
-// applyPutDescriptorsLocked stores several meta descriptor copies, in
-// order, in one command (a split's two sides).
-// REQUIRES: raftMu.
-func (r *Replica) applyPutDescriptorsLocked(cmd *command.Command) (command.Result, error) {
-	if r.rangeID != keys.MetaRangeID {
-		return command.Result{Code: command.CodeNotMeta}, nil
-	}
-	for _, d := range cmd.Descriptors {
-		if d == nil || keys.IsMetaRange(d) {
-			return command.Result{Code: command.CodeMalformed, Message: "PutDescriptors holds user range descriptors only"}, nil
-		}
-	}
-	for _, d := range cmd.Descriptors {
-		res, err := r.applyPutDescriptorLocked(&command.Command{Kind: command.KindPutDescriptor, Descriptor: d})
-		if err != nil || res.Code != command.CodeOK {
-			return res, err
-		}
-	}
-	return command.Result{}, nil
 }
 
 // reconcileRemoteMetaLocked is the meta repair of a leader on a node
@@ -492,7 +314,7 @@ func (r *Replica) reconcileRemoteMetaLocked() {
 	if rm == nil || desc == nil || r.frozen != nil || r.metaPushed.Load() >= desc.GetGeneration() || !r.metaPushing.CompareAndSwap(false, true) {
 		return
 	}
-	d := cloneDesc(desc)
+	d := apply.CloneDescriptor(desc)
 	go func() {
 		defer r.metaPushing.Store(false)
 		ctx, cancel := r.store.withTimeout(r.store.ctx, r.store.cfg.MetaCheckInterval)
@@ -503,17 +325,4 @@ func (r *Replica) reconcileRemoteMetaLocked() {
 		}
 		r.metaPushed.Store(d.GetGeneration())
 	}()
-}
-
-// KnownPeers returns the addresses this node knows other nodes by (those
-// it started with or learned), by node ID, for reaching the cluster from a
-// node without a replica of meta.
-func (s *Store) KnownPeers() map[uint64]string {
-	s.peers.RLock()
-	defer s.peers.RUnlock()
-	out := make(map[uint64]string, len(s.peers.addrs))
-	for id, a := range s.peers.addrs {
-		out[id] = a
-	}
-	return out
 }

@@ -32,6 +32,7 @@ type Store struct {
 	applyGroups []*applyGroup
 	appendQ     *appendQueue
 	manualBatch *storage.Batch // StepLogWrite's batch (manual.go)
+	stepMu      sync.Mutex     // held through a manual step (manual.go)
 	metrics     *Metrics
 
 	// proposalSeq numbers proposals; it starts at the wall clock in
@@ -44,6 +45,9 @@ type Store struct {
 	stopped chan struct{} // closed by Stop
 	wg      sync.WaitGroup
 	snapSem chan struct{} // bounds concurrent outgoing snapshots
+	// snapMem bounds the memory of incoming snapshots (nil: unbounded;
+	// snapshot_memory.go).
+	snapMem *snapshotMemory
 	// splitWaits records when messages for a range split off a local
 	// range that has not applied the split yet were first dropped
 	// (store_transport.go, awaitSplit).
@@ -121,6 +125,10 @@ func NewStore(cfg Config) (*Store, error) {
 		metrics: newMetrics(),
 		stopped: make(chan struct{}),
 		snapSem: make(chan struct{}, 2),
+		snapMem: newSnapshotMemory(cfg.SnapshotMemoryBytes),
+	}
+	if cfg.testSnapshotMemory != nil {
+		s.snapMem = cfg.testSnapshotMemory
 	}
 	s.proposalSeq.Store(uint64(cfg.Clock.Now().UnixNano()))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -466,7 +474,7 @@ func (s *Store) resolve(nodeID uint64) (string, error) {
 		return a, nil
 	}
 	if _, err := s.Replica(keys.MetaRangeID); err == nil {
-		nodes, err := readNodes(s.cfg.Engine)
+		nodes, err := s.cfg.StateMachines.Meta().Nodes()
 		if err != nil {
 			return "", err
 		}

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"errors"
 	"fmt"
 
 	etcdraft "go.etcd.io/raft/v3"
@@ -167,5 +168,12 @@ func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
 // fatal stops the node: it cannot continue without risking its replicas'
 // safety (a log write it cannot make, state it cannot read).
 func (s *Store) fatal(what string, err error) {
+	if errors.Is(err, ErrStopped) {
+		// A write that waited for disk space when the store stopped
+		// (diskfull.go): nothing of it was acknowledged, and the node
+		// is stopping anyway.
+		s.cfg.Logger.Warn("stopped while waiting for disk space", "write", what, "err", err)
+		return
+	}
 	s.cfg.Fatal(what, fmt.Errorf("%w: %w", errFatal, err))
 }

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -464,7 +465,7 @@ func TestAddAndRemoveNodes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("adding node 4 to range %d: %v", rangeID, err)
 		}
-		if rd := replicaOnNode(d, 4); rd == nil || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+		if rd := apply.ReplicaOnNode(d, 4); rd == nil || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
 			t.Fatalf("range %d: node 4 is %v", rangeID, rd)
 		}
 	}
@@ -500,10 +501,10 @@ func TestAddAndRemoveNodes(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the joint change to complete", func() bool {
 		d = c.leader(keys.FirstUserRangeID).store.mustReplica(keys.FirstUserRangeID).Descriptor()
-		return !descriptorIsJoint(d) && len(d.GetReplicas()) == 3
+		return !apply.IsJoint(d) && len(d.GetReplicas()) == 3
 	})
 	for _, n := range []uint64{4, 5, 6} {
-		if rd := replicaOnNode(d, n); rd == nil || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+		if rd := apply.ReplicaOnNode(d, n); rd == nil || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
 			t.Fatalf("after the joint change node %d is %v (%s)", n, rd, describeReplicas(d))
 		}
 	}

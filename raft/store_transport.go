@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -96,7 +97,7 @@ func (s *Store) replicaForMessage(rm *raftrpcpb.RangeMessage) (*Replica, error) 
 	default:
 		return nil, ErrRangeNotFound
 	}
-	me := replicaOnNode(desc, s.cfg.NodeID)
+	me := apply.ReplicaOnNode(desc, s.cfg.NodeID)
 	if me == nil || me.GetReplicaId() != m.GetTo() {
 		return nil, ErrRangeNotFound
 	}

@@ -2,16 +2,26 @@ package sim
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"testing"
 )
+
+var flagSameSeeds = flag.Int("same-seeds", 0, "TestSameSeedSameTrace runs this many seeds from -seed-base twice (default: seeds 7 and 8)")
 
 // TestSameSeedSameTrace: two runs of one seed take the same steps,
 // deliver the same messages and see the same outcomes (their trace
 // hashes are equal). On a difference it shows the first trace line that
 // differs.
 func TestSameSeedSameTrace(t *testing.T) {
-	for _, seed := range []uint64{7, 8} {
+	seeds := []uint64{7, 8}
+	if *flagSameSeeds > 0 {
+		seeds = nil
+		for i := 0; i < *flagSameSeeds; i++ {
+			seeds = append(seeds, *flagBase+uint64(i))
+		}
+	}
+	for _, seed := range seeds {
 		var a, b Result
 		var la, lb bytes.Buffer
 		t.Run("", func(t *testing.T) { a = Run(t, Options{Seed: seed, Log: &la}) })

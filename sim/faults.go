@@ -66,9 +66,7 @@ func (s *Sim) injectFault() {
 		}
 	case 3, 4:
 		s.crashOne()
-	case 5:
-		s.wl.admin()
-	case 6:
+	case 5, 6:
 		s.pauseOne()
 	}
 }

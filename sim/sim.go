@@ -20,6 +20,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -282,8 +283,12 @@ func (s *Sim) startNode(nd *node) {
 	if nd.db == nil {
 		nd.db = s.openDB(nd)
 	}
+	sms, err := rangesm.NewFactory(rangesm.Config{Engine: nd.db, Logger: s.logger.With("node", nd.id)})
+	if err != nil {
+		s.t.Fatalf("sim: node %d: %v", nd.id, err)
+	}
 	cfg := raft.Config{
-		Engine: nd.db, NodeID: nd.id, ClusterID: "sim",
+		Engine: nd.db, StateMachines: sms, NodeID: nd.id, ClusterID: "sim",
 		Clock:          s.clock,
 		Manual:         true,
 		TickInterval:   tickInterval,

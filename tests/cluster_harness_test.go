@@ -62,6 +62,9 @@ type testCluster struct {
 // clusterCreds are the credentials the harness dials a TLS cluster with.
 type clusterCreds struct {
 	tls *tls.Config // trusts the cluster CA, presents an admin certificate
+	// nodeArgs, when set, are flags of node id alone (its own
+	// certificate).
+	nodeArgs func(id uint64) []string
 }
 
 func (c *testCluster) dialCreds() credentials.TransportCredentials {
@@ -177,6 +180,9 @@ func (c *testCluster) start(id uint64, firstArgs ...string) {
 	cn := c.node(id)
 	args := []string{"--listen", cn.grpcAddr, "--http", cn.httpAddr, "--data-dir", cn.dataDir, "--log-format", "json"}
 	args = append(args, c.extra...)
+	if c.sec != nil && c.sec.nodeArgs != nil {
+		args = append(args, c.sec.nodeArgs(id)...)
+	}
 	if err := cn.proc.Start(shale, args, firstArgs, 60*time.Second); err != nil {
 		c.t.Fatalf("node %d: %v", id, err)
 	}

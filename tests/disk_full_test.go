@@ -19,9 +19,10 @@ import (
 // A node whose data directory is a small file system that fills up
 // (docs/operations.md, "A full disk"): it stays up, serves reads, refuses
 // writes with a definite ResourceExhausted naming itself and the
-// directory, says so in its status, metrics and shalectl status, and takes
-// writes again by itself once space is freed; restarted on a full disk it
-// comes up read-only. No acknowledged write is lost.
+// directory, says so in its status, metrics and shalectl status, hands its
+// leadership to a node with room, and takes writes again by itself once
+// space is freed; restarted on a full disk it comes up read-only. No
+// acknowledged write is lost.
 
 // diskFullFlags give every node a reserve and memtable that fit a 64 MiB
 // file system.
@@ -110,9 +111,11 @@ func TestDiskFullNodeRefusesWritesServesReadsAndRecovers(t *testing.T) {
 	}, diskFullFlags...)
 	cl := c.client()
 	ctx := context.Background()
-	if err := cl.TransferLeader(ctx, userRange, 1); err != nil {
-		t.Fatalf("moving range %d's leader to node 1: %v", userRange, err)
-	}
+	waitFor(t, 30*time.Second, "node 1 leads the user range", func() bool {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return cl.TransferLeader(tctx, userRange, 1) == nil
+	})
 	if d := c.waitDisk(1, false, 10*time.Second); d.GetReserveFileBytes() != 8<<20 {
 		t.Fatalf("node 1's reserve file holds %d bytes, want %d", d.GetReserveFileBytes(), 8<<20)
 	}
@@ -156,9 +159,6 @@ func TestDiskFullNodeRefusesWritesServesReadsAndRecovers(t *testing.T) {
 	if msg := refused.Error(); !strings.Contains(msg, "node 1") || !strings.Contains(msg, dir1) || !strings.Contains(msg, "disk full") {
 		t.Errorf("the refusal does not name the node, the disk and the cause: %v", refused)
 	}
-	if l, _ := c.leader(userRange, 5*time.Second); l != 1 {
-		t.Errorf("range %d's leader moved to node %d; the test wants node 1 to answer", userRange, l)
-	}
 	d := c.waitDisk(1, true, 5*time.Second)
 	if !c.node(1).running() {
 		t.Fatalf("node 1 exited on a full disk: %v\n%s", c.node(1).err(), tail(c.node(1).log(), 30))
@@ -186,11 +186,26 @@ func TestDiskFullNodeRefusesWritesServesReadsAndRecovers(t *testing.T) {
 		t.Errorf("shalectl status (exit %d) does not show node 1's full disk:\n%s", code, out)
 	}
 
-	// Space returns: writes resume by themselves.
+	// Node 1 hands the leadership to a node with room, and writes to the
+	// range go on while its disk is still full.
+	waitFor(t, 30*time.Second, "node 1 handed its leadership to a node with room", func() bool {
+		l, _ := c.leader(userRange, 5*time.Second)
+		return l != 1
+	})
+	if err := put("moved", "while node 1 is full"); err != nil {
+		t.Fatalf("a write once the leadership left the full node: %v", err)
+	}
+
+	// Space returns: node 1 takes writes again by itself, as the leader.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	c.waitDisk(1, false, 20*time.Second)
+	waitFor(t, 30*time.Second, "node 1 leads the range again", func() bool {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return cl.TransferLeader(tctx, userRange, 1) == nil
+	})
 	deadline = time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		err := put(fmt.Sprintf("resumed-%04d", i), val)

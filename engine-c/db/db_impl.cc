@@ -178,10 +178,13 @@ Status DBImpl::Recover(VersionEdit* edit) {
 
   mem_ =
       new MemTable(icmp_, next_memtable_id_++, 0, options_.write_buffer_size);
-  bool stop_replay = false;
-  for (size_t i = 0; i < logs.size() && s.ok() && !stop_replay; i++) {
-    s = RecoverLogFile(logs[i], i + 1 == logs.size(), edit, &stop_replay);
+  WalReplay replay;
+  for (size_t i = 0; i < logs.size() && s.ok() && !replay.stop; i++) {
+    s = RecoverLogFile(logs[i], i + 1 == logs.size(), edit, &replay);
   }
+  // The replayed WALs are retired by the edit that follows recovery; the
+  // next WAL starts after the last record found.
+  wal_end_seq_ = last_sequence_.load(std::memory_order_relaxed);
   if (s.ok() && !mem_->empty()) s = WriteLevel0Table(mem_, edit);
   mem_->Unref();
   mem_ = nullptr;
@@ -207,7 +210,7 @@ Status DBImpl::WriteLevel0Table(MemTable* mem, VersionEdit* edit) {
 }
 
 Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
-                              bool* stop_replay) {
+                              WalReplay* replay) {
   mutex_.AssertHeld();
   const std::string fname = LogFileName(dbname_, number);
   std::unique_ptr<SequentialFile> file;
@@ -220,6 +223,7 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
   Slice record;
   SequenceNumber max_seq = last_sequence_.load(std::memory_order_relaxed);
   bool damaged_in_middle = false;
+  bool first = true;
   while (reader.ReadRecord(&record, &scratch)) {
     if (!reporter.io_error.ok()) return reporter.io_error;
     if (reporter.damaged) {
@@ -245,12 +249,52 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
           s.message());
     }
     const SequenceNumber seq = DecodeFixed64(record.data());
+    if (summary.count == 0) {
+      // The opening record of a WAL: seq is the last sequence of the WAL
+      // before it (SwitchMemtable does not sync that WAL).
+      // A WAL before it that yielded no record at all lost even its own
+      // opening record: it was never written back, so it is cut short too.
+      const bool lost_whole = !replay->have_end && replay->wals_read > 0;
+      if (first &&
+          (lost_whole || (replay->have_end && seq != replay->end_seq))) {
+        if (!lost_whole && seq < replay->end_seq) {
+          return Status::Corruption(
+              fname, "opens after sequence " + std::to_string(seq) +
+                         " but the WAL before it reaches " +
+                         std::to_string(replay->end_seq));
+        }
+        // The WAL before this one lost its tail (records up to seq): a
+        // power loss before it was synced, while this one was written
+        // back. Nothing here was synced either (a sync syncs the retired
+        // WALs first), so the database is the prefix replayed so far.
+        if (mode == WalRecoveryMode::kAbsoluteConsistency) {
+          return Status::Corruption(
+              fname, "the WAL before it ends short of sequence " +
+                         std::to_string(seq) +
+                         " and wal_recovery_mode is absolute consistency");
+        }
+        replay->stop = true;
+        replay->torn.clear();
+        break;
+      }
+      replay->end_seq = seq;
+      replay->have_end = true;
+      first = false;
+      continue;
+    }
+    first = false;
+    if (!replay->torn.empty()) {
+      // The WAL before ended in damage, yet this one holds records that
+      // follow it: damage, not a torn tail.
+      return Status::Corruption(replay->torn,
+                                "in a WAL that is not the newest");
+    }
     InsertBatchRecords(Slice(record.data() + kBatchHeaderSize,
                              record.size() - kBatchHeaderSize),
                        seq, mem_);
-    if (summary.count > 0) {
-      max_seq = std::max(max_seq, seq + summary.count - 1);
-    }
+    max_seq = std::max(max_seq, seq + summary.count - 1);
+    replay->end_seq = seq + summary.count - 1;
+    replay->have_end = true;
     if (mem_->ApproximateDataSize() >= options_.write_buffer_size) {
       s = WriteLevel0Table(mem_, edit);
       if (!s.ok()) return s;
@@ -261,8 +305,10 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
   }
   if (!reporter.io_error.ok()) return reporter.io_error;
   last_sequence_.store(max_seq, std::memory_order_release);
+  replay->wals_read++;
+  if (replay->stop) return Status::OK();
   if (damaged_in_middle) {
-    *stop_replay = true;
+    replay->stop = true;
   } else if (reporter.damaged) {
     // Damage with nothing valid after it: a torn tail.
     switch (mode) {
@@ -270,13 +316,13 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
         return Status::Corruption(reporter.first_damage.message(),
                                   "wal_recovery_mode is absolute consistency");
       case WalRecoveryMode::kTolerateCorruptedTail:
-        if (!last_log) {
-          return Status::Corruption(reporter.first_damage.message(),
-                                    "in a WAL that is not the newest");
-        }
+        // In an older WAL, acceptable only if the next WAL's opening
+        // record shows this one was cut short by a power loss, or if no
+        // later WAL holds a record at all.
+        if (!last_log) replay->torn = reporter.first_damage.message();
         break;
       case WalRecoveryMode::kPointInTime:
-        *stop_replay = true;
+        replay->stop = true;
         break;
     }
   }
@@ -329,6 +375,7 @@ Status DBImpl::ShutDown() {
     if (s.ok()) s = c;
     log_file_.reset();
   }
+  retired_wals_.clear();  // closes them; no sync is running any more
   if (super_version_ != nullptr) {
     ReleaseSuperVersionLocked(super_version_);
     super_version_ = nullptr;

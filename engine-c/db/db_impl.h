@@ -124,8 +124,8 @@ class DBImpl {
   // Makes every write that returned before the call durable by syncing the
   // WAL, without holding the write queue while the sync runs: writes go on
   // meanwhile (a synced Write holds the queue through its fsync). Older
-  // WALs were synced when they were retired. A failed sync stops writes
-  // like a failed WAL append.
+  // WALs retired unsynced are synced first (retired_wals_). A failed sync
+  // stops writes like a failed WAL append.
   Status SyncWAL();
 
   // Point lookup into a string. NotFound if the key has no live value.
@@ -201,8 +201,21 @@ class DBImpl {
   // ---- db_impl.cc
   Status Recover(VersionEdit* edit) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Status NewDB() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Where WAL replay stands, from one WAL to the next.
+  struct WalReplay {
+    bool stop = false;           // replay no further WAL
+    int wals_read = 0;           // WALs replayed before this one
+    bool have_end = false;       // end_seq is known
+    SequenceNumber end_seq = 0;  // the last sequence of the last record read
+    // Non-empty: the WAL read last ended in a damaged (torn) record; what
+    // the damage is. Acceptable only if the next WAL's opening record shows
+    // that WAL lost its tail in a power loss.
+    std::string torn;
+  };
+  // Replays WAL number into mem_, flushing to L0 (in edit) as it fills.
+  // last_log: no newer WAL exists.
   Status RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
-                        bool* stop_replay) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                        WalReplay* replay) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Writes mem to an L0 file during recovery, recording it in edit.
   Status WriteLevel0Table(MemTable* mem, VersionEdit* edit)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -222,15 +235,27 @@ class DBImpl {
   // the write leader.
   Status MakeRoomForWrite(bool no_slowdown, uint64_t bytes)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Syncs the WAL, starts a new one and a new memtable, queues the old
-  // memtable for flushing. REQUIRES: the caller is the write leader.
+  // Starts a new WAL (its opening record first) and a new memtable,
+  // queues the old memtable for flushing and retires the old WAL unsynced
+  // (retired_wals_). REQUIRES: the caller is the write leader.
   Status SwitchMemtable() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Writer* BuildBatchGroup() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Completes queued no_slowdown writers with Busy (a stall is starting).
   void FailNoSlowdownWriters(const Status& busy)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   uint64_t WriteDelayMicros(uint64_t bytes) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts WAL number in place of log_file_ (at open, and after Resume cut
+  // a failed WAL back). The old file, if any, must be closed by the caller.
   Status NewWal(uint64_t number) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Appends the opening record of a new WAL to w: an empty batch whose
+  // sequence is wal_end_seq_, the last sequence the WAL before it holds.
+  // Recovery compares it with what it found in that WAL (RecoverLogFile).
+  // REQUIRES: the caller is the write leader (or writes are stopped).
+  Status AppendWalOpening(log::Writer* w);
+  // Syncs every WAL in retired_wals_ and forgets it, so that a sync of the
+  // current WAL covers every write acknowledged before it.
+  // REQUIRES: mutex_ not held.
+  Status SyncRetiredWals() LOCKS_EXCLUDED(mutex_);
   // Waits until no SyncWAL is syncing log_file_, so that it may be closed.
   void WaitForWalSyncs() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordBackgroundError(const Status& s, const std::string& what)
@@ -308,6 +333,21 @@ class DBImpl {
   std::unique_ptr<WritableFile> log_file_;
   std::unique_ptr<log::Writer> log_;
   uint64_t log_number_ GUARDED_BY(mutex_) = 0;
+  // The last sequence of the last record appended to a WAL (leader only):
+  // the next WAL's opening record carries it.
+  SequenceNumber wal_end_seq_ = 0;
+  // WALs retired by a memtable switch and not synced since, oldest first.
+  // A switch does not sync the old WAL: once its memtable is flushed it is
+  // deleted, and if that happens before the kernel writes it back, its
+  // bytes never reach the device (RocksDB's behaviour). Until then a sync
+  // of the current WAL (a synced write, SyncWAL) syncs these first, so it
+  // still makes every earlier write durable. Shared with syncs running
+  // without mutex_; dropped (closed) once their memtable is flushed.
+  struct RetiredWal {
+    uint64_t number;
+    std::shared_ptr<WritableFile> file;
+  };
+  std::vector<RetiredWal> retired_wals_ GUARDED_BY(mutex_);
   // Writes went to the memtable only since the last switch: flushed on
   // close so they are not lost.
   bool unpersisted_writes_ GUARDED_BY(mutex_) = false;

@@ -183,6 +183,14 @@ void DBImpl::DeleteObsoleteFiles() {
   std::vector<std::string> children;
   if (!env_->GetChildren(dbname_, &children).ok()) return;
   const uint64_t min_log = versions_->LogNumber();
+  // A retired WAL whose memtable is flushed needs no sync any more (see
+  // retired_wals_): close it unsynced, so its bytes may never reach the
+  // device. (A sync running without mutex_ keeps its own reference.)
+  retired_wals_.erase(std::remove_if(retired_wals_.begin(), retired_wals_.end(),
+                                     [min_log](const RetiredWal& w) {
+                                       return w.number < min_log;
+                                     }),
+                      retired_wals_.end());
   const uint64_t manifest = versions_->ManifestFileNumber();
   const bool manifest_busy = versions_->ManifestWriteInProgress();
   std::vector<std::pair<FileType, uint64_t>> doomed;

@@ -91,8 +91,14 @@ Status DBImpl::Write(const WriteOptions& options, const Slice& batch) {
                         log_->good_length() - wal_length_before);
         }
         if (status.ok() && need_sync) {
-          status = log_->Sync();
+          // WALs retired unsynced first: the sync covers every write
+          // acknowledged before it.
+          status = SyncRetiredWals();
+          if (status.ok()) status = log_->Sync();
           stats_.Record(kWalSyncs);
+        }
+        if (status.ok() && total_count > 0) {
+          wal_end_seq_ = first_seq + total_count - 1;
         }
       }
       if (status.ok()) {
@@ -290,12 +296,53 @@ Status DBImpl::NewWal(uint64_t number) {
   // from the file.
   if (s.ok()) s = env_->SyncDir(dbname_);
   if (!s.ok()) return s;
+  // Every WAL starts with its opening record (after Resume: where the WAL
+  // cut back ends), so that recovery can tell a WAL lost whole.
+  auto writer = std::make_unique<log::Writer>(file.get());
+  s = AppendWalOpening(writer.get());
+  if (!s.ok()) return s;
   WaitForWalSyncs();
   log_.reset();
   if (log_file_ != nullptr) log_file_->Close();
   log_file_ = std::move(file);
-  log_ = std::make_unique<log::Writer>(log_file_.get());
+  log_ = std::move(writer);
   log_number_ = number;
+  return Status::OK();
+}
+
+Status DBImpl::AppendWalOpening(log::Writer* w) {
+  char header[kBatchHeaderSize];
+  EncodeFixed64(header, wal_end_seq_);
+  EncodeFixed32(header + 8, 0);
+  const uint64_t before = w->good_length();
+  const Status s = w->AddRecord(Slice(header, kBatchHeaderSize));
+  stats_.Record(kWalBytesWritten, w->good_length() - before);
+  return s;
+}
+
+Status DBImpl::SyncRetiredWals() {
+  std::vector<RetiredWal> wals;
+  {
+    MutexLock l(&mutex_);
+    wals = retired_wals_;
+  }
+  if (wals.empty()) return Status::OK();
+  for (const RetiredWal& w : wals) {
+    const Status s = w.file->SyncData();
+    if (!s.ok()) {
+      return Status::IOError("syncing retired WAL " + w.file->Name(),
+                             s.ToString());
+    }
+  }
+  MutexLock l(&mutex_);
+  for (const RetiredWal& w : wals) {
+    for (auto it = retired_wals_.begin(); it != retired_wals_.end(); ++it) {
+      if (it->number == w.number) {
+        retired_wals_.erase(it);
+        break;
+      }
+    }
+  }
   return Status::OK();
 }
 
@@ -303,16 +350,21 @@ Status DBImpl::SwitchMemtable() {
   mutex_.AssertHeld();
   const uint64_t new_log_number = versions_->NewFileNumber();
   std::unique_ptr<WritableFile> file;
+  std::unique_ptr<log::Writer> writer;
   Status s;
   {
-    // The caller leads the write queue, so log_ is ours while unlocked.
+    // The caller leads the write queue, so log_ and wal_end_seq_ are ours
+    // while unlocked. The old WAL is not synced (see retired_wals_): the
+    // new WAL's opening record tells recovery where the old one must end,
+    // so a power loss that cuts the old WAL short while the kernel wrote
+    // the new one back is seen, and replay stops there.
     mutex_.Unlock();
-    // Sync the old WAL first: an older WAL then never ends in a torn
-    // record after a crash, which recovery would take for damage.
-    s = log_->Sync();
-    if (s.ok())
-      s = env_->NewWritableFile(LogFileName(dbname_, new_log_number), &file);
+    s = env_->NewWritableFile(LogFileName(dbname_, new_log_number), &file);
     if (s.ok()) s = env_->SyncDir(dbname_);
+    if (s.ok()) {
+      writer = std::make_unique<log::Writer>(file.get());
+      s = AppendWalOpening(writer.get());
+    }
     mutex_.Lock();
   }
   if (!s.ok()) {
@@ -323,9 +375,10 @@ Status DBImpl::SwitchMemtable() {
   }
   WaitForWalSyncs();
   log_.reset();
-  log_file_->Close();  // synced above
+  retired_wals_.push_back(RetiredWal{
+      log_number_, std::shared_ptr<WritableFile>(log_file_.release())});
   log_file_ = std::move(file);
-  log_ = std::make_unique<log::Writer>(log_file_.get());
+  log_ = std::move(writer);
   log_number_ = new_log_number;
   imm_.push_back(mem_);
   mem_ = new MemTable(icmp_, next_memtable_id_++, new_log_number,
@@ -352,12 +405,14 @@ Status DBImpl::SyncWAL() {
     if (closing_) return Status::Closed("sync WAL: the database is closing");
     if (!bg_error_.ok()) return bg_error_;
     // Each WAL record reaches the OS before its Write returns (log::Writer
-    // flushes it), so syncing the current file covers every write that
-    // returned; a WAL retired since then was synced by SwitchMemtable.
+    // flushes it), so syncing the retired WALs and then the current file
+    // covers every write that returned. A WAL retired after the first step
+    // is synced in the second (log_file_ cannot change while it runs).
     file = log_file_.get();
     wal_syncs_running_++;
   }
-  const Status s = file->SyncData();
+  Status s = SyncRetiredWals();
+  if (s.ok()) s = file->SyncData();
   MutexLock l(&mutex_);
   if (--wal_syncs_running_ == 0) wal_sync_cv_.SignalAll();
   if (!s.ok()) {

@@ -14,7 +14,9 @@
 //     started and keep its engine consistent.
 //
 // The node leaves the full state by itself once the available space is back
-// above the threshold with the ballast in place again. The package uses the
+// above the threshold and a released ballast is in place again. (A ballast
+// that never fitted, on a file system smaller than twice the reserve, does
+// not make the node full; it is created once there is room.) The package uses the
 // standard library only (statfs, fallocate).
 package diskspace
 
@@ -70,9 +72,12 @@ type Monitor struct {
 	ballast string
 	nodeID  atomic.Uint64
 
-	mu   sync.Mutex
-	st   Status
-	stat func(dir string) (avail, total uint64, err error)
+	mu sync.Mutex
+	st Status
+	// released: NoteNoSpace gave the ballast up and it is not back yet;
+	// the node stays full until it is.
+	released bool
+	stat     func(dir string) (avail, total uint64, err error)
 }
 
 // ErrFull matches every error Err returns.
@@ -175,6 +180,7 @@ func (m *Monitor) NoteNoSpace(cause error) bool {
 		return false
 	}
 	m.st.BallastBytes = 0
+	m.released = true
 	return true
 }
 
@@ -200,6 +206,7 @@ func (m *Monitor) Check() error {
 		// ballast back first, so the node never runs without it.
 		if err := m.createBallast(); err == nil {
 			m.st.BallastBytes = m.cfg.ReserveBytes
+			m.released = false
 			if avail, total, err = m.stat(m.cfg.Dir); err != nil {
 				return fmt.Errorf("diskspace: reading the free space of %s: %w", m.cfg.Dir, err)
 			}
@@ -209,7 +216,7 @@ func (m *Monitor) Check() error {
 	switch {
 	case avail < m.cfg.ReserveBytes:
 		m.setFullLocked(fmt.Sprintf("available %s below the reserve of %s", formatBytes(avail), formatBytes(m.cfg.ReserveBytes)))
-	case m.st.BallastBytes < m.cfg.ReserveBytes:
+	case m.released:
 		m.setFullLocked(fmt.Sprintf("the reserve file is not back yet (%s of %s)", formatBytes(m.st.BallastBytes), formatBytes(m.cfg.ReserveBytes)))
 	default:
 		m.st.Full, m.st.Reason, m.st.Since = false, "", time.Time{}

@@ -100,3 +100,25 @@ func TestMonitorOffAndNil(t *testing.T) {
 		t.Fatalf("an old reserve file was not given back: %v", err)
 	}
 }
+
+// A file system with room above the reserve but not for the ballast too
+// does not make the node full: only a released ballast does.
+func TestMonitorNoRoomForBallastIsNotFull(t *testing.T) {
+	dir := t.TempDir()
+	const reserve = 1 << 20
+	fs := &fakeFS{free: reserve + reserve/2, dir: dir}
+	m := newMonitor(Config{Dir: dir, ReserveBytes: reserve}, fs.stat)
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Status(); st.Full || st.BallastBytes != 0 {
+		t.Fatalf("%+v: want not full, no ballast", st)
+	}
+	fs.free = 4 * reserve
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Status(); st.Full || st.BallastBytes != reserve {
+		t.Fatalf("%+v: want the ballast created once there is room", st)
+	}
+}

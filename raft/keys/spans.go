@@ -63,3 +63,12 @@ func ContainsUserSpan(desc *kvpb.RangeDescriptor, start, end []byte) bool {
 	}
 	return len(end) != 0 && bytes.Compare(end, dEnd) <= 0
 }
+
+// MetaKeyFor returns where meta's copy of d lives: the meta range's own
+// descriptor at its fixed key, a user range's by its end key.
+func MetaKeyFor(d *kvpb.RangeDescriptor) []byte {
+	if IsMetaRange(d) {
+		return MetaRangeDescriptorKey()
+	}
+	return MetaDescriptorKey(d.GetEndKey())
+}

@@ -24,9 +24,9 @@ import (
 // range's leader; a quarter of the time a majority of the nodes fill, so
 // that ranges also lose the quorum of followers that take appends. Before
 // filling, the nemesis hands a range's leadership to a victim (as the
-// slow disk does, with the same helper): a full node keeps the leadership
-// it has, so this is where the run's leader changes come from, and it
-// makes sure some range is led from a full disk and refuses writes.
+// slow disk does, with the same helper), so that some range is led from a
+// full disk and refuses writes until the victim hands it to a node with
+// room (after 5 s full: node/disk_leadership.go).
 
 // smallDiskSize is each node's file system in a full-disk run.
 const smallDiskSize = "128m"

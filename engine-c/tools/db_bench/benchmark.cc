@@ -223,6 +223,12 @@ int Benchmark::Run() {
       }
       fprintf(stdout, "waitforcompaction(%s): finished\n", path_.c_str());
       continue;
+    } else if (name == "compact") {
+      // As RocksDB's: the whole key range, every level, down to the last.
+      if (Status s = db_->CompactRange(nullptr, nullptr); !s.ok()) {
+        Die("compact", s);
+      }
+      continue;
     } else if (name == "stats") {
       std::string levels, counters;
       db_->GetProperty("shale.levelstats", &levels);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,35 @@ TEST(DBBenchRun, BenchmarksReportTheirLines) {
            "P99.99: [0-9.]+"));
   EXPECT_TRUE(line("rocksdb.bytes.written COUNT : [1-9][0-9]*\n"));
   EXPECT_TRUE(line("write amplification: [0-9.]+"));
+  test::RemoveDirRecursively(f.db);
+}
+
+// compact (as RocksDB's) compacts the whole key range: every file ends up
+// in one level.
+TEST(DBBenchRun, CompactLeavesOneLevel) {
+  Flags f;
+  f.db = test::TempDir("db_bench_compact");
+  f.num = 5000;
+  f.write_buffer_size = 64 << 10;
+  f.target_file_size_base = 64 << 10;
+  f.max_bytes_for_level_base = 128 << 10;
+  f.benchmarks = "fillrandom,compact,stats";
+  testing::internal::CaptureStdout();
+  Benchmark b(f);
+  ASSERT_EQ(0, b.Run());
+  const std::string out = testing::internal::GetCapturedStdout();
+  const size_t levels = out.find("** Level stats **");
+  ASSERT_NE(std::string::npos, levels) << out;
+  // Level lines: "level files size score"; count those holding files.
+  std::istringstream in(out.substr(levels));
+  std::string row;
+  int non_empty = 0;
+  const std::regex level_line(" *[0-9]+ +([0-9]+) +[0-9.]+ +[0-9.]+");
+  std::smatch m;
+  while (std::getline(in, row)) {
+    if (std::regex_match(row, m, level_line) && m[1] != "0") non_empty++;
+  }
+  EXPECT_EQ(1, non_empty) << out;
   test::RemoveDirRecursively(f.db);
 }
 

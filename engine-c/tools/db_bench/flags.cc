@@ -30,7 +30,7 @@ std::vector<FlagDef> Defs(Flags* f) {
                  "Comma-separated benchmarks, run in order: fillseq "
                  "fillrandom overwrite fillsync readrandom readseq "
                  "readreverse seekrandom readwhilewriting multireadrandom "
-                 "waitforcompaction stats"),
+                 "waitforcompaction compact stats"),
       SHALE_FLAG(db, kString,
                  "Database directory (default: dbbench under the system "
                  "temp directory)"),

@@ -1,12 +1,12 @@
-package raft
+package rangesm
 
 import (
 	"encoding/binary"
 	"fmt"
 	"time"
 
-	"github.com/shaledb/shale/raft/command"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -77,11 +77,11 @@ func decodeDedupFloor(v []byte) (uint64, int64, error) {
 	return binary.LittleEndian.Uint64(v[1:]), int64(binary.LittleEndian.Uint64(v[9:])), nil
 }
 
-// applyDeduplicatedLocked applies a client write at most once.
-// REQUIRES: raftMu.
-func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result, error) {
-	a := &r.apply
-	dc, err := r.dedupClientLocked(cmd.ClientID)
+// applyDeduplicated applies a client write at most once.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyDeduplicated(cmd *command.Command) (command.Result, error) {
+	a := &r.ov
+	dc, err := r.dedupClient(cmd.ClientID)
 	if err != nil {
 		return command.Result{}, err
 	}
@@ -98,15 +98,15 @@ func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result,
 			if err != nil {
 				return command.Result{}, fmt.Errorf("client %d seq %d: %w", cmd.ClientID, cmd.RequestSeq, err)
 			}
-			r.store.metrics.dedupHits.Inc()
+			r.host.Counters().DedupHits.Inc()
 			return res, nil
 		}
 		if has {
 			// The engine is the truth; the cache is wrong (a bug).
-			r.store.cfg.Logger.Error("dedup cache out of step with the engine; emptied", "range", r.rangeID,
+			r.log.Error("dedup cache out of step with the engine; emptied", "range", r.rangeID,
 				"client", cmd.ClientID, "seq", cmd.RequestSeq)
 			r.dedup.clear()
-			if dc, err = r.dedupClientLocked(cmd.ClientID); err != nil {
+			if dc, err = r.dedupClient(cmd.ClientID); err != nil {
 				return command.Result{}, err
 			}
 		}
@@ -116,7 +116,7 @@ func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result,
 		return command.Result{Code: command.CodeDedupWindowExpired,
 			Message: fmt.Sprintf("client %d request %d is older than the dedup window (floor %d)", cmd.ClientID, cmd.RequestSeq, floor)}, nil
 	}
-	res, err := r.evaluateLocked(cmd)
+	res, err := r.evaluate(cmd)
 	if err != nil || res.Code != command.CodeOK {
 		// A rejection changed nothing: a retry may evaluate afresh.
 		return res, err
@@ -134,11 +134,11 @@ func (r *Replica) applyDeduplicatedLocked(cmd *command.Command) (command.Result,
 	return res, nil
 }
 
-// applyDedupGCLocked deletes the dedup records written before the
+// applyDedupGC deletes the dedup records written before the
 // command's proposer_time, raising their clients' floors.
-// REQUIRES: raftMu.
-func (r *Replica) applyDedupGCLocked(cmd *command.Command) (command.Result, error) {
-	a := &r.apply
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyDedupGC(cmd *command.Command) (command.Result, error) {
+	a := &r.ov
 	// The scan reads the engine: write what is staged first (a batch cut),
 	// so it sees every earlier entry.
 	if err := a.flush(); err != nil {

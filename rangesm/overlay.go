@@ -1,4 +1,4 @@
-package raft
+package rangesm
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"github.com/shaledb/shale/storage"
 )
 
-// applyState is a replica's apply batch plus an overlay of the writes
+// overlay is a replica's apply batch plus an overlay of the writes
 // staged in it, so that a command applied after another in the same batch
 // reads the other's writes (a CAS after a Put of the same key, a dedup
 // lookup after the first attempt's record). Reads fall through to the
@@ -22,7 +22,7 @@ import (
 // than cleared, since clearing costs its capacity, not its length.
 //
 // REQUIRES: the owning replica's raftMu.
-type applyState struct {
+type overlay struct {
 	db    *storage.DB
 	batch *storage.Batch
 	// write writes a batch to db (Store.writeEngine: it waits out a full
@@ -46,7 +46,7 @@ type applyState struct {
 }
 
 type overlayPoint struct {
-	keyStart, keyEnd int // in applyState.keys
+	keyStart, keyEnd int // in overlay.keys
 	value            []byte
 	deleted          bool
 	seq              int
@@ -65,7 +65,7 @@ const overlayScanMax = 16
 // larger one is dropped.
 const overlayIndexKeep = 256
 
-func (a *applyState) init(db *storage.DB, write func(*storage.Batch, storage.WriteOptions) error, writes prometheus.Counter) {
+func (a *overlay) init(db *storage.DB, write func(*storage.Batch, storage.WriteOptions) error, writes prometheus.Counter) {
 	a.db = db
 	a.write = write
 	a.writes = writes
@@ -73,7 +73,7 @@ func (a *applyState) init(db *storage.DB, write func(*storage.Batch, storage.Wri
 }
 
 // reset empties the batch and the overlay (after the batch was written).
-func (a *applyState) reset() {
+func (a *overlay) reset() {
 	a.batch.Reset()
 	clear(a.points) // drop the values
 	a.points = a.points[:0]
@@ -88,24 +88,24 @@ func (a *applyState) reset() {
 	a.seq = 0
 }
 
-func (a *applyState) stage(key, value []byte, deleted bool) {
+func (a *overlay) stage(key, value []byte, deleted bool) {
 	a.seq++
 	start := len(a.keys)
 	a.keys = append(a.keys, key...)
 	a.points = append(a.points, overlayPoint{keyStart: start, keyEnd: len(a.keys), value: value, deleted: deleted, seq: a.seq})
 }
 
-func (a *applyState) put(key, value []byte) {
+func (a *overlay) put(key, value []byte) {
 	a.batch.Put(key, value)
 	a.stage(key, value, false)
 }
 
-func (a *applyState) del(key []byte) {
+func (a *overlay) del(key []byte) {
 	a.batch.Delete(key)
 	a.stage(key, nil, true)
 }
 
-func (a *applyState) delRange(start, end []byte) {
+func (a *overlay) delRange(start, end []byte) {
 	if bytes.Compare(start, end) >= 0 {
 		return
 	}
@@ -115,7 +115,7 @@ func (a *applyState) delRange(start, end []byte) {
 }
 
 // lastWrite returns the last point write staged for key.
-func (a *applyState) lastWrite(key []byte) (overlayPoint, bool) {
+func (a *overlay) lastWrite(key []byte) (overlayPoint, bool) {
 	if len(a.points) <= overlayScanMax && a.index == nil {
 		for i := len(a.points) - 1; i >= 0; i-- {
 			p := a.points[i]
@@ -141,7 +141,7 @@ func (a *applyState) lastWrite(key []byte) (overlayPoint, bool) {
 
 // get reads key as of the writes staged so far. found is false for a
 // missing key. The value must not be modified.
-func (a *applyState) get(key []byte) (value []byte, found bool, err error) {
+func (a *overlay) get(key []byte) (value []byte, found bool, err error) {
 	p, ok := a.lastWrite(key)
 	for i := len(a.ranges) - 1; i >= 0; i-- {
 		rg := a.ranges[i]
@@ -172,7 +172,7 @@ func (a *applyState) get(key []byte) (value []byte, found bool, err error) {
 // and applying is deterministic, so a crash re-applies from the applied
 // index) and empties the overlay, so later reads may go to the engine
 // directly.
-func (a *applyState) flush() error {
+func (a *overlay) flush() error {
 	if a.batch.Empty() {
 		a.reset()
 		return nil

@@ -1,4 +1,4 @@
-package raft
+package rangesm
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func TestOverlayReadsItsOwnWrites(t *testing.T) {
 		}
 		engine[string(key(i))] = "engine"
 	}
-	var a applyState
+	var a overlay
 	a.init(db, db.Write, prometheus.NewCounter(prometheus.CounterOpts{Name: "test_apply_writes"}))
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round, n := range []int{3, 15, 17, 40, 300, 5, 600, 2} {

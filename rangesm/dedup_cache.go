@@ -1,4 +1,4 @@
-package raft
+package rangesm
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ import (
 //
 // The cache must never claim less than the engine holds, or a retry would
 // apply twice. So it is emptied whenever the range's dedup state may change
-// by any other way than applyDeduplicatedLocked: a snapshot, and any entry
+// by any other way than applyDeduplicated: a snapshot, and any entry
 // that is not a plain client write (a DedupGC, a split, a configuration
 // change, any kind added later). An emptied cache is refilled client by
 // client from the engine, after writing the apply batch so far.
@@ -86,17 +86,17 @@ func (d *dedupCache) clear() {
 	clear(d.clients)
 }
 
-// dedupClientLocked returns client's cached dedup state in r, loading it
+// dedupClient returns client's cached dedup state in r, loading it
 // from the engine on a miss. A load first writes the apply batch so far,
 // so that the engine holds every record staged before (the cache may have
 // been emptied after they were staged).
-// REQUIRES: raftMu.
-func (r *Replica) dedupClientLocked(client uint64) (*dedupClient, error) {
+// REQUIRES: the replica's raftMu.
+func (r *Range) dedupClient(client uint64) (*dedupClient, error) {
 	d := &r.dedup
 	if c := d.clients[client]; c != nil {
 		return c, nil
 	}
-	a := &r.apply
+	a := &r.ov
 	if err := a.flush(); err != nil {
 		return nil, err
 	}

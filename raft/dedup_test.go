@@ -2,67 +2,13 @@ package raft
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	pb "go.etcd.io/raft/v3/raftpb"
-
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft/command"
+	"github.com/shaledb/shale/rangesm/command"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
-
-// TestDedupClientAgreesWithASet records random seqs (mostly rising, some
-// out of order, some far ahead) and checks after each that whatever the
-// cache claims to know is true: it never calls a recorded seq new, nor a
-// new seq recorded.
-func TestDedupClientAgreesWithASet(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	for _, start := range []uint64{0, 5, 1 << 40} {
-		c := &dedupClient{}
-		recorded := map[uint64]bool{}
-		if start > 0 {
-			// As loaded from an engine whose last record is start.
-			c.max, c.exactFrom = start, start
-			c.record(start)
-			recorded[start] = true
-		} else {
-			c.exactFrom = 1
-		}
-		next := start + 1
-		known := 0
-		for i := 0; i < 20000; i++ {
-			var s uint64
-			switch rng.IntN(10) {
-			case 0:
-				s = next + uint64(rng.IntN(600)) // a jump, sometimes past the window
-			case 1, 2:
-				s = next - uint64(rng.IntN(int(min(next, 300)))) // out of order
-			default:
-				s = next
-			}
-			next = max(next, s+1)
-			if !recorded[s] {
-				recorded[s] = true
-				c.record(s)
-			}
-			for q := next - min(next, 400); q < next+3; q++ {
-				has, ok := c.recorded(q)
-				if !ok {
-					continue
-				}
-				known++
-				if has != recorded[q] {
-					t.Fatalf("start %d: seq %d: cache says recorded=%v, truth %v (max %d, exactFrom %d)",
-						start, q, has, recorded[q], c.max, c.exactFrom)
-				}
-			}
-		}
-		if known == 0 {
-			t.Fatal("the cache never knew anything")
-		}
-	}
-}
 
 // TestDedupRetriesThroughTheCache applies client writes out of order and
 // retries them: in the same batch, in later batches, after the cache was
@@ -128,7 +74,9 @@ func TestDedupRetriesThroughTheCache(t *testing.T) {
 	check("batch with a RemoveNode", append(res[:2:2], res[3:]...), true, true, true, true)
 	// A cold cache (as after a restart).
 	r.raftMu.Lock()
-	r.dedup.clear()
+	if err := r.sm.Restore(); err != nil {
+		t.Fatal(err)
+	}
 	r.raftMu.Unlock()
 	check("cold cache", apply(cas(1, 21), cas(1, 20), cas(1, 6), cas(2, 3), cas(2, 4)),
 		true, true, true, true, true)

@@ -1,0 +1,354 @@
+package rangesm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/apply"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/rangesm/command"
+)
+
+// Applying committed entries (the Raft README's step 3).
+//
+// Every replica applies the same entries in the same order against the
+// same state, and every decision below depends only on the entry and that
+// state, never on the clock, the node or the network: that is what keeps
+// replicas identical. A command that cannot apply (keys outside the
+// range, an expired dedup window, a malformed command) is applied as a
+// deterministic rejection that changes nothing but the applied index. A
+// failure that is not deterministic (the engine cannot write) is fatal to
+// the node: the replica's state would otherwise silently diverge.
+//
+// All entries of one Ready are applied into one engine batch together with
+// the new applied state, written without fsync: the log is durable, so a
+// crash re-applies from the last applied state that reached the disk.
+
+// Apply implements apply.StateMachine.
+func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, error) {
+	for _, e := range ents {
+		out = append(out, apply.Applied{})
+		a := &out[len(out)-1]
+		var err error
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				// The empty entry a new leader appends.
+				continue
+			}
+			var cmd command.Command
+			a.Result, err = r.applyNormal(e, &cmd)
+			if err != nil {
+				return out, err
+			}
+			if !cmd.Kind.IsWrite() {
+				// A DedupGC, a split, any command but a client write may
+				// change the dedup state behind the cache; any of them may
+				// change the descriptor.
+				r.dedup.clear()
+				a.DescriptorChanged = true
+			}
+			if cmd.Kind == command.KindSplit && a.Result.Code == command.CodeOK {
+				a.Split = r.pendingSplit
+			}
+			r.pendingSplit = nil
+			if cmd.ProposerNode == r.host.NodeID() {
+				a.ProposalID = cmd.ProposalID
+			}
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			r.dedup.clear()
+			if err := r.applyConfChange(e, a); err != nil {
+				return out, err
+			}
+			a.DescriptorChanged = true
+		default:
+			return out, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
+		}
+	}
+	return out, nil
+}
+
+// Plain implements apply.StateMachine: ents are only client writes (and
+// the empty entries new leaders append), whose application touches
+// nothing but the range's own keys, its dedup records and its applied
+// state, and triggers nothing once written.
+func (r *Range) Plain(ents []*pb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != pb.EntryNormal {
+			return false
+		}
+		if len(e.GetData()) == 0 {
+			continue
+		}
+		k, ok := command.PeekKind(e.GetData())
+		if !ok {
+			return false
+		}
+		switch k {
+		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyNormal(e *pb.Entry, cmd *command.Command) (command.Result, error) {
+	if err := command.Decode(e.GetData(), cmd); err != nil {
+		if errors.Is(err, command.ErrUnknownVersion) {
+			// Every replica must apply this entry; this build cannot.
+			return command.Result{}, fmt.Errorf("entry %d: %w: upgrade this node", e.GetIndex(), err)
+		}
+		return command.Result{Code: command.CodeMalformed, Message: err.Error()}, nil
+	}
+	if cmd.Kind.IsWrite() && cmd.ClientID != 0 {
+		return r.applyDeduplicated(cmd)
+	}
+	return r.evaluate(cmd)
+}
+
+// evaluate evaluates cmd against the applied state (through the
+// overlay) and stages its writes.
+// REQUIRES: the replica's raftMu.
+func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
+	a := &r.ov
+	desc := r.desc
+	if r.frozen != nil && refusedWhileFrozen(cmd.Kind) {
+		return command.Result{Code: command.CodeRangeFrozen,
+			Message: fmt.Sprintf("range %d is frozen for a merge into range %d", r.rangeID, r.frozen.left)}, nil
+	}
+	switch cmd.Kind {
+	case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch:
+		for i := range cmd.Mutations {
+			if res, ok := checkMutationInRange(desc, &cmd.Mutations[i]); !ok {
+				return res, nil
+			}
+		}
+		for i := range cmd.Mutations {
+			m := &cmd.Mutations[i]
+			switch m.Kind {
+			case command.KindPut:
+				a.put(keys.UserKey(m.Key), m.Value)
+			case command.KindDelete:
+				a.del(keys.UserKey(m.Key))
+			case command.KindDeleteRange:
+				span := keys.UserSpan(m.Key, m.Value)
+				a.delRange(span.Start, span.End)
+			}
+		}
+		return command.Result{}, nil
+
+	case command.KindCAS:
+		c := &cmd.CAS
+		if !keys.ContainsUserKey(desc, c.Key) {
+			return outOfRange(desc, c.Key), nil
+		}
+		k := keys.UserKey(c.Key)
+		cur, found, err := a.get(k)
+		if err != nil {
+			return command.Result{}, fmt.Errorf("CAS read of %q: %w", c.Key, err)
+		}
+		res := command.Result{Found: found}
+		if found {
+			res.Value = append([]byte(nil), cur...)
+		}
+		if (c.ExpectAbsent && !found) || (!c.ExpectAbsent && found && string(cur) == string(c.Expected)) {
+			res.Succeeded = true
+			if c.Delete {
+				a.del(k)
+			} else {
+				a.put(k, c.NewValue)
+			}
+		}
+		return res, nil
+
+	case command.KindDedupGC:
+		return r.applyDedupGC(cmd)
+
+	case command.KindPutNode:
+		return r.applyPutNode(cmd)
+
+	case command.KindPutDescriptor:
+		return r.applyPutDescriptor(cmd)
+
+	case command.KindRemoveNode:
+		if r.rangeID != keys.MetaRangeID {
+			return command.Result{Code: command.CodeNotMeta}, nil
+		}
+		a.del(keys.NodeKey(cmd.NodeID))
+		return command.Result{NodeID: cmd.NodeID}, nil
+
+	case command.KindChangeReplicas:
+		return command.Result{Code: command.CodeMalformed, Message: "ChangeReplicas outside a configuration change"}, nil
+
+	case command.KindSplit:
+		return r.applySplit(cmd)
+
+	case command.KindAllocRangeID:
+		return r.applyAllocRangeID()
+
+	case command.KindPutDescriptors:
+		return r.applyPutDescriptors(cmd)
+
+	case command.KindFreeze:
+		return r.applyFreeze(cmd)
+
+	case command.KindUnfreeze:
+		return r.applyUnfreeze(cmd)
+
+	case command.KindMerge:
+		return r.applyMerge(cmd)
+
+	case command.KindMergeAbort:
+		return r.applyMergeAbort(cmd)
+	}
+	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
+}
+
+// checkMutationInRange rejects a mutation whose keys are outside d.
+func checkMutationInRange(d *kvpb.RangeDescriptor, m *command.Mutation) (command.Result, bool) {
+	switch m.Kind {
+	case command.KindDeleteRange:
+		if !keys.ContainsUserSpan(d, m.Key, m.Value) {
+			return command.Result{Code: command.CodeKeyOutOfRange,
+				Message: fmt.Sprintf("span [%q, %q) is not inside range %d [%q, %q)", m.Key, m.Value, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}, false
+		}
+	default:
+		if !keys.ContainsUserKey(d, m.Key) {
+			return outOfRange(d, m.Key), false
+		}
+	}
+	return command.Result{}, true
+}
+
+func outOfRange(d *kvpb.RangeDescriptor, k []byte) command.Result {
+	return command.Result{Code: command.CodeKeyOutOfRange,
+		Message: fmt.Sprintf("key %q is not in range %d [%q, %q)", k, d.GetRangeId(), d.GetStartKey(), d.GetEndKey())}
+}
+
+// applyPutNode registers a node in the meta range's registry,
+// allocating its ID if it has none. Registering an address that is
+// already registered returns the existing ID, so a node that crashed
+// before saving its ID can join again.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyPutNode(cmd *command.Command) (command.Result, error) {
+	if r.rangeID != keys.MetaRangeID {
+		return command.Result{Code: command.CodeNotMeta}, nil
+	}
+	a := &r.ov
+	n := proto.Clone(cmd.Node).(*kvpb.NodeDescriptor)
+	if n.GetAddress() == "" {
+		return command.Result{Code: command.CodeMalformed, Message: "node without an address"}, nil
+	}
+	if n.GetNodeId() == 0 {
+		// Same address registered already? Scan the registry (small).
+		if err := a.flush(); err != nil {
+			return command.Result{}, err
+		}
+		nodes, err := readNodes(a.db)
+		if err != nil {
+			return command.Result{}, err
+		}
+		for _, old := range nodes {
+			if old.GetAddress() == n.GetAddress() {
+				return command.Result{NodeID: old.GetNodeId()}, nil
+			}
+		}
+		next, err := r.readCounter("node-id")
+		if err != nil {
+			return command.Result{}, err
+		}
+		if next == 0 {
+			next = 1
+		}
+		n.NodeId = next
+		a.put(keys.CounterKey("node-id"), encodeCounter(next+1))
+	} else {
+		// An explicit ID must not go backwards past the allocator.
+		next, err := r.readCounter("node-id")
+		if err != nil {
+			return command.Result{}, err
+		}
+		if n.GetNodeId() >= next {
+			a.put(keys.CounterKey("node-id"), encodeCounter(n.GetNodeId()+1))
+		}
+	}
+	// Decommissioning and started are one-way: a node registering again
+	// stays drained, and a node that has served stays one that may not
+	// bootstrap again (node/identity.go).
+	if old, found, err := a.get(keys.NodeKey(n.GetNodeId())); err != nil {
+		return command.Result{}, err
+	} else if found {
+		var od kvpb.NodeDescriptor
+		if proto.Unmarshal(old, &od) == nil {
+			n.Decommissioning = n.Decommissioning || od.GetDecommissioning()
+			n.Started = n.Started || od.GetStarted()
+		}
+	}
+	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(n)
+	if err != nil {
+		return command.Result{}, err
+	}
+	a.put(keys.NodeKey(n.GetNodeId()), v)
+	return command.Result{NodeID: n.GetNodeId()}, nil
+}
+
+func (r *Range) readCounter(name string) (uint64, error) {
+	v, found, err := r.ov.get(keys.CounterKey(name))
+	if err != nil || !found {
+		return 0, err
+	}
+	return decodeCounter(v)
+}
+
+// applyPutDescriptor stores the meta copy of a range descriptor if
+// it is newer than the one stored.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyPutDescriptor(cmd *command.Command) (command.Result, error) {
+	if r.rangeID != keys.MetaRangeID {
+		return command.Result{Code: command.CodeNotMeta}, nil
+	}
+	a := &r.ov
+	d := cmd.Descriptor
+	if d.GetRangeId() == 0 {
+		return command.Result{Code: command.CodeMalformed, Message: "descriptor without a range ID"}, nil
+	}
+	if err := a.flush(); err != nil {
+		return command.Result{}, err
+	}
+	old, oldKey, err := findMetaDescriptor(a.db, d.GetRangeId())
+	if err != nil {
+		return command.Result{}, err
+	}
+	if old != nil && old.GetGeneration() >= d.GetGeneration() {
+		return command.Result{}, nil // stale or already there
+	}
+	v, err := logstore.EncodeDescriptor(d)
+	if err != nil {
+		return command.Result{}, err
+	}
+	key := keys.MetaKeyFor(d)
+	// A late copy of a range merged away (its repair was in flight when
+	// it froze) finds the merged range at its key: a newer range whose
+	// span holds all of its own. It is not stored over it.
+	if cur, found, err := a.get(key); err != nil {
+		return command.Result{}, err
+	} else if found && old == nil {
+		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() &&
+			cd.GetGeneration() > d.GetGeneration() && bytes.Compare(cd.GetStartKey(), d.GetStartKey()) < 0 {
+			return command.Result{}, nil
+		}
+	}
+	if oldKey != nil && string(oldKey) != string(key) {
+		a.del(oldKey)
+	}
+	a.put(key, v)
+	return command.Result{}, nil
+}
