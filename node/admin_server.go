@@ -388,8 +388,10 @@ func (s *adminServer) AddNode(ctx context.Context, req *kvpb.AddNodeRequest) (*k
 }
 
 // RemoveNode removes a node from the cluster. A node that still holds
-// replicas is refused, unless force is set: then its replicas are removed
-// from every range first (each range must keep a voter).
+// replicas is refused, unless force is set: then it is marked
+// decommissioning and its replicas are replaced on other nodes first
+// (admin_remove.go), each range keeping its replica count where another
+// node can take the replica.
 func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeRequest) (*kvpb.RemoveNodeResponse, error) {
 	n := s.n
 	id := req.GetNodeId()
@@ -423,12 +425,9 @@ func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeReques
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"RemoveNode: node %d still holds replicas of ranges %v; remove them first, or set force to have them removed", id, held)
 	}
-	for _, rangeID := range held {
-		_, err := s.ChangeReplicas(ctx, &kvpb.ChangeReplicasRequest{RangeId: rangeID,
-			Changes: []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: id}}})
-		if err != nil {
-			st := status.Convert(err)
-			return nil, status.Errorf(st.Code(), "RemoveNode: removing node %d's replica of range %d: %s", id, rangeID, st.Message())
+	if len(held) > 0 {
+		if err := s.drainForRemoval(ctx, id); err != nil { // admin_remove.go
+			return nil, err
 		}
 	}
 	if err := n.store.DeregisterNode(ctx, id); err != nil {

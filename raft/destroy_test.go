@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/storage"
 )
 
 // TestCarveSpans: a removed replica deletes only what no other replica of
@@ -98,7 +99,13 @@ func TestDestroyWaitsForStagedLogWrites(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // let the writes reach every log writer
+	// Let the writes reach the victim's log writer before the removal.
+	vr, err := c.storeOf(victim).Replica(rangeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := vr.Status().LastIndex
+	waitFor(t, 10*time.Second, "the victim to append the writes", func() bool { return vr.Status().LastIndex >= from+50 })
 	if _, err := l.store.ChangeReplicas(ctx, rangeID, []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}}); err != nil && !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("removing node %d from range %d: %v", victim, rangeID, err)
 	}
@@ -106,9 +113,15 @@ func TestDestroyWaitsForStagedLogWrites(t *testing.T) {
 		_, err := c.storeOf(victim).Replica(rangeID)
 		return errors.Is(err, ErrRangeNotFound)
 	})
-	// Wait out any log write staged before the destruction.
-	time.Sleep(10 * c.storeOf(victim).cfg.TestingLogWriteDelay)
-	if left := raftStateKeys(t, c.node(victim).db, rangeID); len(left) > 0 {
+	// Stopping the store waits for the log writer's batch in flight, so
+	// every write staged before the destruction is in the engine then.
+	c.stop(victim)
+	db, err := storage.Open(c.node(victim).dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if left := raftStateKeys(t, db, rangeID); len(left) > 0 {
 		t.Fatalf("node %d holds %d Raft state keys of its destroyed replica of range %d, first %x", victim, len(left), rangeID, left[0])
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,6 +34,7 @@ type testNode struct {
 	id    uint64
 	dir   string
 	addr  string
+	lis   *nodeListener // holds addr's port for the whole test
 	db    *storage.DB
 	store *Store
 	srv   *grpc.Server
@@ -58,7 +58,8 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	var descs []*kvpb.NodeDescriptor
 	for i := uint64(1); i <= uint64(n); i++ {
 		c.nodes[i] = &testNode{id: i, dir: filepath.Join(t.TempDir(), fmt.Sprint("n", i))}
-		c.addrs[i] = c.reserveAddr()
+		c.nodes[i].lis = c.listen()
+		c.addrs[i] = c.nodes[i].lis.addr()
 		c.nodes[i].addr = c.addrs[i]
 		descs = append(descs, &kvpb.NodeDescriptor{NodeId: i, Address: c.addrs[i]})
 	}
@@ -79,15 +80,14 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 	return c
 }
 
-// reserveAddr picks a free loopback port.
-func (c *testCluster) reserveAddr() string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// listen takes a loopback port for a node, held until the test ends.
+func (c *testCluster) listen() *nodeListener {
+	nl, err := newNodeListener()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
-	return addr
+	c.t.Cleanup(nl.close)
+	return nl
 }
 
 func (c *testCluster) config(id uint64, db *storage.DB) Config {
@@ -135,17 +135,7 @@ func (c *testCluster) start(id uint64) {
 	if err != nil {
 		c.t.Fatalf("node %d: %v", id, err)
 	}
-	var lis net.Listener
-	for i := 0; ; i++ {
-		lis, err = net.Listen("tcp", n.addr)
-		if err == nil {
-			break
-		}
-		if i > 100 {
-			c.t.Fatalf("node %d: listen %s: %v", id, n.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	lis := n.lis.serve()
 	srv := grpc.NewServer(transport.ServerOptions()...)
 	s.RegisterServer(srv)
 	go func() { _ = srv.Serve(lis) }()
@@ -228,7 +218,8 @@ func (c *testCluster) stopAll() {
 // addJoiningNode prepares node id as a new, empty store of the cluster and
 // starts it; it holds no replica until one is added.
 func (c *testCluster) addJoiningNode(id uint64) *testNode {
-	n := &testNode{id: id, dir: filepath.Join(c.t.TempDir(), fmt.Sprint("n", id)), addr: c.reserveAddr()}
+	n := &testNode{id: id, dir: filepath.Join(c.t.TempDir(), fmt.Sprint("n", id)), lis: c.listen()}
+	n.addr = n.lis.addr()
 	db, err := storage.Open(n.dir, nil)
 	if err != nil {
 		c.t.Fatal(err)

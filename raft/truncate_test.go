@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -152,7 +153,20 @@ func TestTruncateForTheLogBudget(t *testing.T) {
 					return true
 				})
 			} else {
-				time.Sleep(500 * time.Millisecond) // a few rounds after the last apply
+				// A few rounds (each replica is processed on every tick,
+				// and checks its log then) after the last apply.
+				rounds := map[uint64]float64{}
+				for id, s := range c.running() {
+					rounds[id] = roundsOf(t, s)
+				}
+				waitFor(t, 10*time.Second, "ten more rounds on every node", func() bool {
+					for id, s := range c.running() {
+						if roundsOf(t, s) < rounds[id]+10 {
+							return false
+						}
+					}
+					return true
+				})
 				for id, s := range c.running() {
 					for _, rid := range ranges {
 						if truncated(id, s, rid) {
@@ -217,4 +231,14 @@ func TestTruncateKeepsWhatAPausedFollowerNeeds(t *testing.T) {
 		st := mustStatus(t, c.leader(keys.FirstUserRangeID), keys.FirstUserRangeID)
 		return st.LastIndex-st.Truncated < 20
 	})
+}
+
+// roundsOf returns how many processing rounds s has run.
+func roundsOf(t *testing.T, s *Store) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := s.metrics.rounds.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 )
 
@@ -57,7 +58,23 @@ func (w *workload) admin() {
 	nd, d, st := c.nd, c.d, c.nd.store
 	var what string
 	var fn func(ctx context.Context) error
-	switch s.rng.IntN(4) {
+	// Transfers 20%, splits 25%, merges 35%, replica changes 20%; a
+	// merge of ranges on different nodes first moves a replica.
+	kind := s.rng.IntN(20)
+	switch {
+	case kind < 4:
+		kind = 0
+	case kind < 9:
+		kind = 1
+	case kind < 16:
+		kind = 2
+		if right := rightOf(st, d); right != nil && alignChange(d, right, nd.id) != nil {
+			kind = 3
+		}
+	default:
+		kind = 3
+	}
+	switch kind {
 	case 0:
 		target := d.GetReplicas()[s.rng.IntN(len(d.GetReplicas()))].GetNodeId()
 		what = fmt.Sprintf("transfer r%d to n%d", d.GetRangeId(), target)
@@ -76,24 +93,28 @@ func (w *workload) admin() {
 		what = fmt.Sprintf("merge r%d", d.GetRangeId())
 		fn = func(ctx context.Context) error { _, err := st.Merge(ctx, d.GetRangeId()); return err }
 	case 3:
-		// Move one replica: add the node without one, or remove one
-		// (never below three voters).
-		var change *kvpb.ReplicaChange
-		for _, cand := range s.nodes {
-			if replicaOn(d, cand.id) == nil {
-				change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: cand.id}
-				break
-			}
-		}
-		if change == nil || len(d.GetReplicas()) > 3 {
-			var others []uint64
-			for _, rd := range d.GetReplicas() {
-				if rd.GetNodeId() != nd.id {
-					others = append(others, rd.GetNodeId())
+		// Move one replica: half the time towards the right-hand
+		// neighbour's nodes (so that merges can happen), else add the
+		// node without one or remove one (never below three voters).
+		change := alignChange(d, rightOf(st, d), nd.id)
+		if change == nil || s.rng.IntN(2) == 0 {
+			change = nil
+			for _, cand := range s.nodes {
+				if replicaOn(d, cand.id) == nil {
+					change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: cand.id}
+					break
 				}
 			}
-			victim := others[s.rng.IntN(len(others))]
-			change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}
+			if change == nil || len(d.GetReplicas()) > 3 {
+				var others []uint64
+				for _, rd := range d.GetReplicas() {
+					if rd.GetNodeId() != nd.id {
+						others = append(others, rd.GetNodeId())
+					}
+				}
+				victim := others[s.rng.IntN(len(others))]
+				change = &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: victim}
+			}
 		}
 		what = fmt.Sprintf("change r%d %s n%d", d.GetRangeId(), change.GetKind(), change.GetNodeId())
 		fn = func(ctx context.Context) error {
@@ -130,6 +151,43 @@ func (w *workload) collectAdmin() bool {
 	default:
 		return false
 	}
+}
+
+// rightOf returns the descriptor of the range after d, as st knows it.
+func rightOf(st interface {
+	Replicas() []*raft.Replica
+}, d *kvpb.RangeDescriptor) *kvpb.RangeDescriptor {
+	if len(d.GetEndKey()) == 0 {
+		return nil
+	}
+	for _, r := range st.Replicas() {
+		if o := r.Descriptor(); o != nil && len(o.GetReplicas()) > 0 && string(o.GetStartKey()) == string(d.GetEndKey()) {
+			return o
+		}
+	}
+	return nil
+}
+
+// alignChange is a change that brings d's replicas closer to right's (a
+// merge needs both on the same nodes), never removing leader's replica.
+func alignChange(d, right *kvpb.RangeDescriptor, leader uint64) *kvpb.ReplicaChange {
+	if right == nil {
+		return nil
+	}
+	for _, rd := range right.GetReplicas() {
+		if replicaOn(d, rd.GetNodeId()) == nil {
+			return &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: rd.GetNodeId()}
+		}
+	}
+	if len(d.GetReplicas()) <= 3 {
+		return nil
+	}
+	for _, rd := range d.GetReplicas() {
+		if replicaOn(right, rd.GetNodeId()) == nil && rd.GetNodeId() != leader {
+			return &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: rd.GetNodeId()}
+		}
+	}
+	return nil
 }
 
 func replicaOn(d *kvpb.RangeDescriptor, nodeID uint64) *kvpb.ReplicaDescriptor {

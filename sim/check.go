@@ -23,7 +23,8 @@ import (
 //     data) at a given index of a range;
 // every few hundred steps and at the end:
 //   - replicas of a range at the same applied index (and descriptor
-//     generation) hold the same user data;
+//     generation) hold the same replicated state: the range-local keys a
+//     snapshot carries and the range's data;
 // at the end:
 //   - the client history is linearizable, key by key (porcupine, a
 //     register with put, get, CAS and delete): with the final reads of
@@ -118,10 +119,10 @@ func (c *checker) checkReplicas(final bool) {
 		}
 		for _, r := range nd.store.Replicas() {
 			st := r.Status()
-			if st.Descriptor == nil || len(st.Descriptor.GetReplicas()) == 0 || keys.IsMetaRange(st.Descriptor) {
+			if st.Descriptor == nil || len(st.Descriptor.GetReplicas()) == 0 {
 				continue
 			}
-			h, err := spanHash(nd.db, keys.DataSpan(st.Descriptor))
+			h, err := spanHash(nd.db, keys.ReplicatedSpans(st.Descriptor)...)
 			if err != nil {
 				c.s.violate("node %d: reading range %d: %v", nd.id, st.RangeID, err)
 				continue
@@ -145,17 +146,24 @@ func (c *checker) checkReplicas(final bool) {
 	}
 }
 
-func spanHash(db *storage.DB, sp keys.Span) (uint64, error) {
-	it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
+// spanHash hashes every key and value in spans.
+func spanHash(db *storage.DB, spans ...keys.Span) (uint64, error) {
 	h := fnv.New64a()
-	for ok := it.First(); ok; ok = it.Next() {
-		fmt.Fprintf(h, "%d:%x=%d:%x;", len(it.UnsafeKey()), it.UnsafeKey(), len(it.UnsafeValue()), it.UnsafeValue())
+	for _, sp := range spans {
+		it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+		if err != nil {
+			return 0, err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			fmt.Fprintf(h, "%d:%x=%d:%x;", len(it.UnsafeKey()), it.UnsafeKey(), len(it.UnsafeValue()), it.UnsafeValue())
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return 0, err
+		}
 	}
-	return h.Sum64(), it.Error()
+	return h.Sum64(), nil
 }
 
 // checkHistory checks the client history with porcupine.

@@ -21,7 +21,7 @@
 //   - Processes: crashes and restarts, and pauses (a stopped process:
 //     no round, tick or log write; what reaches it waits, and is read
 //     in a burst when it resumes).
-//   - Clients: put, get (through ReadBarrier and an engine read, as the
+//   - Clients: put, get (through ReadBarrier and rangesm.Reader, as the
 //     node's request path does), compare-and-swap and delete-range on a
 //     few keys, retried on NotLeader and, with their client ID and
 //     request sequence, after an ambiguous outcome; and, one at a time,

@@ -11,17 +11,18 @@ import (
 
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
 // The client workload: operations on a small set of keys, each run as a
 // series of attempts. An attempt is ONE blocking call into one node's
-// Store on its own goroutine (Propose, or ReadBarrier and an engine read,
-// as the node's request path does); the goroutine only reports the
-// outcome, and the simulator decides, on its own goroutine, whether and
-// where to retry. So no two client goroutines ever touch a Store at once
-// in an order the Go scheduler picks. A write carries a client ID and
+// Store on its own goroutine (Propose, or ReadBarrier and a read through
+// rangesm.Reader, as the node's request path does); the goroutine only
+// reports the outcome, and the simulator decides, on its own goroutine,
+// whether and where to retry. So no two client goroutines ever touch a
+// Store at once in an order the Go scheduler picks. A write carries a client ID and
 // request sequence, so that a retry after an ambiguous attempt is applied
 // at most once (the dedup the node relies on).
 
@@ -315,12 +316,12 @@ func runAttempt(o *op, st *raft.Store, db *storage.DB) attemptResult {
 		if r.Frozen() {
 			return attemptResult{err: r.FrozenError()}
 		}
-		v, err := db.Get(keys.UserKey(key))
-		if errors.Is(err, storage.ErrNotFound) {
-			return attemptResult{}
-		}
+		v, found, err := rangesm.NewReader(db).Get(key)
 		if err != nil {
 			return attemptResult{err: err}
+		}
+		if !found {
+			return attemptResult{}
 		}
 		return attemptResult{found: true, value: v}
 	}

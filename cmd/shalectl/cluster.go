@@ -103,10 +103,15 @@ func hasVoter(d *kvpb.RangeDescriptor, nodeID uint64) bool {
 func newNodeRemoveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove NODE_ID",
-		Short: "Remove a node's replicas from every range, then the node",
-		Long: `node remove removes the node's replica from every range (a range must keep
-a voter; removing a leader moves leadership first) and then takes the node
-out of the cluster's registry. The node's process can then be stopped.`,
+		Short: "Move a node's replicas to other nodes, then remove the node",
+		Long: `node remove marks the node as being removed (placement then gives it
+nothing), replaces its replica of every range on another live node (a
+voter is added there and the node's removed in one change, so a range keeps
+its replica count; with placement on, placement makes these moves and the
+command waits for them), and then takes the node out of the cluster's
+registry. Only a range with no other node to go to loses the replica
+without a replacement. The node's process can then be stopped. Give it a
+--timeout long enough for the moves (snapshots of the node's ranges).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(args[0], 10, 64)

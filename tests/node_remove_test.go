@@ -1,0 +1,116 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// TestNodeRemoveCoordinatesWithPlacement: on a 4-node cluster with
+// placement on and ranges of three replicas, shalectl node remove 4
+// replaces node 4's replicas on the other nodes (no range ever has fewer
+// than three voters), succeeds, and placement never puts a replica back
+// on node 4. It used to remove the replicas outright (ranges at two
+// copies), race placement (which moved one back to node 4 seconds later)
+// and time out.
+func TestNodeRemoveCoordinatesWithPlacement(t *testing.T) {
+	c := newCluster(t, 3, placementFlags...)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i := 1; i <= 4; i++ {
+		if _, _, err := cl.Split(ctx, []byte(fmt.Sprintf("rm-%04d", i*100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.newNode(4)
+	c.start(4, "--join", c.node(1).grpcAddr)
+	waitUntil(t, 60*time.Second, "node 4 gets replicas", func() string {
+		reps, _, _ := replicaCounts(t, cl)
+		if reps[4] < 3 {
+			return fmt.Sprintf("replicas per node %v", reps)
+		}
+		return ""
+	})
+
+	// Watch every range's voters while node 4 is removed.
+	var mu sync.Mutex
+	fewest, fewestAt := 3, ""
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			rs, err := cl.Ranges(rctx)
+			rcancel()
+			if err != nil {
+				continue
+			}
+			for _, r := range rs.GetRanges() {
+				d := r.GetDescriptor_()
+				if d.GetRangeId() == 0 {
+					continue
+				}
+				v := 0
+				for _, rd := range d.GetReplicas() {
+					if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+						v++
+					}
+				}
+				mu.Lock()
+				if v < fewest {
+					fewest, fewestAt = v, fmt.Sprintf("range %d: %v", d.GetRangeId(), d.GetReplicas())
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	stdout, stderr, code := runCtl(t, c.node(1).grpcAddr, "--timeout", "90s", "node", "remove", "4")
+	close(stop)
+	wg.Wait()
+	if code != 0 {
+		t.Fatalf("shalectl node remove 4: exit %d: %s%s", code, stdout, stderr)
+	}
+	if fewest < 3 {
+		t.Errorf("a range dropped to %d voters during the removal: %s", fewest, fewestAt)
+	}
+	// Placement passes run every 300ms: give it many, and check that
+	// nothing comes back to node 4 and every range keeps three replicas.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		reps, _, ranges := replicaCounts(t, cl)
+		if reps[4] != 0 {
+			t.Fatalf("node 4 holds %d replicas after its removal", reps[4])
+		}
+		for _, r := range ranges {
+			if n := len(r.GetDescriptor_().GetReplicas()); n < 3 {
+				t.Fatalf("range %d has %d replicas after the removal", r.GetDescriptor_().GetRangeId(), n)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nodes.GetNodes() {
+		if ns.GetNode().GetNodeId() == 4 {
+			t.Errorf("node 4 is still registered: %v", ns)
+		}
+	}
+	if !strings.Contains(stdout, "node 4 removed") {
+		t.Errorf("shalectl said %q", stdout)
+	}
+}
