@@ -28,8 +28,9 @@ import (
 type Options struct {
 	// Seed drives everything the run decides.
 	Seed uint64
-	// Nodes is the number of nodes bootstrapped together (3); one more
-	// node starts empty, for membership changes.
+	// Nodes is the number of nodes bootstrapped together (0: five for
+	// one seed in three, else three); one more node starts empty, for
+	// membership changes.
 	Nodes int
 	// Duration is the simulated time of the faulty workload phase (3 s);
 	// a quiet phase with final reads follows.
@@ -44,6 +45,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.Nodes <= 0 {
 		o.Nodes = 3
+		if o.Seed%3 == 0 {
+			o.Nodes = 5
+		}
 	}
 	if o.Duration <= 0 {
 		o.Duration = 3 * time.Second
