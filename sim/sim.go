@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
@@ -153,6 +152,8 @@ type event struct {
 	fn   func()
 }
 
+// Sim is the state of one run: the nodes, the network, the pending
+// events, the workload and the checkers. Run makes one.
 type Sim struct {
 	t      *testing.T
 	opts   Options
@@ -536,7 +537,6 @@ func (w appliedWaiter) WaitApplied(ctx context.Context, desc *kvpb.RangeDescript
 	}
 }
 
-var errNodeDown = errors.New("sim: node down")
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
