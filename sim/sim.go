@@ -537,7 +537,6 @@ func (w appliedWaiter) WaitApplied(ctx context.Context, desc *kvpb.RangeDescript
 	}
 }
 
-
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
