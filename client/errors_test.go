@@ -102,3 +102,30 @@ func TestExplainTransportFailure(t *testing.T) {
 		t.Errorf("refused: %q", got)
 	}
 }
+
+// TestClassifySizeAndQuorumAnswers: gRPC's message size refusal is an
+// invalid argument naming the cap, not a full disk; a NoQuorum answer is
+// a definite Unavailable, even for a write.
+func TestClassifySizeAndQuorumAnswers(t *testing.T) {
+	tooBig := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (20971551 vs. 17162752)")
+	cl := classify("Put", "n1", true, tooBig, nil)
+	if !errors.Is(cl.err, ErrInvalidArgument) || errors.Is(cl.err, ErrResourceExhausted) || cl.retry {
+		t.Fatalf("size refusal classified as %v (retry %v)", cl.err, cl.retry)
+	}
+	if l := cl.err.Limit; l == nil || l.Limit != "grpc_max_message_size" || l.Max != 17162752 || l.Actual != 20971551 {
+		t.Fatalf("size refusal names no limit: %+v", cl.err.Limit)
+	}
+	full := status.Error(codes.ResourceExhausted, "Put: the node's disk is full")
+	if cl := classify("Put", "n1", true, full, nil); !errors.Is(cl.err, ErrResourceExhausted) {
+		t.Fatalf("a full disk classified as %v", cl.err)
+	}
+	st, err := status.New(codes.Unavailable, "Put: range 7 has no quorum: 2 of 3 replicas unreachable (n2, n3)").
+		WithDetails(&kvpb.NoQuorum{RangeId: 7, Voters: 3, UnreachableNodes: []uint64{2, 3}}, &errdetails.RetryInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl = classify("Put", "n1", true, st.Err(), nil)
+	if !errors.Is(cl.err, ErrUnavailable) || errors.Is(cl.err, ErrAmbiguous) || cl.noQuorum.GetRangeId() != 7 {
+		t.Fatalf("no quorum classified as %v (noQuorum %v)", cl.err, cl.noQuorum)
+	}
+}

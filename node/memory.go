@@ -38,15 +38,24 @@ import (
 // Unavailable that asks the client to retry a little later; nothing was
 // proposed. The largest write the limits allow always fits alone.
 //
-// Not covered by the allowance (bounded elsewhere or not at all): the
-// requests gRPC has read but not yet handed to a handler (bounded by the
-// clients' concurrency and --max-write-bytes), the Raft entry cache
-// (16 MiB), incoming snapshots (staged in memory up to
-// --max-snapshot-bytes each), reads and scans, and the engine's C memory.
+// Incoming snapshots, staged in memory until applied, may hold a quarter
+// of the budget together (raft/snapshot_memory.go); a receiver over it
+// stops reading and its sender waits.
+//
+// Not covered (bounded elsewhere or not at all): the requests gRPC has
+// read but not yet handed to a handler (bounded by the clients'
+// concurrency and --max-write-bytes), the Raft entry cache (16 MiB), the
+// appends queued for followers, reads and scans, and the engine's C
+// memory.
 
 // DefaultMemoryBudget is the budget of a node started without GOMEMLIMIT
 // or --memory-budget.
 const DefaultMemoryBudget = 2 << 30
+
+// snapshotMemoryShare is the share of the budget that incoming
+// snapshots, staged in memory until applied, may hold together
+// (raft.Config.SnapshotMemoryBytes); one larger goes on alone.
+const snapshotMemoryShare = 4
 
 // writeInflightShare is the share of the budget that client writes in
 // flight may hold (their payload, counted once; the copies make up the

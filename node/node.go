@@ -170,6 +170,7 @@ func New(cfg Config) (*Node, error) {
 		LogMaxBytes:               ro.LogMaxBytes,
 		LogBudgetBytes:            int64(memtable / 4),
 		Disk:                      n.disk,
+		SnapshotMemoryBytes:       cfg.memoryBudget() / snapshotMemoryShare, // memory.go
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,

@@ -111,7 +111,7 @@ func testApplyDeterministic(t *testing.T, seed uint64) {
 
 // applyOnlyReplica returns node nodeID's replica of range 2 in a store that
 // is never started: the test calls the apply step itself.
-func applyOnlyReplica(t *testing.T, nodeID uint64, nodes []*kvpb.NodeDescriptor) *Replica {
+func applyOnlyReplica(t testing.TB, nodeID uint64, nodes []*kvpb.NodeDescriptor) *Replica {
 	t.Helper()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {

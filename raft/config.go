@@ -144,6 +144,13 @@ type Config struct {
 	// MaxSnapshotBytes refuses incoming snapshots larger than this: they
 	// are staged in memory before being applied (1 GiB).
 	MaxSnapshotBytes int64
+	// SnapshotMemoryBytes bounds the bytes all incoming snapshots hold
+	// in memory at once; a receiver over it waits (snapshot_memory.go).
+	// 0: unbounded.
+	SnapshotMemoryBytes int64
+	// testSnapshotMemory, set by tests of this package, replaces the
+	// allowance SnapshotMemoryBytes would make.
+	testSnapshotMemory *snapshotMemory
 
 	// Logger; defaults to slog.Default().
 	Logger *slog.Logger

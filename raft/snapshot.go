@@ -82,6 +82,8 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 	}
 	spans := keys.ReplicatedSpans(desc)
 	in := &incomingSnapshot{msg: msg, desc: desc, done: make(chan error, 1)}
+	staged := stagedSnapshot{m: s.snapMem} // snapshot_memory.go
+	defer staged.release()
 	var total int64
 	for {
 		chunk, err := sr.Next()
@@ -89,6 +91,9 @@ func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader,
 			break
 		}
 		if err != nil {
+			return err
+		}
+		if err := staged.take(ctx, h.GetRangeId(), int64(len(chunk))); err != nil {
 			return err
 		}
 		total += int64(len(chunk))

@@ -45,6 +45,9 @@ type Store struct {
 	stopped chan struct{} // closed by Stop
 	wg      sync.WaitGroup
 	snapSem chan struct{} // bounds concurrent outgoing snapshots
+	// snapMem bounds the memory of incoming snapshots (nil: unbounded;
+	// snapshot_memory.go).
+	snapMem *snapshotMemory
 	// splitWaits records when messages for a range split off a local
 	// range that has not applied the split yet were first dropped
 	// (store_transport.go, awaitSplit).
@@ -122,6 +125,10 @@ func NewStore(cfg Config) (*Store, error) {
 		metrics: newMetrics(),
 		stopped: make(chan struct{}),
 		snapSem: make(chan struct{}, 2),
+		snapMem: newSnapshotMemory(cfg.SnapshotMemoryBytes),
+	}
+	if cfg.testSnapshotMemory != nil {
+		s.snapMem = cfg.testSnapshotMemory
 	}
 	s.proposalSeq.Store(uint64(cfg.Clock.Now().UnixNano()))
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -111,9 +111,11 @@ func TestDiskFullNodeRefusesWritesServesReadsAndRecovers(t *testing.T) {
 	}, diskFullFlags...)
 	cl := c.client()
 	ctx := context.Background()
-	if err := cl.TransferLeader(ctx, userRange, 1); err != nil {
-		t.Fatalf("moving range %d's leader to node 1: %v", userRange, err)
-	}
+	waitFor(t, 30*time.Second, "node 1 leads the user range", func() bool {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return cl.TransferLeader(tctx, userRange, 1) == nil
+	})
 	if d := c.waitDisk(1, false, 10*time.Second); d.GetReserveFileBytes() != 8<<20 {
 		t.Fatalf("node 1's reserve file holds %d bytes, want %d", d.GetReserveFileBytes(), 8<<20)
 	}

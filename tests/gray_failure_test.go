@@ -143,6 +143,11 @@ func TestClusterNoQuorumFailsFastAndSaysSo(t *testing.T) {
 	if !errors.Is(readErr, client.ErrUnavailable) {
 		t.Errorf("read error does not match ErrUnavailable: %v", readErr)
 	}
+	// The lone leader stepped down (CheckQuorum): it cannot serve, and
+	// must not claim to lead.
+	if rs, err := c.rangeState(survivor, userRange); err != nil || rs.GetRaft().GetState() == "leader" {
+		t.Errorf("node %d still leads range %d without a quorum (%v, %v)", survivor, userRange, rs.GetRaft(), err)
+	}
 
 	start := time.Now()
 	err := cl.Put(ctx, []byte("k"), []byte("w"))
