@@ -84,15 +84,15 @@ type ScanOptions struct {
 	Limit int
 }
 
-// nextsBeforeSeek is how many older versions a scan steps over one by one
-// before it seeks past the rest of a key's versions: stepping within the
-// iterator's window costs no engine call, a seek costs one.
-const nextsBeforeSeek = 8
-
 // Scan returns the live key-values of user keys in [start, end) as of ts,
 // in key order (nil start or end: the keyspace's beginning or end). With
 // a limit, it stops after Limit key-values and returns in resume the key
 // to scan from next; resume is nil when the span is done.
+//
+// The engine picks each key's newest version at or below ts and steps over
+// the rest (storage.IterOptions.VersionFloor), so older history costs the
+// scan engine work but no copies: r's database must be opened with
+// SplitVersionSuffix over a prefix of the Keyspace's.
 func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts ScanOptions) (kvs []KeyValue, resume []byte, err error) {
 	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
 		return nil, nil, fmt.Errorf("mvcc: scan: start %q is above end %q", start, end)
@@ -101,53 +101,29 @@ func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts Scan
 		return nil, nil, fmt.Errorf("mvcc: scan: negative limit %d", opts.Limit)
 	}
 	lower, upper := ks.bounds(start, end)
-	it, err := r.NewIter(&storage.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := r.NewIter(&storage.IterOptions{
+		LowerBound:   lower,
+		UpperBound:   upper,
+		VersionFloor: appendSuffix(nil, ts),
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mvcc: scan: %w", err)
 	}
 	defer closeIter(it, &err)
-
-	var (
-		cur    []byte // key_enc of the key being looked at
-		target []byte // seek scratch
-	)
-	valid := it.SeekGE(lower)
-	for valid {
+	for ok := it.SeekGE(lower); ok; ok = it.Next() {
+		// Each entry is a key's newest version at or below ts.
 		e, err := ks.decodeEntry(it)
 		if err != nil {
 			return nil, nil, err
 		}
-		cur = append(cur[:0], e.keyEnc...)
+		key, err := decodeKeyPrefix(nil, e.keyEnc)
+		if err != nil {
+			return nil, nil, err
+		}
 		if opts.Limit > 0 && len(kvs) == opts.Limit {
-			key, err := decodeKeyPrefix(nil, cur)
-			if err != nil {
-				return nil, nil, err
-			}
 			return kvs, key, nil
 		}
-		if ts.Less(e.ts) {
-			// Newer than the read: step to the newest version at or below
-			// ts, or past the key.
-			valid, err = ks.skipNewer(it, cur, ts, &target)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !valid {
-				break
-			}
-			e, err = ks.decodeEntry(it)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !bytes.Equal(e.keyEnc, cur) {
-				continue // the key has nothing at or below ts
-			}
-		}
 		if e.live {
-			key, err := decodeKeyPrefix(nil, cur)
-			if err != nil {
-				return nil, nil, err
-			}
 			kvs = append(kvs, KeyValue{
 				Key:     key,
 				Value:   append([]byte{}, e.value...),
@@ -155,51 +131,11 @@ func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts Scan
 				Created: e.created,
 			})
 		}
-		valid, err = ks.skipKey(it, cur, &target)
-		if err != nil {
-			return nil, nil, err
-		}
 	}
 	if err := it.Error(); err != nil {
 		return nil, nil, fmt.Errorf("mvcc: scan: %w", err)
 	}
 	return kvs, nil, nil
-}
-
-// skipNewer moves it from a version of key_enc cur newer than ts to the
-// first entry at or below ts (which may belong to a later key).
-func (ks Keyspace) skipNewer(it *storage.Iterator, cur []byte, ts hlc.Timestamp, target *[]byte) (bool, error) {
-	for i := 0; i < nextsBeforeSeek; i++ {
-		if !it.Next() {
-			return false, it.Error()
-		}
-		k := it.UnsafeKey()[len(ks.Prefix):]
-		if !bytes.HasPrefix(k, cur) {
-			return true, nil
-		}
-		if n := len(cur); len(k) == n+SuffixLen && !ts.Less(decodeSuffix(k[n:])) {
-			return true, nil
-		}
-	}
-	*target = appendSuffix(append(append((*target)[:0], ks.Prefix...), cur...), ts)
-	return it.SeekGE(*target), it.Error()
-}
-
-// skipKey moves it past every remaining version of key_enc cur.
-func (ks Keyspace) skipKey(it *storage.Iterator, cur []byte, target *[]byte) (bool, error) {
-	for i := 0; i < nextsBeforeSeek; i++ {
-		if !it.Next() {
-			return false, it.Error()
-		}
-		if !bytes.HasPrefix(it.UnsafeKey()[len(ks.Prefix):], cur) {
-			return true, nil
-		}
-	}
-	// key_enc(cur) without its terminator, then 0x00 0xFF 0x00 0x01: the
-	// key_enc of the next possible user key (KeyEnd).
-	t := append(append((*target)[:0], ks.Prefix...), cur[:len(cur)-1]...)
-	*target = append(t, escapedZero, escapeByte, terminatorByte)
-	return it.SeekGE(*target), it.Error()
 }
 
 // GetMany reads keys as of ts with one engine iterator (BatchGet): found[i]

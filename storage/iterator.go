@@ -42,6 +42,9 @@ type Iterator struct {
 	snap     *Snapshot // non-nil for iterators made by Snapshot.NewIter
 	c        *C.shale_iterator_t
 	keysOnly bool
+	// forwardOnly: the iterator has a version floor, which the engine
+	// applies to forward batches only.
+	forwardOnly bool
 
 	// The window: entries copied out by the last refill, in the order the
 	// engine produced them (ascending keys when dir > 0, descending when
@@ -105,13 +108,22 @@ func (db *DB) newIter(snap *C.shale_snapshot_t, opts *IterOptions) (*Iterator, e
 	if err := statusToError("NewIter", st); err != nil {
 		return nil, err
 	}
+	if len(opts.VersionFloor) > 0 {
+		st := C.shale_iter_set_version_floor(c, cBytes(opts.VersionFloor), C.size_t(len(opts.VersionFloor)))
+		if err := statusToError("NewIter", st); err != nil {
+			C.shale_iter_free(c)
+			db.openIters.Add(-1)
+			return nil, err
+		}
+	}
 	bufp := iterBufs.Get().(*[]byte)
 	return &Iterator{
-		db:       db,
-		c:        c,
-		keysOnly: opts.KeysOnly,
-		buf:      *bufp,
-		offs:     make([]int32, 0, 64),
+		db:          db,
+		c:           c,
+		keysOnly:    opts.KeysOnly,
+		forwardOnly: len(opts.VersionFloor) > 0,
+		buf:         *bufp,
+		offs:        make([]int32, 0, 64),
 	}, nil
 }
 
@@ -150,6 +162,9 @@ func (it *Iterator) First() bool {
 // Last moves to the last entry (the largest key within the bounds).
 func (it *Iterator) Last() bool {
 	if !it.usable() {
+		return false
+	}
+	if !it.backwardAllowed() {
 		return false
 	}
 	C.shale_iter_seek_to_last(it.c)
@@ -210,6 +225,9 @@ func (it *Iterator) SeekLT(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
+	if !it.backwardAllowed() {
+		return false
+	}
 	// The engine seeks to the last key <= key; step over key itself.
 	C.shale_iter_seek_for_prev(it.c, cBytesNonNil(key), C.size_t(len(key)))
 	if !it.refill(-1, true) {
@@ -255,6 +273,9 @@ func (it *Iterator) Next() bool {
 // in descending order). REQUIRES: Valid().
 func (it *Iterator) Prev() bool {
 	if !it.Valid() {
+		return false
+	}
+	if !it.backwardAllowed() {
 		return false
 	}
 	if it.dir < 0 {
@@ -381,6 +402,16 @@ func (it *Iterator) load() bool {
 	k := off + 8
 	it.key = it.buf[k : k+kl : k+kl]
 	it.value = it.buf[k+kl : k+kl+vl : k+kl+vl]
+	return true
+}
+
+// backwardAllowed fails the iterator if it reads forward only.
+func (it *Iterator) backwardAllowed() bool {
+	if it.forwardOnly {
+		it.err = errorf(ErrInvalidArgument, "Iterator: an iterator with a VersionFloor reads forward only")
+		it.pos = -1
+		return false
+	}
 	return true
 }
 

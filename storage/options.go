@@ -345,4 +345,16 @@ type IterOptions struct {
 	// KeysOnly makes every Value empty: values are not copied out of the
 	// engine at all, which makes key scans cheaper.
 	KeysOnly bool
+	// VersionFloor, on a database opened with SplitVersionSuffix, makes
+	// the iterator yield for each versioned key only its first version
+	// whose suffix is at or above VersionFloor in byte order; the engine
+	// steps over the key's other versions without copying them out. With
+	// suffixes that order versions newest first (package mvcc's), the
+	// floor is the suffix of a read version and each key yields its newest
+	// version at or below it. Keys that are not versioned are yielded as
+	// usual. The first entry after a seek is judged by the floor alone. An
+	// iterator with a floor reads forward only: Last, SeekLT and Prev fail
+	// with ErrInvalidArgument. NewIter fails with ErrNotSupported on a
+	// database without SplitVersionSuffix.
+	VersionFloor []byte
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -87,4 +88,63 @@ func TestVersionedKeyPrefixValidation(t *testing.T) {
 			t.Errorf("Open(%+v) = %v, want ErrInvalidArgument", bad, err)
 		}
 	}
+}
+
+// TestVersionFloor: an iterator with a VersionFloor yields each key's first
+// version at or above the floor (its newest at or below the read version),
+// across window refills and seeks; it reads forward only, and needs
+// SplitVersionSuffix.
+func TestVersionFloor(t *testing.T) {
+	db := openTestDB(t, &Options{SplitVersionSuffix: true, VersionedKeyPrefix: []byte{0x03}})
+	var want []string
+	const floorTS = 50
+	for i := 0; i < 300; i++ {
+		k := fmt.Sprintf("key%04d", i)
+		n := uint64(i % 70) // versions 1..n
+		for v := uint64(1); v <= n; v++ {
+			if err := db.Put(versionedKey(k, v), []byte("v"), NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n > 0 {
+			want = append(want, string(versionedKey(k, min(n, floorTS))))
+		}
+	}
+	floor := versionedKey("", floorTS)[1:] // the suffix alone
+	it, err := db.NewIter(&IterOptions{VersionFloor: floor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, string(it.Key()))
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d entries, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	// A seek to a key lands on its visible version.
+	if !it.SeekGE([]byte(want[100][:8])) || string(it.Key()) != want[100] {
+		t.Fatalf("SeekGE(%q) = %q, want %q", want[100][:8], it.Key(), want[100])
+	}
+	if it.Prev() || !errors.Is(it.Error(), ErrInvalidArgument) {
+		t.Fatalf("Prev with a floor: %v", it.Error())
+	}
+
+	plain := openTestDB(t, nil)
+	if _, err := plain.NewIter(&IterOptions{VersionFloor: floor}); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("NewIter with a floor on a database without SplitVersionSuffix = %v", err)
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

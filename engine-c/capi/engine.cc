@@ -19,6 +19,7 @@
 #include "db/options.h"
 #include "db/snapshot.h"
 #include "db/sst_file_writer.h"
+#include "table/version_suffix_filter.h"
 #include "util/coding.h"
 #include "util/fault_injection_env.h"
 
@@ -38,6 +39,12 @@ struct shale_db_t {
 struct shale_iterator_t {
   std::unique_ptr<DBIter> rep;
   DBImpl* db;
+  // shale_iter_set_version_floor: the floor ("" when off), and the
+  // unversioned key whose visible version was emitted last (its other
+  // versions are stepped over); has_last is cleared by every seek.
+  std::string version_floor;
+  std::string last_key;
+  bool has_last = false;
 };
 
 struct shale_snapshot_t {
@@ -396,27 +403,94 @@ shale_status_t shale_iter_new(shale_db_t* db, const shale_read_options_t* ro,
              upper == nullptr ? 0 : upper_len);
     std::unique_ptr<DBIter> iter(db->rep->NewIterator(
         ToReadOptions(ro), lower ? &lo : nullptr, upper ? &hi : nullptr));
-    *it = new shale_iterator_t{std::move(iter), db->rep.get()};
+    *it = new shale_iterator_t{std::move(iter), db->rep.get(), {}, {}, false};
     return Ok();
   });
 }
 
 void shale_iter_free(shale_iterator_t* it) { delete it; }
 
-void shale_iter_seek_to_first(shale_iterator_t* it) { it->rep->SeekToFirst(); }
+void shale_iter_seek_to_first(shale_iterator_t* it) {
+  it->has_last = false;
+  it->rep->SeekToFirst();
+}
 
-void shale_iter_seek_to_last(shale_iterator_t* it) { it->rep->SeekToLast(); }
+void shale_iter_seek_to_last(shale_iterator_t* it) {
+  it->has_last = false;
+  it->rep->SeekToLast();
+}
 
 void shale_iter_seek(shale_iterator_t* it, const uint8_t* target, size_t len) {
+  it->has_last = false;
   it->rep->Seek(Slice(
       target == nullptr ? "" : reinterpret_cast<const char*>(target), len));
 }
 
 void shale_iter_seek_for_prev(shale_iterator_t* it, const uint8_t* target,
                               size_t len) {
+  it->has_last = false;
   it->rep->SeekForPrev(Slice(
       target == nullptr ? "" : reinterpret_cast<const char*>(target), len));
 }
+
+shale_status_t shale_iter_set_version_floor(shale_iterator_t* it,
+                                            const uint8_t* floor,
+                                            size_t floor_len) {
+  if (it == nullptr || (floor == nullptr && floor_len > 0)) {
+    return NullArgument("iter_set_version_floor");
+  }
+  if (floor_len > 0 && !it->db->options().split_version_suffix) {
+    return Error(SHALE_NOT_SUPPORTED,
+                 "iter_set_version_floor: the database was not opened with "
+                 "split_version_suffix");
+  }
+  it->version_floor.assign(reinterpret_cast<const char*>(floor), floor_len);
+  it->has_last = false;
+  return Ok();
+}
+
+namespace {
+
+// Whether a forward batch with a version floor steps over key: a version
+// newer than the floor, or an older version of the key whose visible
+// version was emitted last. Sets *user to key's unversioned part (key
+// itself for a key that is not versioned).
+bool SkipVersion(const shale_iterator_t* it, const Slice& key, Slice* user) {
+  const shale::Options& o = it->db->options();
+  *user = StripVersionSuffix(key, o.versioned_key_prefix);
+  if (user->size() == key.size()) return false;  // not a versioned key
+  if (it->has_last && *user == Slice(it->last_key)) return true;
+  const Slice suffix(key.data() + user->size(), key.size() - user->size());
+  return suffix.compare(Slice(it->version_floor)) < 0;
+}
+
+// Versions stepped over one by one before a seek is worth its cost.
+constexpr int kNextsBeforeSeek = 4;
+
+// Seeks past versions of user that the floor rules out: to the first
+// version at or above the floor if the current entry is newer, else (an
+// older version of the key last emitted) past every version of user,
+// which relies on unversioned parts being prefix-free (engine.h). Returns
+// false, having not moved, when there is nowhere better to seek.
+bool StepOverVersions(shale_iterator_t* it, const Slice& user) {
+  DBIter* iter = it->rep.get();
+  std::string target(user.data(), user.size());
+  if (!(it->has_last && user == Slice(it->last_key))) {
+    target.append(it->version_floor);
+    iter->Seek(target);
+    return true;
+  }
+  // The smallest key above every key that starts with user.
+  while (!target.empty() && static_cast<uint8_t>(target.back()) == 0xff) {
+    target.pop_back();
+  }
+  if (target.empty()) return false;
+  target.back() = static_cast<char>(static_cast<uint8_t>(target.back()) + 1);
+  iter->Seek(target);
+  return true;
+}
+
+}  // namespace
 
 shale_status_t shale_iter_next_batch(shale_iterator_t* it, uint32_t flags,
                                      size_t max_entries, uint8_t* buf,
@@ -429,12 +503,29 @@ shale_status_t shale_iter_next_batch(shale_iterator_t* it, uint32_t flags,
   DBIter* iter = it->rep.get();
   const bool reverse = (flags & SHALE_ITER_REVERSE) != 0;
   const bool keys_only = (flags & SHALE_ITER_KEYS_ONLY) != 0;
+  const bool versions = !it->version_floor.empty();
+  if (versions && reverse) {
+    return Error(SHALE_INVALID_ARGUMENT,
+                 "iter_next_batch: an iterator with a version floor reads "
+                 "forward only");
+  }
   size_t used = 0;
   size_t count = 0;
+  int skipped_in_key = 0;
   *num_entries = 0;
   *bytes_used = 0;
   while (count < max_entries && iter->Valid()) {
     const Slice k = iter->key();
+    Slice user;
+    if (versions && SkipVersion(it, k, &user)) {
+      // Step over a few versions one by one; past that, seek over the
+      // rest of the key's history (StepOverVersions).
+      if (++skipped_in_key < kNextsBeforeSeek || !StepOverVersions(it, user)) {
+        iter->Next();
+      }
+      continue;
+    }
+    skipped_in_key = 0;
     const Slice v = keys_only ? Slice() : iter->value();
     const size_t need = 8 + k.size() + v.size();
     if (need > buf_cap - used) {
@@ -457,6 +548,11 @@ shale_status_t shale_iter_next_batch(shale_iterator_t* it, uint32_t flags,
     if (!v.empty()) memcpy(p + 8 + k.size(), v.data(), v.size());
     used += need;
     count++;
+    if (versions && user.size() != k.size()) {
+      // Emitted: this key's older versions are stepped over from now on.
+      it->last_key.assign(user.data(), user.size());
+      it->has_last = true;
+    }
     if (reverse) {
       iter->Prev();
     } else {

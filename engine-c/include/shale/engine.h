@@ -312,6 +312,28 @@ shale_status_t shale_iter_next_batch(shale_iterator_t* it, uint32_t flags,
                                      size_t buf_cap, size_t* num_entries,
                                      size_t* bytes_used, uint8_t* valid);
 
+/* Versioned reads (databases opened with split_version_suffix). With a
+ * non-empty floor, forward shale_iter_next_batch calls emit, for each
+ * versioned key, only its first version whose suffix (the last n bytes
+ * of the key, n being its last byte) is at or above floor in byte order,
+ * and step over its
+ * other versions inside the engine; keys that are not versioned are
+ * emitted as they are. When suffixes order versions newest first, the
+ * floor is the suffix of a read version, and each key yields its newest
+ * version at or below it: one entry per key crosses the boundary however
+ * much history the key holds. The engine seeks over long runs of
+ * versions, which requires the unversioned parts of keys to be prefix-free
+ * (none is a proper prefix of another's, as package mvcc's escaped keys
+ * are). The first entry after a seek is judged by
+ * the floor alone (a seek into the middle of a key's versions sees the
+ * versions from there on). A reverse batch fails with
+ * SHALE_INVALID_ARGUMENT while a floor is set. floor_len 0 turns it off;
+ * a floor on a database without split_version_suffix is
+ * SHALE_NOT_SUPPORTED. The floor's bytes are copied. */
+shale_status_t shale_iter_set_version_floor(shale_iterator_t* it,
+                                            const uint8_t* floor,
+                                            size_t floor_len);
+
 /* ----------------------------------------------------- flush, compaction */
 
 /* Flushes the memtable to an L0 file. wait: block until it is durable. */
