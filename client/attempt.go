@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Gray failures (docs/sharding.md, "Client routing"; docs/operations.md,
@@ -42,6 +45,34 @@ func withAttemptTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	}
 	return context.WithTimeout(ctx, d)
 }
+
+// attemptExpired says whether an attempt that failed with err ran out of
+// its own timeout (actx) while the request's deadline (ctx) holds. The
+// node sees the same deadline (gRPC sends it along) and may end the call
+// first: its DeadlineExceeded or RST_STREAM CANCEL can arrive a moment
+// before the client's own timer fires, so an error of that kind within
+// attemptDeadlineSlack of the attempt's deadline counts as expiry too.
+// (Taken for a final answer, such an error failed a read that a retry
+// would have served.)
+func attemptExpired(actx, ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	if actx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled:
+		dl, ok := actx.Deadline()
+		return ok && time.Until(dl) < attemptDeadlineSlack
+	}
+	return false
+}
+
+// attemptDeadlineSlack is how close to its deadline an attempt ended by
+// the node counts as timed out (the two clocks' timers and the network
+// between them).
+const attemptDeadlineSlack = 100 * time.Millisecond
 
 // suspects are the addresses that failed to answer an attempt in time,
 // each until when it is avoided. It is safe for concurrent use.

@@ -261,7 +261,7 @@ func (c *Client) do(ctx context.Context, op string, write bool, call func(contex
 				actx, cancel = withAttemptTimeout(ctx, limit)
 			}
 			err := call(actx, e)
-			expired := err != nil && !write && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+			expired := !write && attemptExpired(actx, ctx, err)
 			cancel()
 			if err == nil {
 				c.suspects.clear(e.addr)

@@ -280,7 +280,7 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 				limit := c.attemptTimeout(timedOut)
 				actx, cancel := withAttemptTimeout(ctx, limit)
 				err := call(actx, e, ent.desc)
-				expired := err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+				expired := attemptExpired(actx, ctx, err)
 				cancel()
 				if err == nil {
 					c.suspects.clear(addr)

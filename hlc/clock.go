@@ -110,7 +110,8 @@ func (c *Clock) Last() Timestamp {
 // reading more than MaxOffset ahead of the local physical clock is refused
 // with an *OffsetError and changes nothing: the caller reports it and does
 // not serve the request that carried it. A reading that is not a valid
-// timestamp is refused with ErrMalformed.
+// timestamp, or is MaxTimestamp (no Now could be above it), is refused
+// with ErrMalformed.
 func (c *Clock) Update(remote Timestamp) error {
 	if !remote.Valid() || remote == MaxTimestamp {
 		return fmt.Errorf("%w: remote reading %s", ErrMalformed, remote)

@@ -41,22 +41,24 @@ type Node struct {
 	sec    *security
 	db     *storage.DB
 	// data reads applied user data (the range state machine's read path).
-	data    rangesm.Reader
-	disk    *diskspace.Monitor // disk.go
-	writes  *writeBudget       // memory.go
-	ident   raft.StoreIdent
-	store   *raft.Store
-	peers   *peerClients
-	live    liveness
-	awake   awake // quorum.go
-	load    loadTracker
-	hot     hotTracker
-	cpu     *cpuSampler
-	hb      heartbeats
-	merger  mergeCandidates
-	sizes   rangeSizes // range_size.go
-	metrics *metrics
-	started time.Time
+	data   rangesm.Reader
+	disk   *diskspace.Monitor // disk.go
+	writes *writeBudget       // memory.go
+	ident  raft.StoreIdent
+	store  *raft.Store
+	peers  *peerClients
+	live   liveness
+	awake  awake // quorum.go
+	// quorumProbes confirm that silent voters are unreachable (quorum.go).
+	quorumProbes quorumProbes
+	load         loadTracker
+	hot          hotTracker
+	cpu          *cpuSampler
+	hb           heartbeats
+	merger       mergeCandidates
+	sizes        rangeSizes // range_size.go
+	metrics      *metrics
+	started      time.Time
 
 	// splitMem is what the split loop carries from one pass to the next
 	// (splitter.go; the split loop's alone).

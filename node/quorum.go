@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/shaledb/shale/raft"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -31,6 +33,10 @@ import (
 // request is refused at once with Unavailable + NoQuorum, naming them:
 // it was not proposed, so a write's failure is definite.
 //
+// Silence alone is not proof (a follower hears only from its leaders, and
+// health probes run seconds apart), so each silent voter must also fail a
+// health probe started then, within an election timeout.
+//
 // A node that was itself paused (or just started) has stale contact
 // times through no fault of its peers, so it judges only once it has been
 // awake for the same two election timeouts.
@@ -40,6 +46,63 @@ import (
 func (n *Node) unreachableAfter() time.Duration {
 	cfg := n.store.Config()
 	return 2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval
+}
+
+// quorumProbes are the health probes noQuorum starts, one at a time per
+// node, to confirm that a silent voter is unreachable.
+type quorumProbes struct {
+	mu sync.Mutex
+	m  map[uint64]*quorumProbe
+}
+
+type quorumProbe struct {
+	running  bool
+	failedAt time.Time // when the last failed probe started
+}
+
+// failedSince reports whether a probe of node id started after cutoff has
+// failed; if not, and none is running, it starts one (within an election
+// timeout; a node that answers is noted live).
+func (p *quorumProbes) failedSince(n *Node, id uint64, cutoff time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[uint64]*quorumProbe{}
+	}
+	st := p.m[id]
+	if st == nil {
+		st = &quorumProbe{}
+		p.m[id] = st
+	}
+	if st.failedAt.After(cutoff) {
+		return true
+	}
+	if !st.running {
+		st.running = true
+		go p.run(n, id, st)
+	}
+	return false
+}
+
+func (p *quorumProbes) run(n *Node, id uint64, st *quorumProbe) {
+	start := time.Now()
+	cfg := n.store.Config()
+	ctx, cancel := context.WithTimeout(n.bgCtx, time.Duration(cfg.ElectionTicks)*cfg.TickInterval)
+	defer cancel()
+	ok := false
+	if cc, err := n.peers.conn(id); err == nil {
+		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		ok = err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}
+	if ok {
+		n.live.note(id, time.Now())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.running = false
+	if !ok {
+		st.failedAt = start
+	}
 }
 
 // awake tracks since when the node has run without a pause: the ticker
@@ -104,6 +167,15 @@ func (n *Node) noQuorum(op string, r *raft.Replica, desc *kvpb.RangeDescriptor) 
 	}
 	if voters-len(unreachable) > voters/2 {
 		return nil
+	}
+	// Silence alone is not proof: a follower hears only from its leaders,
+	// and the liveness probes are seconds apart. Each silent voter must
+	// also have failed a health probe started since the cutoff; until
+	// then (the probe is started here) the request waits on.
+	for _, id := range unreachable {
+		if !n.quorumProbes.failedSince(n, id, cutoff) {
+			return nil
+		}
 	}
 	names := make([]string, len(unreachable))
 	for i, id := range unreachable {

@@ -46,7 +46,8 @@ import (
 //
 //   - The merge applies on a node only once that node's replica of R has
 //     applied the freeze: until then L's apply (the whole pending apply
-//     message and every later one) is deferred (applyOrDeferLocked). So R's
+//     message and every later one) is deferred (applyOrDeferLocked, which
+//     asks the state machine's gate, rangesm's MayApply). So R's
 //     data on that node is final when L takes it over. This also covers a
 //     node that restarts between the two: both replay their logs and L
 //     waits for R.

@@ -155,13 +155,13 @@ func (r *Range) applyMergeAbort(cmd *command.Command) (command.Result, error) {
 	return command.Result{}, nil
 }
 
-// applyMerge applies a Merge command (in the left-hand range); see
-// the comment at the top of this file. A rejection is deterministic; a
-// local replica of the right-hand range that does not match the command
-// (which the protocol excludes) is a fatal error rather than a silent
-// divergence.
-// REQUIRES: raftMu, and this node's replica of the right-hand range has
-// applied the freeze (applyOrDefer waits for it).
+// applyMerge applies a Merge command (in the left-hand range; the
+// protocol is in raft's merge.go). A rejection is deterministic; a local
+// replica of the right-hand range that does not match the command (which
+// the protocol excludes) is a fatal error rather than a silent divergence.
+// REQUIRES: the replica's raftMu, and this node's replica of the
+// right-hand range has applied the freeze (MayApply held the entry until
+// it had).
 func (r *Range) applyMerge(cmd *command.Command) (command.Result, error) {
 	cur, right := r.desc, cmd.Right
 	reject := func(code command.Code, format string, args ...any) (command.Result, error) {

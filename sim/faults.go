@@ -47,15 +47,29 @@ func (s *Sim) injectFault() {
 	switch s.rng.IntN(7) {
 	case 0:
 		s.drawNetParams()
-	case 1: // symmetric partition: one node cut off from the others
-		victim := s.randomNode()
-		for _, nd := range s.nodes {
-			if nd != victim {
-				s.net.blocked[link{victim.id, nd.id}] = true
-				s.net.blocked[link{nd.id, victim.id}] = true
+	case 1: // symmetric partition: one node, or a random group, cut off
+		group := map[*node]bool{s.randomNode(): true}
+		if s.rng.IntN(2) == 0 {
+			for _, nd := range s.nodes {
+				if s.rng.IntN(2) == 0 {
+					group[nd] = true
+				}
 			}
 		}
-		s.tracef("partition n%d from everyone", victim.id)
+		var names []string
+		for _, a := range s.nodes {
+			if !group[a] {
+				continue
+			}
+			names = append(names, fmt.Sprintf("n%d", a.id))
+			for _, b := range s.nodes {
+				if !group[b] {
+					s.net.blocked[link{a.id, b.id}] = true
+					s.net.blocked[link{b.id, a.id}] = true
+				}
+			}
+		}
+		s.tracef("partition %v from the rest", names)
 		s.scheduleHeal()
 	case 2: // one-way partition
 		a, b := s.randomNode(), s.randomNode()

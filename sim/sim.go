@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
@@ -28,8 +27,9 @@ import (
 type Options struct {
 	// Seed drives everything the run decides.
 	Seed uint64
-	// Nodes is the number of nodes bootstrapped together (3); one more
-	// node starts empty, for membership changes.
+	// Nodes is the number of nodes bootstrapped together (0: five for
+	// one seed in three, else three); one more node starts empty, for
+	// membership changes.
 	Nodes int
 	// Duration is the simulated time of the faulty workload phase (3 s);
 	// a quiet phase with final reads follows.
@@ -44,6 +44,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.Nodes <= 0 {
 		o.Nodes = 3
+		if o.Seed%3 == 0 {
+			o.Nodes = 5
+		}
 	}
 	if o.Duration <= 0 {
 		o.Duration = 3 * time.Second
@@ -149,6 +152,8 @@ type event struct {
 	fn   func()
 }
 
+// Sim is the state of one run: the nodes, the network, the pending
+// events, the workload and the checkers. Run makes one.
 type Sim struct {
 	t      *testing.T
 	opts   Options
@@ -531,8 +536,6 @@ func (w appliedWaiter) WaitApplied(ctx context.Context, desc *kvpb.RangeDescript
 		}
 	}
 }
-
-var errNodeDown = errors.New("sim: node down")
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {

@@ -22,9 +22,11 @@ import (
 // of encoding/binary.PutUvarint, at most 5 bytes. Records apply atomically
 // and in order: a later record wins.
 //
-// Format version 1. These bytes are stored in Raft logs and must stay
-// readable forever: the tags and the layout are frozen. DO NOT CHANGE THEM;
-// a new kind of record gets a new tag.
+// Format version 1. These bytes are what the engine's WAL stores, and a WAL
+// written by one version is replayed by the next (after a crash, or an
+// upgrade): the tags and the layout are frozen. DO NOT CHANGE THEM; a new
+// kind of record gets a new tag. (Raft entries carry commands, not batches:
+// rangesm/command has their encoding.)
 const (
 	batchHeaderSize = 12
 

@@ -39,9 +39,10 @@
 //
 // # The WriteBatch format
 //
-// A batch's bytes are written into Raft log entries and replayed on every
-// replica, possibly years later, so the format is versioned and frozen
-// (format version 1; docs/formats.md):
+// A batch's bytes are what the engine's WAL stores, and a WAL written by one
+// version is replayed by the next after a crash or an upgrade, so the
+// format is versioned and frozen (format version 1; docs/formats.md; Raft
+// entries carry commands, not batches):
 //
 //	batch     := header record*
 //	header    := sequence: fixed64   (zero when built in Go; the engine assigns)

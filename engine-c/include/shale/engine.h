@@ -207,8 +207,10 @@ shale_status_t shale_resume(shale_db_t* db);
  *   varstring := len: varint32, bytes[len]
  *
  * fixed-width integers are little-endian. The records of one batch are
- * applied atomically and in order (a later record wins). Tags 0x00-0x02 are
- * format version 1 and frozen; an unknown tag is SHALE_CORRUPTION. */
+ * applied atomically and in order (a later record wins). The WAL stores these
+ * bytes and a WAL is replayed by the next version of the engine, so tags
+ * 0x00-0x02 are format version 1 and frozen; an unknown tag is
+ * SHALE_CORRUPTION. */
 enum {
   SHALE_BATCH_DELETE = 0x00,
   SHALE_BATCH_PUT = 0x01,
