@@ -347,7 +347,7 @@ func (s *adminServer) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplic
 		}
 	}
 	return onLeader(s, ctx, "ChangeReplicas", req.GetRangeId(), func() (*kvpb.ChangeReplicasResponse, error) {
-		d, err := s.n.store.ChangeReplicas(ctx, req.GetRangeId(), req.GetChanges())
+		d, err := s.n.store.ChangeReplicasAt(ctx, req.GetRangeId(), req.GetExpectedGeneration(), req.GetChanges())
 		if err != nil {
 			return nil, s.n.raftError("ChangeReplicas", err)
 		}

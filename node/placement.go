@@ -300,7 +300,7 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	if from != 0 {
 		changes = append(changes, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: from})
 	}
-	resp, err := n.adminOf(mctx, s, leaderOf[d.GetRangeId()]).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes})
+	resp, err := n.adminOf(mctx, s, leaderOf[d.GetRangeId()]).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()})
 	if err == nil {
 		// The rest of the pass decides from the new descriptor.
 		proto.Reset(d)

@@ -194,8 +194,8 @@ func (n *Node) raftError(op string, err error) error {
 		return unavailable(100*time.Millisecond, "%s: not applied: %v", op, err)
 	case errors.Is(err, raft.ErrInvalidChange):
 		return status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
-	case errors.Is(err, raft.ErrRejected):
-		return status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
+	case errors.Is(err, raft.ErrRejected), errors.Is(err, raft.ErrGenerationChanged):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v; not applied", op, err)
 	}
 	return status.Errorf(codes.Internal, "%s: %v", op, err)
 }

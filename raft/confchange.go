@@ -71,6 +71,15 @@ func confStateFor(d *kvpb.RangeDescriptor) *pb.ConfState {
 // once it has caught up), REMOVE removes the node's replica. It must run
 // on the leader, and returns the final descriptor.
 func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*kvpb.ReplicaChange) (*kvpb.RangeDescriptor, error) {
+	return s.ChangeReplicasAt(ctx, rangeID, 0, changes)
+}
+
+// ChangeReplicasAt is ChangeReplicas for changes decided from the range's
+// descriptor at generation expectedGen (0: any). If the range has moved on
+// since, nothing is done and the error matches ErrGenerationChanged: a
+// decision taken from an old view (remove the learner on node 4) must not
+// apply to a newer one (where node 4's replica is a voter by now).
+func (s *Store) ChangeReplicasAt(ctx context.Context, rangeID, expectedGen uint64, changes []*kvpb.ReplicaChange) (*kvpb.RangeDescriptor, error) {
 	r, err := s.Replica(rangeID)
 	if err != nil {
 		return nil, err
@@ -86,6 +95,9 @@ func (s *Store) ChangeReplicas(ctx context.Context, rangeID uint64, changes []*k
 	desc, err := r.waitNotJoint(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if expectedGen != 0 && desc.GetGeneration() != expectedGen {
+		return nil, fmt.Errorf("%w: range %d is at generation %d, the change was decided at %d", ErrGenerationChanged, rangeID, desc.GetGeneration(), expectedGen)
 	}
 	if err := validateChanges(desc, changes); err != nil {
 		return nil, err
@@ -236,6 +248,10 @@ func validateChanges(desc *kvpb.RangeDescriptor, changes []*kvpb.ReplicaChange) 
 
 // ErrInvalidChange: a requested replica change is invalid (nothing done).
 var ErrInvalidChange = errors.New("raft: invalid replica change")
+
+// ErrGenerationChanged: a replica change was decided from an older
+// descriptor than the range's (nothing done).
+var ErrGenerationChanged = errors.New("raft: the range changed since the change was decided")
 
 // errConfChangeInProgress marks a configuration change Raft did not take
 // because another one is pending.

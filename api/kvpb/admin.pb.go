@@ -1531,11 +1531,16 @@ func (x *ReplicaChange) GetNodeId() uint64 {
 }
 
 type ChangeReplicasRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Changes       []*ReplicaChange       `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Changes []*ReplicaChange       `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	// expected_generation, when set, is the descriptor generation the
+	// changes were decided from: if the range has changed since, nothing is
+	// done (FailedPrecondition). Placement sets it, so that a decision taken
+	// from an old view never applies to a newer one.
+	ExpectedGeneration uint64 `protobuf:"varint,3,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ChangeReplicasRequest) Reset() {
@@ -1580,6 +1585,13 @@ func (x *ChangeReplicasRequest) GetChanges() []*ReplicaChange {
 		return x.Changes
 	}
 	return nil
+}
+
+func (x *ChangeReplicasRequest) GetExpectedGeneration() uint64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
 }
 
 type ChangeReplicasResponse struct {
@@ -2517,10 +2529,11 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\tADD_VOTER\x10\x00\x12\n" +
 	"\n" +
 	"\x06REMOVE\x10\x01\x12\x0f\n" +
-	"\vADD_LEARNER\x10\x02\"h\n" +
+	"\vADD_LEARNER\x10\x02\"\x99\x01\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
-	"\achanges\x18\x02 \x03(\v2\x1a.shale.kv.v1.ReplicaChangeR\achanges\"V\n" +
+	"\achanges\x18\x02 \x03(\v2\x1a.shale.kv.v1.ReplicaChangeR\achanges\x12/\n" +
+	"\x13expected_generation\x18\x03 \x01(\x04R\x12expectedGeneration\"V\n" +
 	"\x16ChangeReplicasResponse\x12<\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
