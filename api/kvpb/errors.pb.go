@@ -399,11 +399,139 @@ func (x *NoQuorum) GetUnreachableNodes() []uint64 {
 	return nil
 }
 
+// HistoryCompacted: a read asked for a timestamp below the range's GC
+// threshold; the versions it needs are gone. Sent with FailedPrecondition;
+// never retry at the same timestamp. docs/versions.md, "Retention window".
+type HistoryCompacted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ReadTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// gc_threshold is the lowest timestamp the range still serves reads at.
+	GcThreshold   *Timestamp `protobuf:"bytes,3,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryCompacted) Reset() {
+	*x = HistoryCompacted{}
+	mi := &file_api_kvpb_errors_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryCompacted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryCompacted) ProtoMessage() {}
+
+func (x *HistoryCompacted) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_errors_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryCompacted.ProtoReflect.Descriptor instead.
+func (*HistoryCompacted) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_errors_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HistoryCompacted) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *HistoryCompacted) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *HistoryCompacted) GetGcThreshold() *Timestamp {
+	if x != nil {
+		return x.GcThreshold
+	}
+	return nil
+}
+
+// ClockOffset: the node's clock is farther than the maximum offset from
+// the cluster's, so it serves nothing that needs a timestamp. Sent with
+// Unavailable; the request was NOT applied; go to another node.
+type ClockOffset struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// offset_nanos is the measured or refused offset.
+	OffsetNanos    int64 `protobuf:"varint,2,opt,name=offset_nanos,json=offsetNanos,proto3" json:"offset_nanos,omitempty"`
+	MaxOffsetNanos int64 `protobuf:"varint,3,opt,name=max_offset_nanos,json=maxOffsetNanos,proto3" json:"max_offset_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ClockOffset) Reset() {
+	*x = ClockOffset{}
+	mi := &file_api_kvpb_errors_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockOffset) ProtoMessage() {}
+
+func (x *ClockOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_errors_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockOffset.ProtoReflect.Descriptor instead.
+func (*ClockOffset) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_errors_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ClockOffset) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *ClockOffset) GetOffsetNanos() int64 {
+	if x != nil {
+		return x.OffsetNanos
+	}
+	return 0
+}
+
+func (x *ClockOffset) GetMaxOffsetNanos() int64 {
+	if x != nil {
+		return x.MaxOffsetNanos
+	}
+	return 0
+}
+
 var File_api_kvpb_errors_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15api/kvpb/errors.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\"\xb0\x01\n" +
+	"\x15api/kvpb/errors.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\x1a\x18api/kvpb/timestamp.proto\"\xb0\x01\n" +
 	"\tNotLeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x123\n" +
 	"\x06leader\x18\x02 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x06leader\x122\n" +
@@ -425,7 +553,15 @@ const file_api_kvpb_errors_proto_rawDesc = "" +
 	"\bNoQuorum\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06voters\x18\x02 \x01(\rR\x06voters\x12+\n" +
-	"\x11unreachable_nodes\x18\x03 \x03(\x04R\x10unreachableNodesB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\x11unreachable_nodes\x18\x03 \x03(\x04R\x10unreachableNodes\"\xa7\x01\n" +
+	"\x10HistoryCompacted\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12=\n" +
+	"\x0eread_timestamp\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x129\n" +
+	"\fgc_threshold\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\vgcThreshold\"s\n" +
+	"\vClockOffset\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
+	"\foffset_nanos\x18\x02 \x01(\x03R\voffsetNanos\x12(\n" +
+	"\x10max_offset_nanos\x18\x03 \x01(\x03R\x0emaxOffsetNanosB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_errors_proto_rawDescOnce sync.Once
@@ -439,7 +575,7 @@ func file_api_kvpb_errors_proto_rawDescGZIP() []byte {
 	return file_api_kvpb_errors_proto_rawDescData
 }
 
-var file_api_kvpb_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_api_kvpb_errors_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_api_kvpb_errors_proto_goTypes = []any{
 	(*NotLeader)(nil),        // 0: shale.kv.v1.NotLeader
 	(*RangeKeyMismatch)(nil), // 1: shale.kv.v1.RangeKeyMismatch
@@ -447,19 +583,24 @@ var file_api_kvpb_errors_proto_goTypes = []any{
 	(*AmbiguousResult)(nil),  // 3: shale.kv.v1.AmbiguousResult
 	(*LimitExceeded)(nil),    // 4: shale.kv.v1.LimitExceeded
 	(*NoQuorum)(nil),         // 5: shale.kv.v1.NoQuorum
-	(*NodeDescriptor)(nil),   // 6: shale.kv.v1.NodeDescriptor
-	(*RangeDescriptor)(nil),  // 7: shale.kv.v1.RangeDescriptor
+	(*HistoryCompacted)(nil), // 6: shale.kv.v1.HistoryCompacted
+	(*ClockOffset)(nil),      // 7: shale.kv.v1.ClockOffset
+	(*NodeDescriptor)(nil),   // 8: shale.kv.v1.NodeDescriptor
+	(*RangeDescriptor)(nil),  // 9: shale.kv.v1.RangeDescriptor
+	(*Timestamp)(nil),        // 10: shale.kv.v1.Timestamp
 }
 var file_api_kvpb_errors_proto_depIdxs = []int32{
-	6, // 0: shale.kv.v1.NotLeader.leader:type_name -> shale.kv.v1.NodeDescriptor
-	7, // 1: shale.kv.v1.NotLeader.range:type_name -> shale.kv.v1.RangeDescriptor
-	7, // 2: shale.kv.v1.RangeKeyMismatch.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	6, // 3: shale.kv.v1.RangeKeyMismatch.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8,  // 0: shale.kv.v1.NotLeader.leader:type_name -> shale.kv.v1.NodeDescriptor
+	9,  // 1: shale.kv.v1.NotLeader.range:type_name -> shale.kv.v1.RangeDescriptor
+	9,  // 2: shale.kv.v1.RangeKeyMismatch.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	8,  // 3: shale.kv.v1.RangeKeyMismatch.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	10, // 4: shale.kv.v1.HistoryCompacted.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	10, // 5: shale.kv.v1.HistoryCompacted.gc_threshold:type_name -> shale.kv.v1.Timestamp
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_errors_proto_init() }
@@ -468,13 +609,14 @@ func file_api_kvpb_errors_proto_init() {
 		return
 	}
 	file_api_kvpb_meta_proto_init()
+	file_api_kvpb_timestamp_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_errors_proto_rawDesc), len(file_api_kvpb_errors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -110,6 +110,12 @@ const (
 	// STALE reads may be served by any replica from its applied state and may
 	// miss recent writes. They never return a value that was never written.
 	ReadConsistency_READ_CONSISTENCY_STALE ReadConsistency = 1
+	// BOUNDED_STALE reads may be served by any replica at its closed
+	// timestamp (no write will ever land at or below it), provided that is no
+	// older than the node's clock minus max_staleness_us; otherwise the
+	// replica answers NotLeader so that the client goes to the leader. The
+	// answer is a consistent snapshot at response read_timestamp.
+	ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE ReadConsistency = 2
 )
 
 // Enum value maps for ReadConsistency.
@@ -117,10 +123,12 @@ var (
 	ReadConsistency_name = map[int32]string{
 		0: "READ_CONSISTENCY_LINEARIZABLE",
 		1: "READ_CONSISTENCY_STALE",
+		2: "READ_CONSISTENCY_BOUNDED_STALE",
 	}
 	ReadConsistency_value = map[string]int32{
-		"READ_CONSISTENCY_LINEARIZABLE": 0,
-		"READ_CONSISTENCY_STALE":        1,
+		"READ_CONSISTENCY_LINEARIZABLE":  0,
+		"READ_CONSISTENCY_STALE":         1,
+		"READ_CONSISTENCY_BOUNDED_STALE": 2,
 	}
 )
 
@@ -516,8 +524,21 @@ type RequestHeader struct {
 	// with the same pair is applied at most once and returns the first
 	// attempt's result, within the window documented in docs/wire-protocol.md.
 	// client_id 0 disables deduplication for the request.
-	ClientId      uint64 `protobuf:"varint,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	RequestSeq    uint64 `protobuf:"varint,5,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	ClientId   uint64 `protobuf:"varint,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RequestSeq uint64 `protobuf:"varint,5,opt,name=request_seq,json=requestSeq,proto3" json:"request_seq,omitempty"`
+	// read_timestamp: a read is served at this timestamp, seeing exactly the
+	// versions at or below it ("as of"); unset, a read is served at the
+	// newest state of the replica and the response says at which timestamp.
+	// A multi-range Scan or BatchGet sends the read_timestamp of its first
+	// answer with every later page, so that every range is read at one
+	// point. Ignored by writes.
+	ReadTimestamp *Timestamp `protobuf:"bytes,6,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// max_staleness_us bounds a BOUNDED_STALE read (microseconds).
+	MaxStalenessUs int64 `protobuf:"varint,7,opt,name=max_staleness_us,json=maxStalenessUs,proto3" json:"max_staleness_us,omitempty"`
+	// observed is the highest timestamp the client has seen (a version it
+	// read or wrote, a read_timestamp): the node moves its clock past it, so
+	// a write that follows, on any range, gets a higher version.
+	Observed      *Timestamp `protobuf:"bytes,8,opt,name=observed,proto3" json:"observed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -587,6 +608,27 @@ func (x *RequestHeader) GetRequestSeq() uint64 {
 	return 0
 }
 
+func (x *RequestHeader) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *RequestHeader) GetMaxStalenessUs() int64 {
+	if x != nil {
+		return x.MaxStalenessUs
+	}
+	return 0
+}
+
+func (x *RequestHeader) GetObserved() *Timestamp {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 // ResponseHeader is carried by every response.
 type ResponseHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -596,7 +638,13 @@ type ResponseHeader struct {
 	// produced the answer (0 on single-node builds without Raft).
 	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// node_id is the node that served the request.
-	NodeId        uint64 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId uint64 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// read_timestamp is the timestamp a read was served at: every version at
+	// or below it that the range will ever hold was visible to it.
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	// now is the serving node's clock reading; clients keep the highest
+	// timestamp they see and send it as observed.
+	Now           *Timestamp `protobuf:"bytes,5,opt,name=now,proto3" json:"now,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,10 +700,29 @@ func (x *ResponseHeader) GetNodeId() uint64 {
 	return 0
 }
 
+func (x *ResponseHeader) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *ResponseHeader) GetNow() *Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
 type KeyValue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// version is the timestamp the value was written at.
+	Version *Timestamp `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// create_version is the version that created the key: its first version
+	// after its last deletion.
+	CreateVersion *Timestamp `protobuf:"bytes,4,opt,name=create_version,json=createVersion,proto3" json:"create_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -700,6 +767,20 @@ func (x *KeyValue) GetKey() []byte {
 func (x *KeyValue) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *KeyValue) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *KeyValue) GetCreateVersion() *Timestamp {
+	if x != nil {
+		return x.CreateVersion
 	}
 	return nil
 }
@@ -757,10 +838,13 @@ func (x *GetRequest) GetKey() []byte {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Found         bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Found  bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	Value  []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// version and create_version, set when found (see KeyValue).
+	Version       *Timestamp `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	CreateVersion *Timestamp `protobuf:"bytes,5,opt,name=create_version,json=createVersion,proto3" json:"create_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +896,20 @@ func (x *GetResponse) GetFound() bool {
 func (x *GetResponse) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *GetResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *GetResponse) GetCreateVersion() *Timestamp {
+	if x != nil {
+		return x.CreateVersion
 	}
 	return nil
 }
@@ -877,8 +975,11 @@ func (x *PutRequest) GetValue() []byte {
 }
 
 type PutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// version is the timestamp the write was applied at (every key it
+	// wrote gets this version).
+	Version       *Timestamp `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -916,6 +1017,13 @@ func (*PutResponse) Descriptor() ([]byte, []int) {
 func (x *PutResponse) GetHeader() *ResponseHeader {
 	if x != nil {
 		return x.Header
+	}
+	return nil
+}
+
+func (x *PutResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
 	}
 	return nil
 }
@@ -973,8 +1081,11 @@ func (x *DeleteRequest) GetKey() []byte {
 }
 
 type DeleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// version is the timestamp the write was applied at (every key it
+	// wrote gets this version).
+	Version       *Timestamp `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1012,6 +1123,13 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 func (x *DeleteResponse) GetHeader() *ResponseHeader {
 	if x != nil {
 		return x.Header
+	}
+	return nil
+}
+
+func (x *DeleteResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
 	}
 	return nil
 }
@@ -1239,9 +1357,12 @@ func (x *BatchGetRequest) GetKeys() [][]byte {
 }
 
 type GetResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// version and create_version, set when found (see KeyValue).
+	Version       *Timestamp `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	CreateVersion *Timestamp `protobuf:"bytes,4,opt,name=create_version,json=createVersion,proto3" json:"create_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1286,6 +1407,20 @@ func (x *GetResult) GetFound() bool {
 func (x *GetResult) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *GetResult) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *GetResult) GetCreateVersion() *Timestamp {
+	if x != nil {
+		return x.CreateVersion
 	}
 	return nil
 }
@@ -1642,8 +1777,11 @@ func (x *BatchRequest) GetMutations() []*Mutation {
 }
 
 type BatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// version is the timestamp the write was applied at (every key it
+	// wrote gets this version).
+	Version       *Timestamp `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,6 +1823,13 @@ func (x *BatchResponse) GetHeader() *ResponseHeader {
 	return nil
 }
 
+func (x *BatchResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
 type CompareAndSwapRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -1694,10 +1839,15 @@ type CompareAndSwapRequest struct {
 	ExpectAbsent  bool   `protobuf:"varint,3,opt,name=expect_absent,json=expectAbsent,proto3" json:"expect_absent,omitempty"`
 	ExpectedValue []byte `protobuf:"bytes,4,opt,name=expected_value,json=expectedValue,proto3" json:"expected_value,omitempty"`
 	// delete: on success the key is deleted instead of set to new_value.
-	Delete        bool   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
-	NewValue      []byte `protobuf:"bytes,6,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Delete   bool   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
+	NewValue []byte `protobuf:"bytes,6,opt,name=new_value,json=newValue,proto3" json:"new_value,omitempty"`
+	// expected_version, when set, makes the swap compare versions instead of
+	// values: it succeeds only if the key exists and its newest version is
+	// exactly expected_version (expect_absent and expected_value are then
+	// ignored).
+	ExpectedVersion *Timestamp `protobuf:"bytes,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CompareAndSwapRequest) Reset() {
@@ -1772,13 +1922,27 @@ func (x *CompareAndSwapRequest) GetNewValue() []byte {
 	return nil
 }
 
+func (x *CompareAndSwapRequest) GetExpectedVersion() *Timestamp {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return nil
+}
+
 type CompareAndSwapResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Header    *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Succeeded bool                   `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
 	// found and current_value describe the key before the operation.
-	Found         bool   `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
-	CurrentValue  []byte `protobuf:"bytes,4,opt,name=current_value,json=currentValue,proto3" json:"current_value,omitempty"`
+	Found        bool   `protobuf:"varint,3,opt,name=found,proto3" json:"found,omitempty"`
+	CurrentValue []byte `protobuf:"bytes,4,opt,name=current_value,json=currentValue,proto3" json:"current_value,omitempty"`
+	// current_version and current_create_version describe the key before the
+	// operation (set when found).
+	CurrentVersion       *Timestamp `protobuf:"bytes,5,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
+	CurrentCreateVersion *Timestamp `protobuf:"bytes,6,opt,name=current_create_version,json=currentCreateVersion,proto3" json:"current_create_version,omitempty"`
+	// version is the timestamp the swap was applied at (set when
+	// succeeded).
+	Version       *Timestamp `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1837,6 +2001,27 @@ func (x *CompareAndSwapResponse) GetFound() bool {
 func (x *CompareAndSwapResponse) GetCurrentValue() []byte {
 	if x != nil {
 		return x.CurrentValue
+	}
+	return nil
+}
+
+func (x *CompareAndSwapResponse) GetCurrentVersion() *Timestamp {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return nil
+}
+
+func (x *CompareAndSwapResponse) GetCurrentCreateVersion() *Timestamp {
+	if x != nil {
+		return x.CurrentCreateVersion
+	}
+	return nil
+}
+
+func (x *CompareAndSwapResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
 	}
 	return nil
 }
@@ -1902,8 +2087,11 @@ func (x *DeleteRangeRequest) GetEndKey() []byte {
 }
 
 type DeleteRangeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// version is the timestamp the write was applied at (every key it
+	// wrote gets this version).
+	Version       *Timestamp `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1945,11 +2133,18 @@ func (x *DeleteRangeResponse) GetHeader() *ResponseHeader {
 	return nil
 }
 
+func (x *DeleteRangeResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
 var File_api_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x11api/kvpb/kv.proto\x12\vshale.kv.v1\"8\n" +
+	"\x11api/kvpb/kv.proto\x12\vshale.kv.v1\x1a\x18api/kvpb/timestamp.proto\"8\n" +
 	"\n" +
 	"MuxRequest\x12*\n" +
 	"\x05calls\x18\x01 \x03(\v2\x14.shale.kv.v1.MuxCallR\x05calls\"\x8b\x01\n" +
@@ -1971,41 +2166,52 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\adetails\x18\x03 \x03(\v2\x16.shale.kv.v1.MuxDetailR\adetails\"<\n" +
 	"\tMuxDetail\x12\x19\n" +
 	"\btype_url\x18\x01 \x01(\tR\atypeUrl\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xdc\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xf9\x02\n" +
 	"\rRequestHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12)\n" +
 	"\x10range_generation\x18\x02 \x01(\x04R\x0frangeGeneration\x12G\n" +
 	"\x10read_consistency\x18\x03 \x01(\x0e2\x1c.shale.kv.v1.ReadConsistencyR\x0freadConsistency\x12\x1b\n" +
 	"\tclient_id\x18\x04 \x01(\x04R\bclientId\x12\x1f\n" +
 	"\vrequest_seq\x18\x05 \x01(\x04R\n" +
-	"requestSeq\"i\n" +
+	"requestSeq\x12=\n" +
+	"\x0eread_timestamp\x18\x06 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x12(\n" +
+	"\x10max_staleness_us\x18\a \x01(\x03R\x0emaxStalenessUs\x122\n" +
+	"\bobserved\x18\b \x01(\v2\x16.shale.kv.v1.TimestampR\bobserved\"\xd2\x01\n" +
 	"\x0eResponseHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"2\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12=\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x12(\n" +
+	"\x03now\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\x03now\"\xa3\x01\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"R\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x120\n" +
+	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12=\n" +
+	"\x0ecreate_version\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"R\n" +
 	"\n" +
 	"GetRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"n\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\xdf\x01\n" +
 	"\vGetResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"h\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x120\n" +
+	"\aversion\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12=\n" +
+	"\x0ecreate_version\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"h\n" +
 	"\n" +
 	"PutRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"B\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"t\n" +
 	"\vPutResponse\x123\n" +
-	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\"U\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"U\n" +
 	"\rDeleteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"E\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"w\n" +
 	"\x0eDeleteResponse\x123\n" +
-	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\"\xe1\x01\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"\xe1\x01\n" +
 	"\vScanRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
@@ -2022,10 +2228,12 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"resume_key\x18\x04 \x01(\fR\tresumeKey\"Y\n" +
 	"\x0fBatchGetRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\fR\x04keys\"7\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\"\xa8\x01\n" +
 	"\tGetResult\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"y\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x120\n" +
+	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12=\n" +
+	"\x0ecreate_version\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"y\n" +
 	"\x10BatchGetResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
 	"\aresults\x18\x02 \x03(\v2\x16.shale.kv.v1.GetResultR\aresults\"\xaa\x01\n" +
@@ -2044,27 +2252,33 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\"w\n" +
 	"\fBatchRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x123\n" +
-	"\tmutations\x18\x02 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\"D\n" +
+	"\tmutations\x18\x02 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\"v\n" +
 	"\rBatchResponse\x123\n" +
-	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\"\xde\x01\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"\xa1\x02\n" +
 	"\x15CompareAndSwapRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12#\n" +
 	"\rexpect_absent\x18\x03 \x01(\bR\fexpectAbsent\x12%\n" +
 	"\x0eexpected_value\x18\x04 \x01(\fR\rexpectedValue\x12\x16\n" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x1b\n" +
-	"\tnew_value\x18\x06 \x01(\fR\bnewValue\"\xa6\x01\n" +
+	"\tnew_value\x18\x06 \x01(\fR\bnewValue\x12A\n" +
+	"\x10expected_version\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fexpectedVersion\"\xe7\x02\n" +
 	"\x16CompareAndSwapResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12#\n" +
-	"\rcurrent_value\x18\x04 \x01(\fR\fcurrentValue\"~\n" +
+	"\rcurrent_value\x18\x04 \x01(\fR\fcurrentValue\x12?\n" +
+	"\x0fcurrent_version\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\x0ecurrentVersion\x12L\n" +
+	"\x16current_create_version\x18\x06 \x01(\v2\x16.shale.kv.v1.TimestampR\x14currentCreateVersion\x120\n" +
+	"\aversion\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"~\n" +
 	"\x12DeleteRangeRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
-	"\aend_key\x18\x03 \x01(\fR\x06endKey\"J\n" +
+	"\aend_key\x18\x03 \x01(\fR\x06endKey\"|\n" +
 	"\x13DeleteRangeResponse\x123\n" +
-	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header*\xe9\x01\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\xe9\x01\n" +
 	"\tMuxMethod\x12\x1a\n" +
 	"\x16MUX_METHOD_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMUX_METHOD_GET\x10\x01\x12\x12\n" +
@@ -2074,10 +2288,11 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x14MUX_METHOD_BATCH_GET\x10\x05\x12\x14\n" +
 	"\x10MUX_METHOD_BATCH\x10\x06\x12\x1f\n" +
 	"\x1bMUX_METHOD_COMPARE_AND_SWAP\x10\a\x12\x1b\n" +
-	"\x17MUX_METHOD_DELETE_RANGE\x10\b*P\n" +
+	"\x17MUX_METHOD_DELETE_RANGE\x10\b*t\n" +
 	"\x0fReadConsistency\x12!\n" +
 	"\x1dREAD_CONSISTENCY_LINEARIZABLE\x10\x00\x12\x1a\n" +
-	"\x16READ_CONSISTENCY_STALE\x10\x012\xf2\x04\n" +
+	"\x16READ_CONSISTENCY_STALE\x10\x01\x12\"\n" +
+	"\x1eREAD_CONSISTENCY_BOUNDED_STALE\x10\x022\xf2\x04\n" +
 	"\x02KV\x128\n" +
 	"\x03Get\x12\x17.shale.kv.v1.GetRequest\x1a\x18.shale.kv.v1.GetResponse\x128\n" +
 	"\x03Put\x12\x17.shale.kv.v1.PutRequest\x1a\x18.shale.kv.v1.PutResponse\x12A\n" +
@@ -2136,6 +2351,7 @@ var file_api_kvpb_kv_proto_goTypes = []any{
 	(*CompareAndSwapResponse)(nil), // 29: shale.kv.v1.CompareAndSwapResponse
 	(*DeleteRangeRequest)(nil),     // 30: shale.kv.v1.DeleteRangeRequest
 	(*DeleteRangeResponse)(nil),    // 31: shale.kv.v1.DeleteRangeResponse
+	(*Timestamp)(nil),              // 32: shale.kv.v1.Timestamp
 }
 var file_api_kvpb_kv_proto_depIdxs = []int32{
 	3,  // 0: shale.kv.v1.MuxRequest.calls:type_name -> shale.kv.v1.MuxCall
@@ -2144,51 +2360,69 @@ var file_api_kvpb_kv_proto_depIdxs = []int32{
 	6,  // 3: shale.kv.v1.MuxResult.status:type_name -> shale.kv.v1.MuxStatus
 	7,  // 4: shale.kv.v1.MuxStatus.details:type_name -> shale.kv.v1.MuxDetail
 	1,  // 5: shale.kv.v1.RequestHeader.read_consistency:type_name -> shale.kv.v1.ReadConsistency
-	8,  // 6: shale.kv.v1.GetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 7: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 8: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 9: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 10: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 11: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 12: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 13: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	10, // 14: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
-	8,  // 15: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 16: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	20, // 17: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
-	23, // 18: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
-	24, // 19: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
-	25, // 20: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
-	8,  // 21: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 22: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
-	9,  // 23: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 24: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 25: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 26: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 27: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	11, // 28: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
-	13, // 29: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
-	15, // 30: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
-	17, // 31: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
-	19, // 32: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
-	26, // 33: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
-	28, // 34: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
-	30, // 35: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
-	2,  // 36: shale.kv.v1.KV.Multiplex:input_type -> shale.kv.v1.MuxRequest
-	12, // 37: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
-	14, // 38: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
-	16, // 39: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
-	18, // 40: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
-	21, // 41: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
-	27, // 42: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
-	29, // 43: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
-	31, // 44: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
-	4,  // 45: shale.kv.v1.KV.Multiplex:output_type -> shale.kv.v1.MuxResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	32, // 6: shale.kv.v1.RequestHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	32, // 7: shale.kv.v1.RequestHeader.observed:type_name -> shale.kv.v1.Timestamp
+	32, // 8: shale.kv.v1.ResponseHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	32, // 9: shale.kv.v1.ResponseHeader.now:type_name -> shale.kv.v1.Timestamp
+	32, // 10: shale.kv.v1.KeyValue.version:type_name -> shale.kv.v1.Timestamp
+	32, // 11: shale.kv.v1.KeyValue.create_version:type_name -> shale.kv.v1.Timestamp
+	8,  // 12: shale.kv.v1.GetRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 13: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 14: shale.kv.v1.GetResponse.version:type_name -> shale.kv.v1.Timestamp
+	32, // 15: shale.kv.v1.GetResponse.create_version:type_name -> shale.kv.v1.Timestamp
+	8,  // 16: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 17: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 18: shale.kv.v1.PutResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 19: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 20: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 21: shale.kv.v1.DeleteResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 22: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 23: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	10, // 24: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
+	8,  // 25: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
+	32, // 26: shale.kv.v1.GetResult.version:type_name -> shale.kv.v1.Timestamp
+	32, // 27: shale.kv.v1.GetResult.create_version:type_name -> shale.kv.v1.Timestamp
+	9,  // 28: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	20, // 29: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
+	23, // 30: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
+	24, // 31: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
+	25, // 32: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
+	8,  // 33: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 34: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
+	9,  // 35: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 36: shale.kv.v1.BatchResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 37: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
+	32, // 38: shale.kv.v1.CompareAndSwapRequest.expected_version:type_name -> shale.kv.v1.Timestamp
+	9,  // 39: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 40: shale.kv.v1.CompareAndSwapResponse.current_version:type_name -> shale.kv.v1.Timestamp
+	32, // 41: shale.kv.v1.CompareAndSwapResponse.current_create_version:type_name -> shale.kv.v1.Timestamp
+	32, // 42: shale.kv.v1.CompareAndSwapResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 43: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 44: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	32, // 45: shale.kv.v1.DeleteRangeResponse.version:type_name -> shale.kv.v1.Timestamp
+	11, // 46: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
+	13, // 47: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
+	15, // 48: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
+	17, // 49: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
+	19, // 50: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
+	26, // 51: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
+	28, // 52: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
+	30, // 53: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
+	2,  // 54: shale.kv.v1.KV.Multiplex:input_type -> shale.kv.v1.MuxRequest
+	12, // 55: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
+	14, // 56: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
+	16, // 57: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
+	18, // 58: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
+	21, // 59: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
+	27, // 60: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
+	29, // 61: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
+	31, // 62: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
+	4,  // 63: shale.kv.v1.KV.Multiplex:output_type -> shale.kv.v1.MuxResponse
+	55, // [55:64] is the sub-list for method output_type
+	46, // [46:55] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_kv_proto_init() }
@@ -2196,6 +2430,7 @@ func file_api_kvpb_kv_proto_init() {
 	if File_api_kvpb_kv_proto != nil {
 		return
 	}
+	file_api_kvpb_timestamp_proto_init()
 	file_api_kvpb_kv_proto_msgTypes[20].OneofWrappers = []any{
 		(*Mutation_Put)(nil),
 		(*Mutation_Delete)(nil),
