@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	MemoryBudgetBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
+	// MaxClockOffset is the most this node's clock may be behind a
+	// timestamp it receives before it refuses to serve the request that
+	// carried it (default hlc.DefaultMaxOffset; docs/versions.md).
+	MaxClockOffset time.Duration
 }
 
 // DefaultDiskReserve is the default disk reserve: room for a memtable's
@@ -138,5 +143,11 @@ func (c *Config) setDefaults() error {
 		c.Logger = slog.Default()
 	}
 	c.Sharding.setDefaults()
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = hlc.DefaultMaxOffset
+	}
+	if c.MaxClockOffset < 0 {
+		return fmt.Errorf("node: Config.MaxClockOffset %v is negative", c.MaxClockOffset)
+	}
 	return nil
 }

@@ -40,6 +40,11 @@ type metrics struct {
 	// impersonation counts claims of a node ID refused because the
 	// caller's certificate is bound to another node (peer_identity.go).
 	impersonation prometheus.Counter
+	// clockOffsetRefusals counts timestamps refused for being beyond the
+	// maximum clock offset (timestamps.go); closes counts the Close
+	// commands proposed for reads above a range's frontier (read_close.go).
+	clockOffsetRefusals prometheus.Counter
+	closes              prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -65,12 +70,22 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_node_impersonation_refused_total",
 			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
 		}),
+		clockOffsetRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_clock_offset_refusals_total",
+			Help: "Requests refused because a timestamp they carried was beyond the maximum clock offset ahead of this node's clock.",
+		}),
+		closes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_closed_timestamps_proposed_total",
+			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
 		m.loadSplitsHeld,
 		m.foreignCluster,
 		m.impersonation,
+		m.clockOffsetRefusals,
+		m.closes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},

@@ -19,9 +19,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
@@ -41,14 +43,20 @@ type Node struct {
 	sec    *security
 	db     *storage.DB
 	// data reads applied user data (the range state machine's read path).
-	data   rangesm.Reader
-	disk   *diskspace.Monitor // disk.go
-	writes *writeBudget       // memory.go
-	ident  raft.StoreIdent
-	store  *raft.Store
-	peers  *peerClients
-	live   liveness
-	awake  awake // quorum.go
+	data rangesm.Reader
+	// clock is the node's hybrid-logical clock and timestamps the source
+	// of proposal timestamps (timestamps.go); closes coalesces the Close
+	// commands reads above a range's frontier wait for (read_close.go).
+	clock      *hlc.Clock
+	timestamps TimestampSource
+	closes     closer
+	disk       *diskspace.Monitor // disk.go
+	writes     *writeBudget       // memory.go
+	ident      raft.StoreIdent
+	store      *raft.Store
+	peers      *peerClients
+	live       liveness
+	awake      awake // quorum.go
 	// quorumProbes confirm that silent voters are unreachable (quorum.go).
 	quorumProbes quorumProbes
 	load         loadTracker
@@ -113,6 +121,8 @@ func New(cfg Config) (*Node, error) {
 	engineOpts := cfg.Engine
 	// A test build (faults_on.go) opens the engine over its fault layer.
 	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
+	// The user keyspace holds versioned keys (store format 2).
+	keys.WithUserVersions(&engineOpts)
 	db, err := openEngine(engineDir, &engineOpts, disk)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
@@ -123,11 +133,13 @@ func New(cfg Config) (*Node, error) {
 		limits:  cfg.Limits,
 		db:      db,
 		data:    rangesm.NewReader(db),
+		clock:   hlc.NewClock(hlc.SystemClock{}, cfg.MaxClockOffset),
 		disk:    disk,
 		started: time.Now(),
 		cpu:     newCPUSampler(cfg.Logger),
 		health:  health.NewServer(),
 	}
+	n.timestamps = clockSource{n.clock}
 	if err := n.initSecurity(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
