@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
@@ -70,6 +71,12 @@ func (n *Node) closeAt(ctx context.Context, op string, r *raft.Replica, ts hlc.T
 			return readError(op, ctx.Err())
 		}
 		if call.err != nil {
+			if command.RejectionCode(call.err) == command.CodeRangeFrozen {
+				// Frozen for a merge: nothing closes until the merge
+				// commits (then the left-hand range serves the keys) or
+				// is aborted.
+				return unavailable(50*time.Millisecond, "%s: not served: %v", op, call.err)
+			}
 			return n.raftError(op, call.err)
 		}
 	}

@@ -68,10 +68,13 @@ func loadFreeze(r logstore.Reader, rangeID uint64) (*freezeRecord, error) {
 	return f, nil
 }
 
-// refusedWhileFrozen reports whether a frozen range must reject kind.
+// refusedWhileFrozen reports whether a frozen range must reject kind. A
+// close is refused too: the merge takes over the frontier as of the
+// freeze, on every replica alike (whether or not this node's replica has
+// applied entries after the freeze when the merge applies).
 func refusedWhileFrozen(k command.Kind) bool {
 	switch k {
-	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge:
+	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge, command.KindClose:
 		return true
 	}
 	return k.IsWrite()
