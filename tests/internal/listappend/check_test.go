@@ -123,6 +123,11 @@ func TestCheckPlanted(t *testing.T) {
 			at(infoT(ap("x", 1)), 20, 0),
 			at(okT(rd("x", 1, 2)), 40, 50),
 		}, true, []AnomalyType{realtime(G0)}},
+		{"info: an observed indeterminate transaction committed all its appends", []Txn{
+			at(infoT(ap("x", 1), ap("y", 1)), 0, 0),
+			at(okT(rd("x", 1)), 200, 300),
+			at(okT(rd("y")), 400, 500),
+		}, true, []AnomalyType{realtime(GSingle)}},
 		{"a failed append unseen is fine", []Txn{
 			failT(ap("x", 1)),
 			okT(ap("x", 2)),

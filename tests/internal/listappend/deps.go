@@ -3,16 +3,14 @@ package listappend
 import (
 	"fmt"
 	"sort"
-
-	"github.com/shaledb/shale/tests/internal/txnkv"
 )
 
-// addKeyEdges adds the ww, wr and rw edges one key proves between committed
-// transactions (committed[i]: ok, or indeterminate with an observed
-// append). Elements no read observed, appended by ok transactions, follow
-// the last element of the order (a read holding the last one would
-// otherwise hold them); their position among themselves is unknown, so
-// they get edges from the order's end only.
+// addKeyEdges adds the ww, wr and rw edges one key proves between
+// committed transactions (committed[i]: ok, or indeterminate with an
+// observed append). Elements no read observed, appended by committed
+// transactions, follow the last element of the order (a read holding the
+// last one would otherwise hold them); their order among themselves is
+// unknown, so they get edges from the order's end only.
 func (s *keyState) addKeyEdges(h []Txn, committed []bool, g *graph) {
 	w := func(v int) int {
 		if t := s.writer(v); t >= 0 && committed[t] {
@@ -33,7 +31,7 @@ func (s *keyState) addKeyEdges(h []Txn, committed []bool, g *graph) {
 	// Unobserved appends of ok transactions come after the order's end.
 	var unseen []int
 	for v, refs := range s.appends {
-		if _, ok := s.pos[v]; !ok && h[refs[0].txn].Outcome == txnkv.OK {
+		if _, ok := s.pos[v]; !ok && committed[refs[0].txn] {
 			unseen = append(unseen, v)
 		}
 	}
