@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -58,6 +57,8 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// Clock configures the node's clock (zero: the defaults).
+	Clock ClockOptions
 	// HTTP configures the HTTP server of /healthz, /metrics and pprof
 	// (zero: plaintext, no pprof).
 	HTTP HTTPOptions
@@ -75,10 +76,6 @@ type Config struct {
 	MemoryBudgetBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
-	// MaxClockOffset is the most this node's clock may be behind a
-	// timestamp it receives before it refuses to serve the request that
-	// carried it (default hlc.DefaultMaxOffset; docs/versions.md).
-	MaxClockOffset time.Duration
 }
 
 // DefaultDiskReserve is the default disk reserve: room for a memtable's
@@ -143,11 +140,5 @@ func (c *Config) setDefaults() error {
 		c.Logger = slog.Default()
 	}
 	c.Sharding.setDefaults()
-	if c.MaxClockOffset == 0 {
-		c.MaxClockOffset = hlc.DefaultMaxOffset
-	}
-	if c.MaxClockOffset < 0 {
-		return fmt.Errorf("node: Config.MaxClockOffset %v is negative", c.MaxClockOffset)
-	}
 	return nil
 }

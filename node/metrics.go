@@ -24,6 +24,7 @@ import (
 //	shale_ranges*                   replica, leader and leaderless counts of the node
 //	shale_node_host_cpu_busy_ratio  the host's CPU use (cpu.go)
 //	shale_load_splits_held_total    load splits waiting for spare CPU (splitter.go)
+//	shale_clock_*, shale_tso_*      the clock guard and the oracle client (clock.go)
 //	go_*, process_*                 Go runtime and process
 type metrics struct {
 	registry *prometheus.Registry
@@ -40,11 +41,9 @@ type metrics struct {
 	// impersonation counts claims of a node ID refused because the
 	// caller's certificate is bound to another node (peer_identity.go).
 	impersonation prometheus.Counter
-	// clockOffsetRefusals counts timestamps refused for being beyond the
-	// maximum clock offset (timestamps.go); closes counts the Close
-	// commands proposed for reads above a range's frontier (read_close.go).
-	clockOffsetRefusals prometheus.Counter
-	closes              prometheus.Counter
+	// closes counts the Close commands proposed for reads above a
+	// range's frontier (read_close.go).
+	closes prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -70,10 +69,6 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_node_impersonation_refused_total",
 			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
 		}),
-		clockOffsetRefusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_clock_offset_refusals_total",
-			Help: "Requests refused because a timestamp they carried was beyond the maximum clock offset ahead of this node's clock.",
-		}),
 		closes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_closed_timestamps_proposed_total",
 			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
@@ -84,7 +79,6 @@ func newMetrics(n *Node) *metrics {
 		m.loadSplitsHeld,
 		m.foreignCluster,
 		m.impersonation,
-		m.clockOffsetRefusals,
 		m.closes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -94,6 +88,7 @@ func newMetrics(n *Node) *metrics {
 		&cpuCollector{n: n},
 		&diskCollector{n: n},
 		&memoryCollector{n: n},
+		&clockCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

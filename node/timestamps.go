@@ -6,9 +6,6 @@ import (
 	"math"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
 )
@@ -55,11 +52,16 @@ func timestampFromProto(field string, p *kvpb.Timestamp) (ts hlc.Timestamp, ok b
 	return hlc.Timestamp{WallTime: p.GetWallNanos(), Logical: int32(p.GetLogical())}, true, nil
 }
 
-// observeHeader moves the node's clock past the request's observed
-// timestamp. A reading beyond the maximum clock offset is refused: the
-// request is not served (Unavailable with a ClockOffset detail: the client
-// goes to another node) and the refusal is logged and counted.
+// observeHeader refuses a request that needs a timestamp while the node's
+// clock may not serve (clock.go), and moves the clock past the request's
+// observed timestamp. A reading beyond the maximum clock offset is
+// refused: the request is not served (Unavailable with a ClockOffset
+// detail: the client goes to another node) and the refusal is logged and
+// counted.
 func (n *Node) observeHeader(op string, h *kvpb.RequestHeader) error {
+	if err := n.checkClock(op); err != nil {
+		return err
+	}
 	ts, ok, err := timestampFromProto("header.observed", h.GetObserved())
 	if err != nil || !ok {
 		return err
@@ -68,6 +70,10 @@ func (n *Node) observeHeader(op string, h *kvpb.RequestHeader) error {
 }
 
 // updateClock moves the node's clock to ts, or refuses as observeHeader.
+// A client's reading refused refuses that request only: unlike a peer's
+// or the oracle's, it does not take the node's clock out of service (a
+// client with a broken clock must not stop a node), but it is counted
+// with the clock's refusals.
 func (n *Node) updateClock(op string, ts hlc.Timestamp) error {
 	err := n.clock.Update(ts)
 	var oe *hlc.OffsetError
@@ -75,13 +81,12 @@ func (n *Node) updateClock(op string, ts hlc.Timestamp) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &oe):
-		n.metrics.clockOffsetRefusals.Inc()
-		n.log.Error("refused a timestamp beyond the maximum clock offset; not serving the request",
+		n.clockGuard.refusals.Add(1)
+		n.log.Warn("refused a request whose observed timestamp is beyond the maximum clock offset",
 			"op", op, "remote", oe.Remote.String(), "offset", oe.Offset(), "max_offset", oe.MaxOffset)
-		st := status.Newf(codes.Unavailable, "%s: not applied: %v", op, err)
-		return withDetails(st, &kvpb.ClockOffset{NodeId: n.ident.NodeID, OffsetNanos: int64(oe.Offset()), MaxOffsetNanos: int64(oe.MaxOffset)})
+		return n.clockOffsetStatus(op, err)
 	default:
-		return invalidArgument("timestamp", "%v", err)
+		return invalidArgument("header.observed", "%v", err)
 	}
 }
 
@@ -101,7 +106,7 @@ func (n *Node) observeVersion(ctx context.Context, v hlc.Timestamp) {
 	if v.IsZero() {
 		return
 	}
-	if err := n.clock.Update(v); err != nil {
+	if err := n.clockGuard.update(v); err != nil {
 		n.log.Warn("an applied version is beyond the clock's maximum offset", "version", v.String(), "err", err)
 	}
 	if _, isClock := n.timestamps.(clockSource); isClock {

@@ -162,7 +162,7 @@ func testutilCounter(t *testing.T, tn *testNode, name string) float64 {
 // node's clock (the next write is above it); one beyond the maximum clock
 // offset is refused with ClockOffset and changes nothing.
 func TestObservedMovesTheClock(t *testing.T) {
-	tn := startNode(t, "", Config{MaxClockOffset: 2 * time.Second})
+	tn := startNode(t, "", Config{Clock: ClockOptions{MaxOffset: 2 * time.Second}})
 	ctx := ctxT(t)
 	ahead := hlc.Timestamp{WallTime: time.Now().Add(time.Second).UnixNano(), Logical: 7}
 	p, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v"),

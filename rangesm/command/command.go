@@ -44,6 +44,7 @@
 //	                  right:bytes (kvpb.RangeDescriptor, protobuf)   (kind 16)
 //	merge_abort    := expected_generation:uvarint right_range_id:uvarint (kind 17)
 //	close          := timestamp                                      (kind 18)
+//	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -105,6 +106,10 @@ const (
 	KindMerge          Kind = 16
 	KindMergeAbort     Kind = 17
 	KindClose          Kind = 18
+	// KindTSOWindow raises the timestamp oracle's persisted window (meta
+	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
+	// are left for the range state machine's own commands.
+	KindTSOWindow Kind = 30
 )
 
 func (k Kind) String() string {
@@ -145,6 +150,8 @@ func (k Kind) String() string {
 		return "MergeAbort"
 	case KindClose:
 		return "Close"
+	case KindTSOWindow:
+		return "TSOWindow"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -250,6 +257,9 @@ type Command struct {
 	// Close is set for KindClose: the timestamp the range closes (no
 	// version at or below it will ever be written on the range).
 	Close hlc.Timestamp
+	// TSOWindow is set for KindTSOWindow: the wall time (Unix nanoseconds)
+	// the oracle's persisted window is raised to, if it is below.
+	TSOWindow int64
 }
 
 // ErrMalformed is returned for a command that does not decode.
@@ -386,6 +396,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: invalid close timestamp %s", c.Close)
 		}
 		dst = c.Close.AppendEncode(dst)
+	case KindTSOWindow:
+		if c.TSOWindow <= 0 {
+			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(c.TSOWindow))
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -533,6 +548,11 @@ func Decode(data []byte, c *Command) error {
 			break
 		}
 		c.Close = d.timestamp()
+	case KindTSOWindow:
+		c.TSOWindow = int64(d.fixed64())
+		if d.err == nil && c.TSOWindow <= 0 {
+			d.fail("TSOWindow of %d", c.TSOWindow)
+		}
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}

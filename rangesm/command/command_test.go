@@ -40,6 +40,7 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindMergeAbort, ExpectedGeneration: 7, RightRangeID: 3},
 		{Header: h, Kind: KindCAS, CAS: CAS{Key: []byte("k"), ExpectVersion: true, ExpectedVersion: hlc.Timestamp{WallTime: 77, Logical: 1}, NewValue: []byte("n")}},
 		{Header: h, Kind: KindClose, Close: hlc.Timestamp{WallTime: 1 << 62, Logical: 9}},
+		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
 	}
 }
 
@@ -212,7 +213,7 @@ func equal(a, b *Command) bool {
 	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
 		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID ||
 		a.LeftRangeID != b.LeftRangeID || a.LeftGeneration != b.LeftGeneration ||
-		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || !proto.Equal(a.Right, b.Right) ||
+		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || a.TSOWindow != b.TSOWindow || !proto.Equal(a.Right, b.Right) ||
 		a.Close != b.Close || a.CAS.ExpectVersion != b.CAS.ExpectVersion || a.CAS.ExpectedVersion != b.CAS.ExpectedVersion {
 		return false
 	}

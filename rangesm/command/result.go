@@ -19,7 +19,8 @@ import (
 //	flags   := bit 0 succeeded (CAS), bit 1 found (CAS), bit 2 written,
 //	           bit 3 current
 //	id      := the node ID a PutNode registered, the range ID an
-//	           AllocRangeID allocated (0 otherwise)
+//	           AllocRangeID allocated, the window a TSOWindow found
+//	           (0 otherwise)
 //	value   := the CAS key's value before the command (empty otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
@@ -34,8 +35,9 @@ type Result struct {
 	Succeeded bool
 	Found     bool
 	Value     []byte
-	// NodeID is the ID a PutNode registered, or the range ID an
-	// AllocRangeID allocated.
+	// NodeID is the ID a PutNode registered, the range ID an
+	// AllocRangeID allocated, or the persisted window (Unix nanoseconds) a
+	// TSOWindow found before it applied.
 	NodeID uint64
 	// Version is the version a client write applied at (every key it
 	// wrote has it), zero for other commands and a CAS that did not swap.
