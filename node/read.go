@@ -55,10 +55,18 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 //     (read_close.go) and a follower answers NotLeader.
 //   - none, STALE: the replica's F, with no barrier (the old stale read:
 //     whatever this replica has applied).
-//   - none, otherwise: the linearizable barrier, then the replica's F.
+//   - none, a read of this range alone: the linearizable barrier, then the
+//     replica's F: every write acknowledged before the read began is at or
+//     below it. No extra round.
+//   - none, the first part of a read across ranges (multiRange: a Scan
+//     that goes on past this range, a BatchGet, whose other groups the
+//     client reads at the answer's timestamp): a timestamp from the
+//     node's TimestampSource, closed on this range first. The range's F
+//     would not do: another range may hold acknowledged writes above it,
+//     which the later parts, read at F, would miss.
 //
 // It returns the timestamp and the applied index the read sees at least.
-func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (hlc.Timestamp, uint64, error) {
+func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool) (hlc.Timestamp, uint64, error) {
 	if err := n.observeHeader(op, h); err != nil {
 		return hlc.Timestamp{}, 0, err
 	}
@@ -71,14 +79,22 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 		if err != nil {
 			return hlc.Timestamp{}, 0, err
 		}
+		if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
+			return mvccState(r).Frontier, idx, nil
+		}
 		st := mvccState(r)
-		if st.Frontier.IsZero() && h.GetReadConsistency() != kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
-			// A range never written: close it once, so that the answer
-			// names a timestamp the next pages of a scan can read at.
-			if err := n.closeAt(ctx, op, r, n.clock.Now()); err != nil {
+		if multiRange || st.Frontier.IsZero() {
+			// (A range never written is closed once, so that its answer
+			// names a timestamp later pages can read at.)
+			ts, err := n.timestamps.Now(ctx)
+			if err != nil {
+				return hlc.Timestamp{}, 0, unavailable(100*time.Millisecond, "%s: no timestamp to read at: %v", op, err)
+			}
+			if err := n.closeAt(ctx, op, r, ts); err != nil {
 				return hlc.Timestamp{}, 0, err
 			}
-			st = mvccState(r)
+			_ = n.clock.Update(ts) // issued by this node's source
+			return ts, r.AppliedIndex(), nil
 		}
 		// The clock follows what the node serves. (A refusal here would
 		// mean a frontier far ahead of this clock; the read is stable
@@ -130,7 +146,7 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	ts, idx, err := s.n.readTimestamp(ctx, "Get", req.GetHeader(), r)
+	ts, idx, err := s.n.readTimestamp(ctx, "Get", req.GetHeader(), r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +194,8 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, err
 	}
-	ts, idx, err := s.n.readTimestamp(ctx, "Scan", req.GetHeader(), r)
+	_, multiRange := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
+	ts, idx, err := s.n.readTimestamp(ctx, "Scan", req.GetHeader(), r, multiRange)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +233,9 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 			return nil, err
 		}
 	}
-	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r)
+	// The client sends a BatchGet's keys by range, and reads every other
+	// group at this one's answer: a read across ranges.
+	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r, true)
 	if err != nil {
 		return nil, err
 	}

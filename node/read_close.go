@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -71,11 +72,17 @@ func (n *Node) closeAt(ctx context.Context, op string, r *raft.Replica, ts hlc.T
 			return readError(op, ctx.Err())
 		}
 		if call.err != nil {
-			if command.RejectionCode(call.err) == command.CodeRangeFrozen {
+			switch {
+			case command.RejectionCode(call.err) == command.CodeRangeFrozen:
 				// Frozen for a merge: nothing closes until the merge
 				// commits (then the left-hand range serves the keys) or
 				// is aborted.
 				return unavailable(50*time.Millisecond, "%s: not served: %v", op, call.err)
+			case errors.Is(call.err, raft.ErrAmbiguous):
+				// The close's outcome is unknown (the range merged, the
+				// leader stepped down): the read was not served, and
+				// changes nothing either way.
+				return unavailable(50*time.Millisecond, "%s: not served: closing the range's timestamp: %v", op, call.err)
 			}
 			return n.raftError(op, call.err)
 		}

@@ -259,3 +259,54 @@ func TestStoreOfTheOldFormatIsRefused(t *testing.T) {
 		t.Fatalf("the old data after the refusal: %q, %v", v, err)
 	}
 }
+
+// TestReadAcrossRangesSeesEveryAcknowledgedWrite: the first part of a read
+// across ranges (a BatchGet group, a Scan that goes on past its range) is
+// served at a timestamp from the node's source, not at its range's
+// frontier, so the later parts, read at the answer's timestamp, see every
+// write acknowledged before the read began, however idle the first range.
+func TestReadAcrossRangesSeesEveryAcknowledgedWrite(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	ctx := ctxT(t)
+	if _, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("a"), Value: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.admin.Split(ctx, &kvpb.SplitRequest{SplitKey: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	// Range [m, ...) gets writes; range [..., m) stays idle at its
+	// frontier.
+	p, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("z"), Value: []byte("new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg, err := tn.kv.BatchGet(ctx, &kvpb.BatchGetRequest{Keys: [][]byte{[]byte("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bg.GetHeader().GetReadTimestamp()
+	if tsOf(at).Less(tsOf(p.GetVersion())) {
+		t.Fatalf("BatchGet of the idle range served at %s, below the acknowledged write at %s", tsOf(at), tsOf(p.GetVersion()))
+	}
+	bg, err = tn.kv.BatchGet(ctx, &kvpb.BatchGetRequest{Keys: [][]byte{[]byte("z")}, Header: &kvpb.RequestHeader{ReadTimestamp: at}})
+	if err != nil || !bg.GetResults()[0].GetFound() || string(bg.GetResults()[0].GetValue()) != "new" {
+		t.Fatalf("second group at %s = %v, %v", tsOf(at), bg, err)
+	}
+	// A Scan from the idle range on past it: likewise.
+	sc, err := tn.kv.Scan(ctx, &kvpb.ScanRequest{StartKey: []byte("a")})
+	if err != nil || !sc.GetMore() || string(sc.GetResumeKey()) != "m" {
+		t.Fatalf("Scan of the first range = %v, %v", sc, err)
+	}
+	if at := sc.GetHeader().GetReadTimestamp(); tsOf(at).Less(tsOf(p.GetVersion())) {
+		t.Fatalf("a Scan going on past its range served at %s, below the acknowledged write at %s", tsOf(at), tsOf(p.GetVersion()))
+	}
+	// A Get of the idle range needs no close: served at its frontier.
+	before := testutilCounter(t, tn, "shale_closed_timestamps_proposed_total")
+	g, err := tn.kv.Get(ctx, &kvpb.GetRequest{Key: []byte("a")})
+	if err != nil || string(g.GetValue()) != "old" {
+		t.Fatalf("Get = %v, %v", g, err)
+	}
+	if after := testutilCounter(t, tn, "shale_closed_timestamps_proposed_total"); after != before {
+		t.Fatalf("a Get proposed %v closes", after-before)
+	}
+}
