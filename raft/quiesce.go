@@ -72,8 +72,10 @@ func (r *Replica) maybeQuiesceLeaderLocked(now time.Time) bool {
 	r.mu.RLock()
 	recentRead := now.Sub(r.mu.lastLeaseRead) < 2*r.store.cfg.leaseDuration()
 	r.mu.RUnlock()
-	if recentRead {
-		return false // keep renewing the lease for a read load
+	if recentRead || r.store.DiskStalled(now) {
+		// Keep renewing the lease for a read load; keep shedding the
+		// leadership from a stalled disk (diskstall.go).
+		return false
 	}
 	caughtUp := true
 	var followers []uint64

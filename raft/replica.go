@@ -99,7 +99,10 @@ type Replica struct {
 	// work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
-	lastMetaCheck  time.Time
+	// lastStallShed is when this replica, as leader on a stalled disk,
+	// last asked Raft to transfer its leadership (diskstall.go).
+	lastStallShed time.Time
+	lastMetaCheck time.Time
 	// Quiescence (quiesce.go), under raftMu: idleTicks counts the ticks
 	// since the log last grew (it was idleLast long) or work came in;
 	// quiescedAt is when the replica went to sleep; quiesceOut and
