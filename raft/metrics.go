@@ -27,6 +27,8 @@ type Metrics struct {
 	dedupHits         prometheus.Counter
 	noSpaceWrites     prometheus.Counter
 	appendsRefused    prometheus.Counter
+	diskStalls        prometheus.Counter
+	stallTransfers    prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -63,6 +65,9 @@ func newMetrics() *Metrics {
 		noSpaceWrites:     counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
 		appendsRefused:    counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
 
+		diskStalls:     counter("disk_stalls_total", "Raft log writes that took longer than the disk-stall threshold (counted when noticed, while still in progress or once done)."),
+		stallTransfers: counter("leadership_shed_disk_stall_total", "Leadership transfers a leader on a stalled disk started."),
+
 		latencyMetrics: newLatencyMetrics(),
 	}
 }
@@ -71,7 +76,7 @@ func newMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.leaderChanges, m.snapshotsSent,
-		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused} {
+		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

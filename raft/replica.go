@@ -99,7 +99,10 @@ type Replica struct {
 	// work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
-	lastMetaCheck  time.Time
+	// lastStallShed is when this replica, as leader on a stalled disk,
+	// last asked Raft to transfer its leadership (diskstall.go).
+	lastStallShed time.Time
+	lastMetaCheck time.Time
 	// sm is the range's state machine: committed entries apply through it
 	// (apply.go, package apply).
 	sm apply.StateMachine

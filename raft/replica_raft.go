@@ -119,6 +119,9 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 	if st.RaftState != etcdraft.StateLeader {
 		return
 	}
+	if r.store.DiskStalled(now) {
+		r.shedForStallLocked(now)
+	}
 	r.maybeRenewLeaseLocked(now)
 	cfg := &r.store.cfg
 	if r.lastDedupGC.IsZero() {

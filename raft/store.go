@@ -58,6 +58,9 @@ type Store struct {
 	// logBytes is the approximate sum of the replicas' Raft logs, for
 	// LogBudgetBytes (truncate.go).
 	logBytes atomic.Int64
+	// stall tracks the log writer's writes for disk-stall detection
+	// (diskstall.go).
+	stall diskStall
 	// remoteMeta reaches meta from a node without a replica of it.
 	remoteMeta atomic.Pointer[RemoteMeta]
 
