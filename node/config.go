@@ -57,6 +57,8 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// Clock configures the node's clock (zero: the defaults).
+	Clock ClockOptions
 	// HTTP configures the HTTP server of /healthz, /metrics and pprof
 	// (zero: plaintext, no pprof).
 	HTTP HTTPOptions

@@ -37,6 +37,7 @@ type settings struct {
 	eng             node.EngineOptions
 	raft            node.RaftOptions
 	sharding        node.ShardingOptions
+	clock           node.ClockOptions
 	sec             securityFlags // security.go
 }
 
@@ -70,6 +71,9 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.IntVar(&s.eng.MaxOpenFiles, "engine-max-open-files", 0, "table cache bound; negative is unbounded (0: engine default)")
 	fs.BoolVar(&s.eng.DisableAutoCompactions, "engine-disable-auto-compactions", false, "turn background compactions off")
 	fs.StringVar(&s.compression, "engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
+
+	fs.DurationVar(&s.clock.MaxOffset, "max-clock-offset", 500*time.Millisecond, "the most two nodes' clocks may differ; a node farther than 80% of it from most of its peers stops serving requests that need a timestamp (the same on every node)")
+	fs.DurationVar(&s.clock.TestingOffset, "testing-clock-offset", 0, "TESTING ONLY: shift this node's clock by this much (the fault suite's clock-skew nemesis); never set it in production")
 
 	fs.DurationVar(&s.raft.TickInterval, "raft-tick", 100*time.Millisecond, "Raft tick interval")
 	fs.IntVar(&s.raft.ElectionTicks, "raft-election-ticks", 10, "election timeout in ticks (randomized up to twice that)")
