@@ -45,7 +45,11 @@ func TestCheckSnapshot(t *testing.T) {
 			return 7
 		}), "falls 2 steps"},
 		{"planted: one key behind", snapshot(func(i int) int { return map[bool]int{true: 6, false: 7}[i == 40] }), "rises"},
-		{"key missing", snapshot(func(int) int { return 1 })[1:], "missing"},
+		{"round 0 half written", snapshot(func(int) int { return 0 })[:50], ""},
+		{"nothing written yet", nil, ""},
+		{"planted: first key missing", snapshot(func(int) int { return 1 })[1:], "rises"},
+		{"planted: a key in the middle missing", append(snapshot(func(int) int { return 0 })[:40], snapshot(func(int) int { return 0 })[41:]...), "rises"},
+		{"planted: round 1 begun, round 0 not done", snapshot(func(i int) int { return map[bool]int{true: 1, false: 0}[i < 10] })[:60], "falls 2 steps"},
 		{"key twice", append(snapshot(func(int) int { return 1 }), scanEntry{key: scanKey(5), value: "1"}), "twice"},
 		{"stray key", append(snapshot(func(int) int { return 1 }), scanEntry{key: "cs/zz", value: "1"}), "unexpected"},
 		{"not a round", append(snapshot(func(int) int { return 1 })[1:], scanEntry{key: scanKey(0), value: "x"}), "round number"},
