@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,15 +38,20 @@ type scanWorkload struct {
 	mu         sync.Mutex
 	violations []string
 	nViolation int
+	nTorn      int // violations that are torn snapshots
 }
 
 // maxViolationsKept bounds the violations kept for the report.
 const maxViolationsKept = 20
 
-func (w *scanWorkload) violation(format string, args ...any) {
+// violation records one; torn says it is a torn snapshot.
+func (w *scanWorkload) violation(torn bool, format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.nViolation++
+	if torn {
+		w.nTorn++
+	}
 	if len(w.violations) < maxViolationsKept {
 		w.violations = append(w.violations, fmt.Sprintf(format, args...))
 	}
@@ -216,23 +222,29 @@ func (w *scanWorkload) reader(ctx context.Context, sess *session, rng *rand.Rand
 		}
 		w.reads.Add(1)
 		if why := w.check(got, served); why != "" {
-			w.violation("%s served at %s: %s", desc, client.FormatTimestamp(served), why)
+			w.violation(strings.HasPrefix(why, "torn"), "%s served at %s: %s", desc, client.FormatTimestamp(served), why)
 		}
 		pause(ctx, thinkTime)
 	}
 }
 
-// check checks one read: a state the keys held at one moment, and no
-// version above the timestamp it was served at.
+// check checks one read: a state the keys held at one moment (checked
+// first, so that a torn read is reported as torn), and no version above
+// the timestamp it was served at.
 func (w *scanWorkload) check(got []client.KeyValue, served client.Timestamp) string {
 	entries := make([]scanEntry, len(got))
 	for i, kv := range got {
 		entries[i] = scanEntry{key: string(kv.Key), value: string(kv.Value)}
+	}
+	if why := checkSnapshot(entries); why != "" {
+		return why
+	}
+	for _, kv := range got {
 		if !served.IsZero() && served.Less(kv.Version) {
 			return fmt.Sprintf("%s has version %s, above the read's timestamp", kv.Key, client.FormatTimestamp(kv.Version))
 		}
 	}
-	return checkSnapshot(entries)
+	return ""
 }
 
 // checkAsOf reads again as of served, by Scan (the other way round, other
@@ -241,12 +253,12 @@ func (w *scanWorkload) checkAsOf(ctx context.Context, cl *client.Client, desc st
 	again, err := readScan(ctx, cl, rng.IntN(2) == 0, 3+rng.IntN(30), 0, client.AtTimestamp(served))
 	if err != nil {
 		if errors.Is(err, client.ErrHistoryCompacted) || errors.Is(err, client.ErrInvalidArgument) {
-			w.violation("as of %s (after a %s): %v", client.FormatTimestamp(served), desc, err)
+			w.violation(false, "as of %s (after a %s): %v", client.FormatTimestamp(served), desc, err)
 		}
 		return
 	}
 	if why := sameEntries(want, again, false); why != "" {
-		w.violation("scan as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
+		w.violation(false, "scan as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
 		return
 	}
 	batch, err := readBatch(ctx, cl, client.AtTimestamp(served))
@@ -254,7 +266,7 @@ func (w *scanWorkload) checkAsOf(ctx context.Context, cl *client.Client, desc st
 		return
 	}
 	if why := sameEntries(want, batch, true); why != "" {
-		w.violation("BatchGet as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
+		w.violation(false, "BatchGet as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
 		return
 	}
 	w.asOfs.Add(1)
@@ -283,4 +295,11 @@ func sameEntries(want, got []client.KeyValue, workloadOnly bool) string {
 		}
 	}
 	return ""
+}
+
+// torn returns how many violations were torn snapshots.
+func (w *scanWorkload) torn() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nTorn
 }
