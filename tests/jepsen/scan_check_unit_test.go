@@ -82,22 +82,25 @@ func TestScanCheckVersions(t *testing.T) {
 	if why := w.check(read(11), client.Timestamp{WallTime: 10}); !strings.Contains(why, "above the read's timestamp") {
 		t.Fatalf("a version above the read's timestamp: check = %q", why)
 	}
-	if why := sameEntries(read(10), read(10), false); why != "" {
+	if why := sameEntries(read(10), read(10)); why != "" {
 		t.Fatalf("identical reads differ: %s", why)
 	}
 	changed := read(10)
 	changed[50].Value = []byte("5")
-	if why := sameEntries(read(10), changed, false); why == "" {
+	if why := sameEntries(read(10), changed); why == "" {
 		t.Fatal("a changed value went unnoticed")
 	}
-	if why := sameEntries(read(10), read(9), false); why == "" {
+	if why := sameEntries(read(10), read(9)); why == "" {
 		t.Fatal("changed versions went unnoticed")
 	}
-	if why := sameEntries(read(10), read(10)[1:], false); why == "" {
+	if why := sameEntries(read(10), read(10)[1:]); why == "" {
 		t.Fatal("a missing entry went unnoticed")
 	}
 	withProbe := append(read(10), client.KeyValue{Key: []byte(scanKey(99) + probeSuffix)})
-	if why := sameEntries(withProbe, read(10), true); why != "" {
+	if why := sameEntries(withProbe, read(10)); why != "" {
 		t.Fatalf("a BatchGet without the probe key: %s", why)
+	}
+	if why := sameEntries(read(10), withProbe); why != "" {
+		t.Fatalf("a scan with the probe key after a BatchGet: %s", why)
 	}
 }
