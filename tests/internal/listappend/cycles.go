@@ -7,7 +7,7 @@ import "sort"
 // one). A valid history has no component, so these only bound the time
 // spent explaining a broken one.
 const (
-	visitBudget      = 2_000_000
+	visitBudget      = 500_000
 	attemptsAfterHit = 32
 )
 
