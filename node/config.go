@@ -117,6 +117,9 @@ type RaftOptions struct {
 	// DisableLeaseReads makes every linearizable read take a ReadIndex
 	// round trip.
 	DisableLeaseReads bool
+	// DisableQuiescence keeps idle ranges ticking and heartbeating
+	// (docs/replication.md, "Quiescence").
+	DisableQuiescence bool
 }
 
 func (c *Config) setDefaults() error {

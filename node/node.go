@@ -197,6 +197,7 @@ func New(cfg Config) (*Node, error) {
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
+		DisableQuiescence:         ro.DisableQuiescence,
 		LocalIP:                   n.localIP(),
 		TransportCredentials:      n.sec.peerCredentials(),
 		Logger:                    n.log,

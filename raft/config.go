@@ -111,6 +111,9 @@ type Config struct {
 	// DisableLeaseReads makes every linearizable read take a ReadIndex
 	// round.
 	DisableLeaseReads bool
+	// DisableQuiescence keeps every range ticking and heartbeating even
+	// when it is idle (quiesce.go).
+	DisableQuiescence bool
 
 	// DedupWindow is how long a client request's outcome is kept for
 	// deduplication, measured with proposer timestamps (10 min).

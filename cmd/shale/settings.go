@@ -102,6 +102,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableAutoMerge, "disable-auto-merge", false, "turn automatic merges off (manual merges still work)")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+	fs.BoolVar(&s.raft.DisableQuiescence, "disable-quiescence", false, "keep idle ranges ticking and heartbeating instead of putting them to rest")
 
 	s.sec.register(fs)
 }

@@ -86,7 +86,7 @@ type Workload struct {
 	classify txnkv.Classifier
 	start    time.Time
 	procs    atomic.Int64
-	limit    atomic.Int64 // transactions left to start; < 0: no limit
+	quota    txnkv.Quota
 
 	mu      sync.Mutex
 	history []Txn
@@ -99,39 +99,21 @@ func NewWorkload(gen *Generator, run Runner, classify txnkv.Classifier) *Workloa
 	if classify == nil {
 		classify = txnkv.Classify
 	}
-	w := &Workload{gen: gen, run: run, classify: classify, start: time.Now()}
-	w.limit.Store(-1)
-	return w
-}
-
-// StopAfter makes the workers stop once n more transactions have started
-// among them (a run sized by work rather than by time).
-func (w *Workload) StopAfter(n int) { w.limit.Store(int64(n)) }
-
-// take reports whether a worker may start another transaction.
-func (w *Workload) take() bool {
-	for {
-		l := w.limit.Load()
-		if l < 0 {
-			return true
-		}
-		if l == 0 {
-			return false
-		}
-		if w.limit.CompareAndSwap(l, l-1) {
-			return true
-		}
-	}
+	return &Workload{gen: gen, run: run, classify: classify, start: time.Now()}
 }
 
 func (w *Workload) now() int64 { return int64(time.Since(w.start)) }
+
+// StopAfter makes the workers stop once n more transactions have started
+// among them.
+func (w *Workload) StopAfter(n int) { w.quota.Set(n) }
 
 // Worker runs transactions, each with the given timeout, until ctx ends
 // (or the StopAfter limit is reached). It carries on as a new process
 // after an indeterminate transaction.
 func (w *Workload) Worker(ctx context.Context, rng *rand.Rand, timeout time.Duration) {
 	process := int(w.procs.Add(1))
-	for ctx.Err() == nil && w.take() {
+	for ctx.Err() == nil && w.quota.Take() {
 		t := w.RunOne(ctx, process, w.gen.Next(rng), timeout)
 		if t.Outcome == txnkv.Info {
 			process = int(w.procs.Add(1))
