@@ -98,6 +98,12 @@ type Config struct {
 	LogMaxEntries uint64
 	LogMaxBytes   int64
 
+	// DiskStallThreshold is how long a Raft log write (its fsync) may
+	// take before the node counts its disk as stalled: its leaders then
+	// hand their leadership to an up-to-date follower and stop using and
+	// renewing their leases (diskstall.go). Default: the election timeout
+	// (ElectionTicks ticks); negative turns the detection off.
+	DiskStallThreshold time.Duration
 	// LeaseSafetyMargin is subtracted from the election timeout to get the
 	// leader lease duration (see docs/replication.md, "Leases"). Default:
 	// two ticks.
@@ -105,6 +111,9 @@ type Config struct {
 	// DisableLeaseReads makes every linearizable read take a ReadIndex
 	// round.
 	DisableLeaseReads bool
+	// DisableQuiescence keeps every range ticking and heartbeating even
+	// when it is idle (quiesce.go).
+	DisableQuiescence bool
 
 	// DedupWindow is how long a client request's outcome is kept for
 	// deduplication, measured with proposer timestamps (10 min).
@@ -226,6 +235,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LeaseSafetyMargin <= 0 {
 		c.LeaseSafetyMargin = 2 * c.TickInterval
+	}
+	if c.DiskStallThreshold == 0 {
+		c.DiskStallThreshold = c.electionTimeout()
 	}
 	if c.DedupWindow <= 0 {
 		c.DedupWindow = 10 * time.Minute
