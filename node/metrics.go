@@ -42,8 +42,11 @@ type metrics struct {
 	// caller's certificate is bound to another node (peer_identity.go).
 	impersonation prometheus.Counter
 	// closes counts the Close commands proposed for reads above a
-	// range's frontier (read_close.go).
-	closes prometheus.Counter
+	// range's frontier (read_close.go); followerReads the
+	// bounded-staleness reads served at a replica's frontier without the
+	// leader (read.go).
+	closes        prometheus.Counter
+	followerReads prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -69,6 +72,10 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_node_impersonation_refused_total",
 			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
 		}),
+		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_follower_reads_total",
+			Help: "Bounded-staleness reads this node served at a replica's frontier, without a leader barrier (on a follower or the leader).",
+		}),
 		closes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_closed_timestamps_proposed_total",
 			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
@@ -80,6 +87,7 @@ func newMetrics(n *Node) *metrics {
 		m.foreignCluster,
 		m.impersonation,
 		m.closes,
+		m.followerReads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},

@@ -271,8 +271,9 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(5)
+	n.bgWG.Add(6)
 	go n.diskLoop()
+	go n.freshnessLoop() // read_close.go
 	go func() {
 		defer n.bgWG.Done()
 		n.clockGuard.loop(n.bgCtx)

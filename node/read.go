@@ -55,6 +55,7 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 //     (read_close.go) and a follower answers NotLeader.
 //   - none, STALE: the replica's F, with no barrier (the old stale read:
 //     whatever this replica has applied).
+//   - none, BOUNDED_STALE: the follower read (boundedStale).
 //   - none, a read of this range alone: the linearizable barrier, then the
 //     replica's F: every write acknowledged before the read began is at or
 //     below it. No extra round.
@@ -73,6 +74,9 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 	rt, explicit, err := timestampFromProto("header.read_timestamp", h.GetReadTimestamp())
 	if err != nil {
 		return hlc.Timestamp{}, 0, err
+	}
+	if !explicit && h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE {
+		return n.boundedStale(ctx, op, h, r)
 	}
 	if !explicit {
 		idx, err := n.readBarrier(ctx, op, h, r)
@@ -117,6 +121,33 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 	}
 	_ = n.clock.Update(rt) // within the offset: checked above
 	return rt, r.AppliedIndex(), nil
+}
+
+// boundedStale serves a BOUNDED_STALE read (docs/versions.md, "Follower
+// reads"): any replica serves it at its frontier F, with no barrier and
+// without asking the leader, if F is no older than the node's clock minus
+// max_staleness_us. Otherwise a follower answers NotLeader (the client
+// goes to the leader), and the leader closes the current time first. A
+// leader that gets such reads keeps its range's F fresh for a while
+// (freshnessLoop), so that its followers can serve the next ones.
+func (n *Node) boundedStale(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (hlc.Timestamp, uint64, error) {
+	maxStale := time.Duration(h.GetMaxStalenessUs()) * time.Microsecond
+	idx := r.AppliedIndex()
+	st := mvccState(r)
+	if !st.Frontier.IsZero() && st.Frontier.WallTime >= n.clock.PhysicalNow()-int64(maxStale) {
+		n.metrics.followerReads.Inc()
+		_ = n.clock.Update(st.Frontier) // the clock follows what the node serves
+		return st.Frontier, idx, nil
+	}
+	if !r.IsLeader() {
+		return hlc.Timestamp{}, 0, n.raftError(op, r.NotLeaderError())
+	}
+	n.closes.wanted(r.RangeID(), time.Now())
+	ts := n.clock.Now()
+	if err := n.closeAt(ctx, op, r, ts); err != nil {
+		return hlc.Timestamp{}, 0, err
+	}
+	return ts, r.AppliedIndex(), nil
 }
 
 // historyCompacted refuses a read below a range's GC threshold.

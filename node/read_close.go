@@ -22,10 +22,75 @@ import (
 // it to finish and then starts the next, so a range has one close in
 // flight however many reads wait.
 
-// closer holds the close in flight of each range.
+// Keeping frontiers fresh for follower reads: a leader that serves a
+// BOUNDED_STALE read (a follower's was too stale, or the client came to
+// the leader) notes that its range wants a fresh frontier, and for
+// freshWindow after the last such read it closes the current time every
+// freshInterval, so that followers can serve the next ones at most about
+// that much behind. A range that gets no such reads is never closed this
+// way (an idle range stays idle).
+const (
+	freshInterval = 200 * time.Millisecond
+	freshWindow   = 5 * time.Second
+)
+
+// closer holds the close in flight of each range, and the ranges that
+// want a fresh frontier.
 type closer struct {
 	mu       sync.Mutex
 	inflight map[uint64]*closeCall
+	// fresh is, per range, when this node (as its leader) last served a
+	// bounded-staleness read.
+	fresh map[uint64]time.Time
+}
+
+// wanted notes that rangeID served a bounded-staleness read at now.
+func (c *closer) wanted(rangeID uint64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fresh == nil {
+		c.fresh = make(map[uint64]time.Time)
+	}
+	c.fresh[rangeID] = now
+}
+
+// freshnessLoop closes the current time on the ranges that want a fresh
+// frontier and whose leader this node is, every freshInterval, until the
+// node stops.
+func (n *Node) freshnessLoop() {
+	defer n.bgWG.Done()
+	t := time.NewTicker(freshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.bgCtx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var ids []uint64
+		n.closes.mu.Lock()
+		for id, last := range n.closes.fresh {
+			if now.Sub(last) > freshWindow {
+				delete(n.closes.fresh, id)
+				continue
+			}
+			ids = append(ids, id)
+		}
+		n.closes.mu.Unlock()
+		for _, id := range ids {
+			r, err := n.store.Replica(id)
+			if err != nil || !r.IsLeader() || r.Frozen() {
+				continue
+			}
+			ts := n.clock.Now()
+			go func() {
+				ctx, cancel := context.WithTimeout(n.bgCtx, freshInterval*5)
+				defer cancel()
+				_ = n.closeAt(ctx, "close", r, ts) // the next tick tries again
+			}()
+		}
+	}
 }
 
 type closeCall struct {
