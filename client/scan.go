@@ -46,10 +46,7 @@ type ScanOptions struct {
 // the key space as it was at one moment, never a mix: the first page is
 // read at the newest state of its range, and every later page at the
 // timestamp that one was served at (ServedAt reports it). With
-// AtTimestamp every page is read at that timestamp ("as of"). Until the
-// cluster's timestamp oracle supplies the first timestamp, it is the
-// first range's newest version, which may be older than writes made on
-// later ranges just before the scan began (docs/wire-protocol.md).
+// AtTimestamp every page is read at that timestamp ("as of").
 //
 // The sequence yields (entry, nil) per entry; on failure it yields
 // (KeyValue{}, err) once and ends. ctx bounds the whole scan; each page
