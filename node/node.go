@@ -173,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 	if memtable == 0 {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
-	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log})
+	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log, Observe: n.observeFrontier})
 	if err != nil {
 		return nil, err
 	}

@@ -116,3 +116,17 @@ func (n *Node) observeVersion(ctx context.Context, v hlc.Timestamp) {
 		n.log.Warn("the timestamp source refused an applied version", "version", v.String(), "err", err)
 	}
 }
+
+// observeFrontier moves the node's clock to a frontier one of its replicas
+// applied (rangesm.Config.Observe), so that a follower's clock follows
+// the versions it holds. A frontier beyond the maximum offset is not a
+// refusal that stops the node: a close at a client's read timestamp may
+// legitimately be up to the maximum offset ahead of the leader's clock,
+// and so a little more ahead of this one; the offset monitor judges the
+// clocks themselves. The replicas load (and publish) before the clock
+// exists: those frontiers are skipped.
+func (n *Node) observeFrontier(f hlc.Timestamp) {
+	if c := n.clock; c != nil {
+		_ = c.Update(f)
+	}
+}

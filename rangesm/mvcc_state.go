@@ -120,10 +120,14 @@ func (r *Range) MVCCState() MVCCState {
 // REQUIRES: the replica's raftMu, and every write it covers in the engine.
 func (r *Range) publish() {
 	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold}
-	if old := r.published.Load(); old != nil && *old == *p {
+	old := r.published.Load()
+	if old != nil && *old == *p {
 		return
 	}
 	r.published.Store(p)
+	if r.observe != nil && !p.Frontier.IsZero() && (old == nil || old.Frontier != p.Frontier) {
+		r.observe(p.Frontier)
+	}
 }
 
 // nextVersion returns the version a write with proposal timestamp t

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
@@ -20,6 +21,11 @@ type Config struct {
 	Engine *storage.DB
 	// Logger; defaults to slog.Default().
 	Logger *slog.Logger
+	// Observe, if set, is given each new frontier a replica publishes
+	// (after the versions up to it reached the engine), so that the
+	// node's clock follows the versions it applies. It runs on the apply
+	// path: it must be cheap and must not block.
+	Observe func(frontier hlc.Timestamp)
 }
 
 // Factory makes the range state machines of one node (apply.Factory).
@@ -48,6 +54,7 @@ func (f *Factory) New(rangeID uint64, host apply.Host) (apply.StateMachine, erro
 		log:     f.cfg.Logger,
 		host:    host,
 		rangeID: rangeID,
+		observe: f.cfg.Observe,
 	}
 	r.ov.init(f.cfg.Engine, host.WriteEngine, host.Counters().Writes)
 	if err := r.Restore(); err != nil {
@@ -91,8 +98,10 @@ type Range struct {
 	st       mvccState
 	stDirty  bool
 	applying uint64
-	// published is st as of the last batch written: what reads go by.
+	// published is st as of the last batch written: what reads go by;
+	// observe is told each new published frontier (Config.Observe).
 	published atomic.Pointer[MVCCState]
+	observe   func(hlc.Timestamp)
 }
 
 // writer returns the Writer of user versions into the apply batch.

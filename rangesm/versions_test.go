@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,9 @@ type store struct {
 	s  *raft.Store
 }
 
-func newStore(t *testing.T) *store {
+func newStore(t *testing.T) *store { return newStoreObserving(t, nil) }
+
+func newStoreObserving(t *testing.T, observe func(hlc.Timestamp)) *store {
 	t.Helper()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), keys.WithUserVersions(nil))
 	if err != nil {
@@ -42,7 +45,7 @@ func newStore(t *testing.T) *store {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log})
+	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log, Observe: observe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +394,30 @@ func TestSplitAndMergeCarryTheFrontier(t *testing.T) {
 	}
 	if kv, found, err := rangesm.NewReader(s.db).Get([]byte("z"), ts(9000, 0)); err != nil || !found || kv.Version != ts(2000, 1) {
 		t.Fatalf("the right-hand range's key after the merge: %+v %v %v", kv, found, err)
+	}
+}
+
+// TestNewFrontiersAreObserved: the node hears of the frontiers its
+// replicas publish (its clock follows the versions it applies), in
+// increasing order.
+func TestNewFrontiersAreObserved(t *testing.T) {
+	var mu sync.Mutex
+	var seen []hlc.Timestamp
+	s := newStoreObserving(t, func(f hlc.Timestamp) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, f)
+	})
+	v := s.propose(user, put("k", "v", ts(7000, 0))).Version
+	s.propose(user, &command.Command{Kind: command.KindClose, Close: ts(9000, 3)})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(seen, v) || !slices.Contains(seen, ts(9000, 3)) {
+		t.Fatalf("observed frontiers %v, want %s and 9000,3 among them", seen, v)
+	}
+	for i := 1; i < len(seen); i++ {
+		if !seen[i-1].Less(seen[i]) {
+			t.Fatalf("observed frontiers %v do not increase", seen)
+		}
 	}
 }
