@@ -117,6 +117,15 @@ func (g *clockGuard) check() error {
 	return nil
 }
 
+// checkCounted is check, counting a refusal (a request refused).
+func (g *clockGuard) checkCounted() error {
+	err := g.check()
+	if err != nil {
+		g.refusals.Add(1)
+	}
+	return err
+}
+
 // refused records a reading the clock refused.
 func (g *clockGuard) refused(oe *hlc.OffsetError) {
 	g.refusals.Add(1)
@@ -232,8 +241,7 @@ func (n *Node) clockOffsetStatus(op string, err error) error {
 // checkClock refuses a request that needs a timestamp while the clock may
 // not serve (Unavailable + ClockOffset), counting the refusal.
 func (n *Node) checkClock(op string) error {
-	if err := n.clockGuard.check(); err != nil {
-		n.clockGuard.refusals.Add(1)
+	if err := n.clockGuard.checkCounted(); err != nil {
 		return n.clockOffsetStatus(op, err)
 	}
 	return nil
@@ -257,7 +265,7 @@ func (n *Node) initClock() {
 	n.oracle = tso.NewOracle(tso.Config{
 		Clock:   n.clock,
 		Meta:    oracleMeta{n: n},
-		Healthy: n.clockGuard.check,
+		Healthy: n.clockGuard.checkCounted,
 		Refused: n.clockGuard.refused,
 	})
 	n.tsoClient = tso.NewClient(&oracleTransport{n: n}, n.clock, n.clockGuard.refused)

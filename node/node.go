@@ -186,6 +186,7 @@ func New(cfg Config) (*Node, error) {
 		LogBudgetBytes:            int64(memtable / 4),
 		Disk:                      n.disk,
 		SnapshotMemoryBytes:       cfg.memoryBudget() / snapshotMemoryShare, // memory.go
+		EntryCacheNodeBytes:       cfg.memoryBudget() / entryCacheShare,     // memory.go
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,

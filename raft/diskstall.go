@@ -33,6 +33,9 @@ import (
 // Safety does not depend on any of this: a transfer is Raft's own, and
 // dropping a lease only sends reads through a ReadIndex round.
 
+// minDiskStallThreshold is the smallest default DiskStallThreshold.
+const minDiskStallThreshold = 500 * time.Millisecond
+
 // stallHoldTimeouts is how many election timeouts after its last slow
 // write a disk still counts as stalled: a disk that is slow on every write
 // has a short gap between two writes, in which its node must not take

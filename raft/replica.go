@@ -197,6 +197,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	ls.ShareCache(s.entryCaches)
 	storedID, err := logstore.LoadReplicaID(db, rangeID)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ type runResult struct {
 	violations    int
 	lost          int
 	scanReads     int // consistent reads checked (scan_workload_test.go)
-	torn          int // torn snapshots among them
+	torn          int // torn snapshots among them (other violations: problems)
 	scanSkipped   string
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
@@ -305,7 +305,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	}
 	if scan != nil {
 		n, vs := scan.result()
-		res.scanReads, res.torn = int(scan.reads.Load()), n
+		res.scanReads, res.torn = int(scan.reads.Load()), scan.torn()
 		r.logf("consistent scans: writer completed %d rounds; %d reads checked (%d failed), %d as-of rereads identical, %d violations",
 			scan.rounds.Load(), res.scanReads, scan.failures.Load(), scan.asOfs.Load(), n)
 		if n > 0 {

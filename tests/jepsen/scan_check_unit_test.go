@@ -45,7 +45,11 @@ func TestCheckSnapshot(t *testing.T) {
 			return 7
 		}), "falls 2 steps"},
 		{"planted: one key behind", snapshot(func(i int) int { return map[bool]int{true: 6, false: 7}[i == 40] }), "rises"},
-		{"key missing", snapshot(func(int) int { return 1 })[1:], "missing"},
+		{"round 0 half written", snapshot(func(int) int { return 0 })[:50], ""},
+		{"nothing written yet", nil, ""},
+		{"planted: first key missing", snapshot(func(int) int { return 1 })[1:], "rises"},
+		{"planted: a key in the middle missing", append(snapshot(func(int) int { return 0 })[:40], snapshot(func(int) int { return 0 })[41:]...), "rises"},
+		{"planted: round 1 begun, round 0 not done", snapshot(func(i int) int { return map[bool]int{true: 1, false: 0}[i < 10] })[:60], "falls 2 steps"},
 		{"key twice", append(snapshot(func(int) int { return 1 }), scanEntry{key: scanKey(5), value: "1"}), "twice"},
 		{"stray key", append(snapshot(func(int) int { return 1 }), scanEntry{key: "cs/zz", value: "1"}), "unexpected"},
 		{"not a round", append(snapshot(func(int) int { return 1 })[1:], scanEntry{key: scanKey(0), value: "x"}), "round number"},
@@ -78,22 +82,25 @@ func TestScanCheckVersions(t *testing.T) {
 	if why := w.check(read(11), client.Timestamp{WallTime: 10}); !strings.Contains(why, "above the read's timestamp") {
 		t.Fatalf("a version above the read's timestamp: check = %q", why)
 	}
-	if why := sameEntries(read(10), read(10), false); why != "" {
+	if why := sameEntries(read(10), read(10)); why != "" {
 		t.Fatalf("identical reads differ: %s", why)
 	}
 	changed := read(10)
 	changed[50].Value = []byte("5")
-	if why := sameEntries(read(10), changed, false); why == "" {
+	if why := sameEntries(read(10), changed); why == "" {
 		t.Fatal("a changed value went unnoticed")
 	}
-	if why := sameEntries(read(10), read(9), false); why == "" {
+	if why := sameEntries(read(10), read(9)); why == "" {
 		t.Fatal("changed versions went unnoticed")
 	}
-	if why := sameEntries(read(10), read(10)[1:], false); why == "" {
+	if why := sameEntries(read(10), read(10)[1:]); why == "" {
 		t.Fatal("a missing entry went unnoticed")
 	}
 	withProbe := append(read(10), client.KeyValue{Key: []byte(scanKey(99) + probeSuffix)})
-	if why := sameEntries(withProbe, read(10), true); why != "" {
+	if why := sameEntries(withProbe, read(10)); why != "" {
 		t.Fatalf("a BatchGet without the probe key: %s", why)
+	}
+	if why := sameEntries(read(10), withProbe); why != "" {
+		t.Fatalf("a scan with the probe key after a BatchGet: %s", why)
 	}
 }

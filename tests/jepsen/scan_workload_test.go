@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,15 +38,20 @@ type scanWorkload struct {
 	mu         sync.Mutex
 	violations []string
 	nViolation int
+	nTorn      int // violations that are torn snapshots
 }
 
 // maxViolationsKept bounds the violations kept for the report.
 const maxViolationsKept = 20
 
-func (w *scanWorkload) violation(format string, args ...any) {
+// violation records one; torn says it is a torn snapshot.
+func (w *scanWorkload) violation(torn bool, format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.nViolation++
+	if torn {
+		w.nTorn++
+	}
 	if len(w.violations) < maxViolationsKept {
 		w.violations = append(w.violations, fmt.Sprintf(format, args...))
 	}
@@ -216,23 +222,29 @@ func (w *scanWorkload) reader(ctx context.Context, sess *session, rng *rand.Rand
 		}
 		w.reads.Add(1)
 		if why := w.check(got, served); why != "" {
-			w.violation("%s served at %s: %s", desc, client.FormatTimestamp(served), why)
+			w.violation(strings.HasPrefix(why, "torn"), "%s served at %s: %s", desc, client.FormatTimestamp(served), why)
 		}
 		pause(ctx, thinkTime)
 	}
 }
 
-// check checks one read: a state the keys held at one moment, and no
-// version above the timestamp it was served at.
+// check checks one read: a state the keys held at one moment (checked
+// first, so that a torn read is reported as torn), and no version above
+// the timestamp it was served at.
 func (w *scanWorkload) check(got []client.KeyValue, served client.Timestamp) string {
 	entries := make([]scanEntry, len(got))
 	for i, kv := range got {
 		entries[i] = scanEntry{key: string(kv.Key), value: string(kv.Value)}
+	}
+	if why := checkSnapshot(entries); why != "" {
+		return why
+	}
+	for _, kv := range got {
 		if !served.IsZero() && served.Less(kv.Version) {
 			return fmt.Sprintf("%s has version %s, above the read's timestamp", kv.Key, client.FormatTimestamp(kv.Version))
 		}
 	}
-	return checkSnapshot(entries)
+	return ""
 }
 
 // checkAsOf reads again as of served, by Scan (the other way round, other
@@ -241,46 +253,59 @@ func (w *scanWorkload) checkAsOf(ctx context.Context, cl *client.Client, desc st
 	again, err := readScan(ctx, cl, rng.IntN(2) == 0, 3+rng.IntN(30), 0, client.AtTimestamp(served))
 	if err != nil {
 		if errors.Is(err, client.ErrHistoryCompacted) || errors.Is(err, client.ErrInvalidArgument) {
-			w.violation("as of %s (after a %s): %v", client.FormatTimestamp(served), desc, err)
+			w.violation(false, "as of %s (after a %s): %v", client.FormatTimestamp(served), desc, err)
 		}
 		return
 	}
-	if why := sameEntries(want, again, false); why != "" {
-		w.violation("scan as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
+	if why := sameEntries(want, again); why != "" {
+		w.violation(false, "scan as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
 		return
 	}
 	batch, err := readBatch(ctx, cl, client.AtTimestamp(served))
 	if err != nil {
 		return
 	}
-	if why := sameEntries(want, batch, true); why != "" {
-		w.violation("BatchGet as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
+	if why := sameEntries(want, batch); why != "" {
+		w.violation(false, "BatchGet as of %s differs from the %s served at it: %s", client.FormatTimestamp(served), desc, why)
 		return
 	}
 	w.asOfs.Add(1)
 }
 
-// sameEntries compares two reads entry by entry (keys, values, versions);
-// workloadOnly skips want's probe keys, which a BatchGet does not ask for.
-func sameEntries(want, got []client.KeyValue, workloadOnly bool) string {
-	var w []client.KeyValue
-	for _, kv := range want {
-		if _, ok := scanIndex(string(kv.Key)); ok || !workloadOnly {
-			w = append(w, kv)
-		}
-	}
-	for i := range max(len(w), len(got)) {
+// sameEntries compares two reads' workload keys entry by entry (keys,
+// values, versions). Probe keys (probeSuffix) are left out: a BatchGet
+// does not ask for them, and a scan after the probe may hold them.
+func sameEntries(want, got []client.KeyValue) string {
+	want, got = workloadOnly(want), workloadOnly(got)
+	for i := range max(len(want), len(got)) {
 		switch {
-		case i >= len(w):
+		case i >= len(want):
 			return fmt.Sprintf("extra entry %s=%s", got[i].Key, got[i].Value)
 		case i >= len(got):
-			return fmt.Sprintf("missing entry %s=%s", w[i].Key, w[i].Value)
-		case string(w[i].Key) != string(got[i].Key) || string(w[i].Value) != string(got[i].Value) ||
-			w[i].Version != got[i].Version || w[i].CreateVersion != got[i].CreateVersion:
+			return fmt.Sprintf("missing entry %s=%s", want[i].Key, want[i].Value)
+		case string(want[i].Key) != string(got[i].Key) || string(want[i].Value) != string(got[i].Value) ||
+			want[i].Version != got[i].Version || want[i].CreateVersion != got[i].CreateVersion:
 			return fmt.Sprintf("entry %d: %s=%s@%s (created %s), then %s=%s@%s (created %s)", i,
-				w[i].Key, w[i].Value, client.FormatTimestamp(w[i].Version), client.FormatTimestamp(w[i].CreateVersion),
+				want[i].Key, want[i].Value, client.FormatTimestamp(want[i].Version), client.FormatTimestamp(want[i].CreateVersion),
 				got[i].Key, got[i].Value, client.FormatTimestamp(got[i].Version), client.FormatTimestamp(got[i].CreateVersion))
 		}
 	}
 	return ""
+}
+
+func workloadOnly(kvs []client.KeyValue) []client.KeyValue {
+	var out []client.KeyValue
+	for _, kv := range kvs {
+		if _, ok := scanIndex(string(kv.Key)); ok {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// torn returns how many violations were torn snapshots.
+func (w *scanWorkload) torn() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nTorn
 }

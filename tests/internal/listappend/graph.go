@@ -38,11 +38,12 @@ func (e EdgeType) String() string {
 // MarshalText names the edge type (for maps keyed by it in reports).
 func (e EdgeType) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
 
-// edge is one dependency, with the sentence that proves it.
+// edge is one dependency, with what writes the sentence that proves it
+// (called only for the edges of a report: most edges are never shown).
 type edge struct {
 	to  int
 	typ EdgeType
-	why string
+	why func() string
 }
 
 // graph is the dependency graph over a history's transactions (indexed as
@@ -59,11 +60,11 @@ type edgeKey struct {
 }
 
 func newGraph(n int) *graph {
-	return &graph{out: make([][]edge, n), dedup: map[edgeKey]bool{}, count: map[EdgeType]int{}}
+	return &graph{out: make([][]edge, n), dedup: make(map[edgeKey]bool, 4*n), count: map[EdgeType]int{}}
 }
 
 // add records from -typ-> to, unless it is a self-loop or already there
-// (the first explanation is kept). why is called only for a new edge.
+// (the first explanation is kept).
 func (g *graph) add(from, to int, typ EdgeType, why func() string) {
 	if from == to {
 		return
@@ -74,12 +75,12 @@ func (g *graph) add(from, to int, typ EdgeType, why func() string) {
 	}
 	g.dedup[k] = true
 	g.count[typ]++
-	g.out[from] = append(g.out[from], edge{to: to, typ: typ, why: why()})
+	g.out[from] = append(g.out[from], edge{to: to, typ: typ, why: why})
 }
 
 // step formats one edge of a cycle.
 func step(from int, e edge) string {
-	return fmt.Sprintf("T%d -%s-> T%d: %s", from, e.typ, e.to, e.why)
+	return fmt.Sprintf("T%d -%s-> T%d: %s", from, e.typ, e.to, e.why())
 }
 
 // formatList prints a read, eliding all but its last few elements (the

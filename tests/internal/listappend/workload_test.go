@@ -2,7 +2,9 @@ package listappend
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +78,21 @@ func TestListEncoding(t *testing.T) {
 	}
 	if _, err := decodeList([]byte("1 x")); err == nil {
 		t.Fatal("a corrupt list decoded")
+	}
+}
+
+// A history survives JSON (the fault suite writes failing ones out).
+func TestHistoryJSON(t *testing.T) {
+	h := []Txn{{Process: 2, Outcome: txnkv.Info, Ops: []MicroOp{ap("x", 1), rd("y", 1, 2)}, Invoke: 5, Complete: 9, Err: "e"}}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Txn
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Fatalf("round trip of %s: %+v, want %+v", b, got, h)
 	}
 }
