@@ -109,10 +109,11 @@ bench-idle: build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -count=1 -run '^$$' -bench IdleRanges -benchtime 1x -timeout 60m -v ./tests/ | grep -v '^time='
 
-# How long writes to a range stay unavailable when its leader is killed or
-# paused, Shale beside etcd under the same faults (tests/
-# unavailability_bench_test.go; ~3 min per etcd). SHALE_UNAVAIL_ROUNDS
-# faults of each kind; every etcd on the PATH and in build/ is compared.
+# How long writes to a range stay unavailable when its leader is killed,
+# paused, partitioned (iptables) or its disk stalls (strace), Shale beside
+# etcd under the same faults (tests/unavailability_bench_test.go; ~6 min
+# per etcd). SHALE_UNAVAIL_ROUNDS faults of each kind, SHALE_UNAVAIL_FAULTS
+# narrows the kinds; every etcd on the PATH and in build/ is compared.
 bench-unavailability: build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	SHALE_UNAVAIL_ETCD=$$(ls $$(command -v etcd) build/etcd*/etcd 2>/dev/null | paste -sd, -) \

@@ -72,6 +72,11 @@ type Config struct {
 	// EntryCacheBytes is each replica's in-memory cache of recent log
 	// entries (16 MiB).
 	EntryCacheBytes int
+	// EntryCacheNodeBytes bounds the entry caches of all the node's
+	// replicas together (logstore.CacheBudget): a cache that grows while
+	// they hold more drops its own oldest entries (256 MiB; the node
+	// gives it a share of its memory budget).
+	EntryCacheNodeBytes int64
 	// LogTruncateMinEntries: a log is truncated only when at least this
 	// many entries can go, so truncations are rare (1000), or when it
 	// holds LogTruncateMinBytes.
@@ -102,7 +107,8 @@ type Config struct {
 	// take before the node counts its disk as stalled: its leaders then
 	// hand their leadership to an up-to-date follower and stop using and
 	// renewing their leases (diskstall.go). Default: the election timeout
-	// (ElectionTicks ticks); negative turns the detection off.
+	// (ElectionTicks ticks), at least 500 ms; negative turns the
+	// detection off.
 	DiskStallThreshold time.Duration
 	// LeaseSafetyMargin is subtracted from the election timeout to get the
 	// leader lease duration (see docs/replication.md, "Leases"). Default:
@@ -219,6 +225,9 @@ func (c *Config) setDefaults() error {
 	def64(&c.MaxUncommittedEntriesSize, 64<<20)
 	def64(&c.MaxCommittedSizePerReady, 64<<20)
 	def(&c.EntryCacheBytes, 16<<20)
+	if c.EntryCacheNodeBytes <= 0 {
+		c.EntryCacheNodeBytes = 256 << 20
+	}
 	def64(&c.LogTruncateMinEntries, 1000)
 	if c.LogTruncateMinBytes <= 0 {
 		c.LogTruncateMinBytes = 4 << 20
@@ -237,7 +246,9 @@ func (c *Config) setDefaults() error {
 		c.LeaseSafetyMargin = 2 * c.TickInterval
 	}
 	if c.DiskStallThreshold == 0 {
-		c.DiskStallThreshold = c.electionTimeout()
+		// Not below minDiskStallThreshold: with the short ticks of tests,
+		// a loaded machine's fsync would move leaders for nothing.
+		c.DiskStallThreshold = max(c.electionTimeout(), minDiskStallThreshold)
 	}
 	if c.DedupWindow <= 0 {
 		c.DedupWindow = 10 * time.Minute

@@ -196,6 +196,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	ls.ShareCache(s.entryCaches)
 	storedID, err := logstore.LoadReplicaID(db, rangeID)
 	if err != nil {
 		return nil, err
@@ -287,6 +288,11 @@ func (r *Replica) publishLocked(bs etcdraft.BasicStatus) {
 		r.mu.leaseExpiry = time.Time{}
 	}
 }
+
+// StateMachine returns the replica's range state machine (fixed for the
+// replica's life). Callers use only what it documents as safe without the
+// replica's raftMu.
+func (r *Replica) StateMachine() apply.StateMachine { return r.sm }
 
 // RangeID returns the range's ID.
 func (r *Replica) RangeID() uint64 { return r.rangeID }

@@ -58,6 +58,9 @@ type Store struct {
 	// logBytes is the approximate sum of the replicas' Raft logs, for
 	// LogBudgetBytes (truncate.go).
 	logBytes atomic.Int64
+	// entryCaches bounds the replicas' entry caches together
+	// (Config.EntryCacheNodeBytes).
+	entryCaches *logstore.CacheBudget
 	// stall tracks the log writer's writes for disk-stall detection
 	// (diskstall.go).
 	stall diskStall
@@ -131,13 +134,15 @@ func NewStore(cfg Config) (*Store, error) {
 			ident.NodeID, ident.ClusterID, cfg.NodeID, cfg.ClusterID)
 	}
 	s := &Store{
-		cfg:     cfg,
-		sched:   newScheduler(),
-		appendQ: newAppendQueue(),
-		metrics: newMetrics(),
-		stopped: make(chan struct{}),
-		snapSem: make(chan struct{}, 2),
-		snapMem: newSnapshotMemory(cfg.SnapshotMemoryBytes),
+		cfg:         cfg,
+		sched:       newScheduler(),
+		appendQ:     newAppendQueue(),
+		metrics:     newMetrics(),
+		stopped:     make(chan struct{}),
+		snapSem:     make(chan struct{}, 2),
+		snapMem:     newSnapshotMemory(cfg.SnapshotMemoryBytes),
+		entryCaches: logstore.NewCacheBudget(cfg.EntryCacheNodeBytes),
+		stall:       diskStall{base: cfg.Clock.Now()},
 	}
 	if cfg.testSnapshotMemory != nil {
 		s.snapMem = cfg.testSnapshotMemory
@@ -419,6 +424,7 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	}
 	s.mu.Unlock()
 	r.uncountLogBytesLocked()
+	r.ls.ReleaseCache()
 	r.forgetSleepLocked()
 	r.failProposalsLocked("replica removed", nil)
 	r.failReadsLocked(unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
@@ -562,6 +568,12 @@ func (s *Store) tickReplicas() {
 
 // errFatal marks errors after which the node must not continue.
 var errFatal = errors.New("raft: fatal")
+
+// EntryCacheBytes returns the bytes the replicas' entry caches hold
+// together, and their node-wide limit (Config.EntryCacheNodeBytes).
+func (s *Store) EntryCacheBytes() (used, limit int64) {
+	return s.entryCaches.Used(), s.entryCaches.Limit()
+}
 
 // NodeAddress returns the gRPC address of node nodeID as this node knows
 // it (the addresses it started with, then meta's registry).

@@ -63,6 +63,7 @@ var nemeses = []*nemesis{
 	{name: "merge-kill", unavailable: needSplit, inject: mergeKill, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "membership", inject: changeMembership, holdMin: 2 * time.Second, holdMax: 5 * time.Second},
 	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
+	{name: "clock-skew", unavailable: needClockHook, inject: clockSkew, holdMin: clockSkewHoldMin, holdMax: 8 * time.Second},
 	{name: "full-disk", unavailable: needSmallDisks, inject: fullDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, smallDisks: true},
 }
 
@@ -530,7 +531,7 @@ func (m multiFault) heal(r *run) error {
 func injectCombined(r *run, rng *rand.Rand) (fault, string, error) {
 	var pool []*nemesis
 	for _, n := range nemeses {
-		if n.inject == nil || n.name == "membership" {
+		if n.inject == nil || n.name == "membership" || n.name == "clock-skew" {
 			continue
 		}
 		if n.unavailable != nil && n.unavailable(r) != "" {

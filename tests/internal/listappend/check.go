@@ -18,6 +18,13 @@ type Options struct {
 // (see the package doc). Transactions are named by their index in h
 // ("T3"). Check does not modify h.
 func Check(h []Txn, opts Options) Result {
+	res, _, _ := analyze(h, opts)
+	return res
+}
+
+// analyze is Check, also returning the graph and the cycles found in it
+// (for the tests that hold the cycles to the graph).
+func analyze(h []Txn, opts Options) (Result, *graph, []cycle) {
 	res := Result{history: h}
 	keys := indexKeys(h)
 	observed := make([]bool, len(h))
@@ -44,9 +51,11 @@ func Check(h []Txn, opts Options) Result {
 		addRealtimeEdges(h, committed, g)
 	}
 	cycles, truncated := g.cycles(opts.Strict)
-	res.Anomalies = append(res.Anomalies, cycles...)
+	for _, c := range cycles {
+		res.Anomalies = append(res.Anomalies, c.anomaly())
+	}
 	res.Truncated = truncated
 	res.Edges = g.count
 	sort.SliceStable(res.Anomalies, func(i, j int) bool { return res.Anomalies[i].Type < res.Anomalies[j].Type })
-	return res
+	return res, g, cycles
 }

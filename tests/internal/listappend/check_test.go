@@ -209,3 +209,22 @@ func TestCheckShortestCycle(t *testing.T) {
 		t.Fatalf("no G1c found:\n%s", res)
 	}
 }
+
+// A cycle through thousands of transactions is found whole (the SCC search
+// is iterative, so depth is no limit).
+func TestCheckLongCycle(t *testing.T) {
+	const n = 5000
+	h := make([]Txn, 0, n+1)
+	order := make([]int, n)
+	for i := range n {
+		order[i] = i + 1
+		h = append(h, okT(ap("x", i+1)))
+	}
+	h[0].Ops = append(h[0].Ops, rd("y", 1))     // T0 read Tn-1's append to y...
+	h[n-1].Ops = append(h[n-1].Ops, ap("y", 1)) // ...which follows T0 in x's order
+	h = append(h, okT(rd("x", order...)))
+	res := Check(h, Options{})
+	if len(res.Anomalies) != 1 || res.Anomalies[0].Type != G1c || len(res.Anomalies[0].Txns) != n {
+		t.Fatalf("want one G1c through all %d writers; got %v", n, res.Types())
+	}
+}

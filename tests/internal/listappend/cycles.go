@@ -79,32 +79,33 @@ var realtimeSearches = []search{
 // cycleFinder searches one graph's components, reusing its BFS arrays.
 type cycleFinder struct {
 	g      *graph
-	comp   []int
 	seen   []int // BFS stamp per node
 	parent []int
 	stamp  int
 	visits int // left in the current budget
 }
 
-func newCycleFinder(g *graph, comp []int) *cycleFinder {
+func newCycleFinder(g *graph) *cycleFinder {
 	n := len(g.out)
-	return &cycleFinder{g: g, comp: comp, seen: make([]int, n), parent: make([]int, n)}
+	return &cycleFinder{g: g, seen: make([]int, n), parent: make([]int, n)}
 }
 
-// find returns the shortest cycle it finds in component c (members) for s,
-// and whether the budget ran out before every candidate edge was tried.
-func (f *cycleFinder) find(c int, members []int, s search) (best cycle, found, truncated bool) {
+// find returns the shortest cycle it finds for s among members (one
+// component of the whole graph), and whether the budget ran out before
+// every candidate edge was tried. comp maps nodes to the components of the
+// subgraph of s's edge types: only an edge inside one can be on a cycle.
+func (f *cycleFinder) find(members []int, s search, comp []int) (best cycle, found, truncated bool) {
 	f.visits = visitBudget
 	after := 0
 	for _, a := range members {
 		for _, e := range f.g.out[a] {
-			if e.typ != s.required || f.comp[e.to] != c {
+			if e.typ != s.required || comp[a] < 0 || comp[e.to] != comp[a] {
 				continue
 			}
 			if f.visits <= 0 || (found && after >= attemptsAfterHit) {
 				return best, found, f.visits <= 0
 			}
-			path, ok := f.path(e.to, a, c, s.mask)
+			path, ok := f.path(e.to, a, comp, s.mask)
 			if !ok {
 				continue
 			}
@@ -123,9 +124,11 @@ func (f *cycleFinder) find(c int, members []int, s search) (best cycle, found, t
 	return best, found, false
 }
 
-// path returns the shortest path from src to dst inside component c using
-// edges whose types are in mask, as its nodes (src first, dst last).
-func (f *cycleFinder) path(src, dst, c int, mask EdgeType) ([]int, bool) {
+// path returns the shortest path from src to dst inside src's component
+// (comp maps nodes to components) using edges whose types are in mask, as
+// its nodes (src first, dst last).
+func (f *cycleFinder) path(src, dst int, comp []int, mask EdgeType) ([]int, bool) {
+	c := comp[src]
 	f.stamp++
 	f.seen[src] = f.stamp
 	f.parent[src] = -1
@@ -145,7 +148,7 @@ func (f *cycleFinder) path(src, dst, c int, mask EdgeType) ([]int, bool) {
 			return p, true
 		}
 		for _, e := range f.g.out[v] {
-			if e.typ&mask == 0 || f.comp[e.to] != c || f.seen[e.to] == f.stamp {
+			if e.typ&mask == 0 || comp[e.to] != c || f.seen[e.to] == f.stamp {
 				continue
 			}
 			f.seen[e.to] = f.stamp
@@ -176,46 +179,56 @@ func (f *cycleFinder) closeCycle(a int, first edge, path []int, mask EdgeType) c
 }
 
 // cycles reports, for each component, one cycle of each class it finds
-// (sorted by class), and whether any search ran out of budget. Every
+// (sorted by class), and whether any search ran out of budget. Each search
+// looks only inside the components of the subgraph of the edge types it
+// may use, where every cycle of its class lies: a class absent from a
+// history costs one Tarjan pass, not a search from each edge. Every
 // component yields at least one cycle: if the class searches all ran out,
 // a search through any of its edges with every type allowed cannot fail.
-func (g *graph) cycles(strict bool) ([]Anomaly, bool) {
-	comps, comp := g.components()
-	f := newCycleFinder(g, comp)
+func (g *graph) cycles(strict bool) ([]cycle, bool) {
+	all := WW | WR | RW
 	ss := searches
 	if strict {
+		all |= RT
 		ss = append(append([]search(nil), searches...), realtimeSearches...)
 	}
-	var out []Anomaly
+	comps, comp := g.components(all)
+	sub := make([][]int, len(ss)) // per search: node -> component of its subgraph
+	for i, s := range ss {
+		_, sub[i] = g.components(s.mask | s.required)
+	}
+	f := newCycleFinder(g)
+	var out []cycle
 	anyTruncated := false
-	for c, members := range comps {
+	for _, members := range comps {
 		sort.Ints(members)
 		found := map[AnomalyType]bool{}
-		for _, s := range ss {
-			cy, ok, truncated := f.find(c, members, s)
+		for i, s := range ss {
+			cy, ok, truncated := f.find(members, s, sub[i])
 			anyTruncated = anyTruncated || truncated
 			if ok && !found[cy.classify()] {
 				found[cy.classify()] = true
-				out = append(out, cy.anomaly())
+				out = append(out, cy)
 			}
 		}
 		if len(found) == 0 {
-			out = append(out, f.anyCycle(c, members).anomaly())
+			out = append(out, f.anyCycle(members, comp))
 		}
 	}
 	return out, anyTruncated
 }
 
-// anyCycle returns a cycle through the first edge inside component c.
-func (f *cycleFinder) anyCycle(c int, members []int) cycle {
+// anyCycle returns a cycle through the first edge inside the component of
+// members (comp maps nodes to components).
+func (f *cycleFinder) anyCycle(members []int, comp []int) cycle {
 	all := WW | WR | RW | RT
 	for _, a := range members {
 		for _, e := range f.g.out[a] {
-			if f.comp[e.to] != c {
+			if comp[e.to] != comp[a] {
 				continue
 			}
 			f.visits = len(f.g.out) + 1 // a full BFS: it must succeed
-			if path, ok := f.path(e.to, a, c, all); ok {
+			if path, ok := f.path(e.to, a, comp, all); ok {
 				return f.closeCycle(a, e, path, all)
 			}
 		}

@@ -1,11 +1,12 @@
 package listappend
 
-// components returns the strongly connected components of g with more
-// than one transaction (Tarjan's algorithm, iterative so that a long chain
-// of dependencies cannot exhaust the stack), and comp, mapping each node to
-// its component's index or -1. Only these components can hold a cycle:
-// self-loops are never added.
-func (g *graph) components() (comps [][]int, comp []int) {
+// components returns the strongly connected components with more than one
+// transaction of the subgraph of g made of the edges whose type is in
+// types (Tarjan's algorithm, iterative so that a long chain of
+// dependencies cannot exhaust the stack), and comp, mapping each node to
+// its component's index or -1. Only these components can hold a cycle of
+// those edges: self-loops are never added.
+func (g *graph) components(types EdgeType) (comps [][]int, comp []int) {
 	n := len(g.out)
 	const unvisited = -1
 	index := make([]int, n)
@@ -31,8 +32,12 @@ func (g *graph) components() (comps [][]int, comp []int) {
 			f := &calls[len(calls)-1]
 			v := f.node
 			if f.edge < len(g.out[v]) {
-				w := g.out[v][f.edge].to
+				e := g.out[v][f.edge]
 				f.edge++
+				if e.typ&types == 0 {
+					continue
+				}
+				w := e.to
 				switch {
 				case index[w] == unvisited:
 					index[w], low[w] = next, next

@@ -159,13 +159,16 @@ func (s *keyState) observe(h []Txn, observed []bool) []Anomaly {
 	var out []Anomaly
 	for _, r := range s.reads {
 		l := h[r.txn].Ops[r.op].List
+		failed := map[int]bool{} // writers already reported for this read
 		for _, v := range l {
 			w := s.writer(v)
 			switch {
+			case w >= 0 && failed[w]:
 			case w < 0:
 				out = append(out, Anomaly{Type: GarbageRead, Key: s.key, Txns: []int{r.txn},
 					Steps: []string{fmt.Sprintf("T%d read %s = %v, but no transaction appended %d", r.txn, s.key, l, v)}})
 			case h[w].Outcome == txnkv.Fail:
+				failed[w] = true
 				out = append(out, Anomaly{Type: G1a, Key: s.key, Txns: []int{r.txn, w},
 					Steps: []string{fmt.Sprintf("T%d read %s = %v, holding %d, which T%d appended and failed", r.txn, s.key, formatList(l), v, w)}})
 			default:
