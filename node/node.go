@@ -218,7 +218,7 @@ func New(cfg Config) (*Node, error) {
 	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.initClock()
-	n.timestamps = clockSource{n.clock}
+	n.timestamps = oracleSource{n: n}
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
 	n.mux = newMuxHub(n)
