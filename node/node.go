@@ -220,6 +220,7 @@ func New(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
+	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
 	n.metrics.grpc.InitializeMetrics(n.grpc) // every method's series, at zero
