@@ -49,10 +49,16 @@ func appendQuoted(dst, k []byte) []byte {
 	return append(dst, '"')
 }
 
-// batchGet reads keys grouped by range, the groups in parallel. A group
-// whose range moved is regrouped (its keys may now span ranges) and read
-// again, within the caller's deadline.
+// batchGet reads keys grouped by range, all at one timestamp: the first
+// group first (unless the caller gave the timestamp), then the others in
+// parallel at the timestamp it was served at. A group whose range moved
+// is regrouped (its keys may now span ranges) and read again, within the
+// caller's deadline.
 func (c *Client) batchGet(ctx context.Context, keys [][]byte, opts []ReadOption) ([]GetResult, error) {
+	o, e := readOpts("BatchGet", opts)
+	if e != nil {
+		return nil, e
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
@@ -84,42 +90,68 @@ func (c *Client) batchGet(ctx context.Context, keys [][]byte, opts []ReadOption)
 		}
 		groups[id] = append(groups[id], i)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
+	b := &batchGetter{c: c, keys: keys, o: o, at: o.at, out: out}
+	if b.at.IsZero() {
+		// The first group fixes the timestamp the others are read at.
+		b.group(ctx, groups[order[0]], true)
+		b.wg.Wait()
+		if b.firstErr != nil {
+			return nil, b.firstErr
+		}
+		order = order[1:]
+	}
 	for _, id := range order {
-		c.batchGetGroup(ctx, keys, groups[id], opts, out, &wg, &mu, &firstErr)
+		b.group(ctx, groups[id], false)
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	b.wg.Wait()
+	if b.firstErr != nil {
+		return nil, b.firstErr
 	}
+	o.served(b.at)
 	return out, nil
 }
 
-// batchGetGroup reads the keys at idx on a goroutine: those in the range
-// of the first key as one request; the others (when the range turned out
-// smaller than cached) in a further group once it is done.
-func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, opts []ReadOption,
-	out []GetResult, wg *sync.WaitGroup, mu *sync.Mutex, firstErr *error) {
-	fail := func(err error) {
-		mu.Lock()
-		if *firstErr == nil {
-			*firstErr = err
-		}
-		mu.Unlock()
+// batchGetter is one BatchGet in progress.
+type batchGetter struct {
+	c    *Client
+	keys [][]byte
+	o    readOptions
+	// at is the timestamp the groups are read at; zero until the first
+	// group has answered when the caller gave none. Written only before
+	// the groups that read it start.
+	at  Timestamp
+	out []GetResult
+
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	firstErr error
+}
+
+func (b *batchGetter) fail(err error) {
+	b.mu.Lock()
+	if b.firstErr == nil {
+		b.firstErr = err
 	}
-	wg.Add(1)
+	b.mu.Unlock()
+}
+
+// group reads the keys at idx on a goroutine: those in the range of the
+// first key as one request; the others (when the range turned out smaller
+// than cached) in a further group once it is done. first says this group
+// fixes b.at: it reads without a timestamp, and its own leftover keys
+// are read after it, at the timestamp it answered.
+func (b *batchGetter) group(ctx context.Context, idx []int, first bool) {
+	b.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer b.wg.Done()
 		var mine, rest []int
-		req := &kvpb.BatchGetRequest{Header: c.readHeader(opts)}
+		req := &kvpb.BatchGetRequest{Header: b.c.readHeaderAt(b.o, b.at)}
 		var resp *kvpb.BatchGetResponse
-		err := c.routed(ctx, "BatchGet", false, routeKey{key: keys[idx[0]]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		err := b.c.routed(ctx, "BatchGet", false, routeKey{key: b.keys[idx[0]]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
 			// Regroup on every attempt: the range may have changed.
 			mine, rest = mine[:0], rest[:0]
 			for _, i := range idx {
-				if containsKey(d, keys[i]) {
+				if containsKey(d, b.keys[i]) {
 					mine = append(mine, i)
 				} else {
 					rest = append(rest, i)
@@ -127,29 +159,38 @@ func (c *Client) batchGetGroup(ctx context.Context, keys [][]byte, idx []int, op
 			}
 			req.Keys = req.Keys[:0]
 			for _, i := range mine {
-				req.Keys = append(req.Keys, keys[i])
+				req.Keys = append(req.Keys, b.keys[i])
 			}
 			routeHeader(req.Header, d)
 			resp, err = e.kv.BatchGet(ctx, req)
 			return err
 		})
 		if err != nil {
-			fail(err)
+			b.fail(err)
 			return
 		}
+		at, err := b.c.pageTimestamp("BatchGet", resp.GetHeader(), b.at)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		if first {
+			b.at = at // read by the groups started after this one ends
+		}
 		if len(resp.GetResults()) != len(mine) {
-			fail(&Error{Op: "BatchGet", Msg: "the node answered a different number of keys than asked", kind: ErrInternal})
+			b.fail(&Error{Op: "BatchGet", Msg: "the node answered a different number of keys than asked", kind: ErrInternal})
 			return
 		}
 		for j, r := range resp.GetResults() {
-			res := GetResult{Value: r.GetValue(), Found: r.GetFound()}
-			if res.Found && res.Value == nil {
-				res.Value = []byte{}
+			res, err := b.c.getResult("BatchGet", r.GetFound(), r.GetValue(), r.GetVersion(), r.GetCreateVersion())
+			if err != nil {
+				b.fail(err)
+				return
 			}
-			out[mine[j]] = res
+			b.out[mine[j]] = res
 		}
 		if len(rest) > 0 {
-			c.batchGetGroup(ctx, keys, append([]int(nil), rest...), opts, out, wg, mu, firstErr)
+			b.group(ctx, append([]int(nil), rest...), first)
 		}
 	}()
 }

@@ -27,7 +27,10 @@ type Client struct {
 	preferred atomic.Uint32 // index of the endpoint to try first
 	clientID  uint64
 	seq       atomic.Uint64 // request_seq of the last write
-	closed    atomic.Bool
+	// observed is the highest timestamp seen, sent with every request
+	// (timestamp.go).
+	observed highWater
+	closed   atomic.Bool
 
 	// Routing (route.go): the range cache, connections to nodes learned
 	// from the cluster, and the turn of replicas tried when a range's
@@ -211,7 +214,7 @@ func (c *Client) Endpoints() []string {
 // header returns the request header for a read or, with a fresh sequence
 // number, a write.
 func (c *Client) header(write bool) *kvpb.RequestHeader {
-	h := &kvpb.RequestHeader{}
+	h := &kvpb.RequestHeader{Observed: toProto(c.observed.load())}
 	if write {
 		h.ClientId = c.clientID
 		h.RequestSeq = c.seq.Add(1)

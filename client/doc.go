@@ -7,8 +7,31 @@
 //	v, found, err := c.Get(ctx, []byte("greeting"))
 //	for kv, err := range c.Scan(ctx, []byte("a"), []byte("z"), nil) { ... }
 //
-// The package imports only api/kvpb and gRPC: it pulls neither the server
-// nor cgo into an application.
+// The package imports only api/kvpb, hlc (the timestamp type, standard
+// library only) and gRPC: it pulls neither the server nor cgo into an
+// application.
+//
+// # Versions
+//
+// Every value is a version of its key, named by the Timestamp it was
+// written at (docs/versions.md). GetVersioned returns a value with its
+// Version and CreateVersion (the version that created the key), as do
+// BatchGet's results and Scan's entries; PutVersioned, DeleteVersioned,
+// DeleteRangeVersioned and BatchVersioned return the version they wrote
+// (Put, Delete, ... are the same calls without it); CompareAndSwap can
+// compare on version (IfVersion) and reports the versions in CASResult.
+//
+// A read is served at a timestamp. Without options it is the newest
+// state, and linearizable; AtTimestamp(ts) reads as of ts, within the
+// retention window (older: ErrHistoryCompacted); ServedAt(&ts) reports
+// the timestamp a read was served at, so that a later read AtTimestamp(ts)
+// sees exactly the same. A Scan or BatchGet over many ranges reads every
+// range and every page at one timestamp: the first answer's.
+//
+// The client keeps the highest timestamp it has seen (Observed) and sends
+// it with every request, so that a write it makes after seeing a version
+// gets a higher one, whichever range it goes to. ParseTimestamp and
+// FormatTimestamp read and write timestamps as shalectl does.
 //
 // # Deadlines and retries
 //
@@ -48,6 +71,11 @@
 //   - ErrResourceExhausted: a node is out of disk; not applied.
 //   - ErrInternal: a node failed (I/O error, corruption, bug); a write's
 //     outcome is unknown.
+//   - ErrHistoryCompacted: a read as of a timestamp older than the
+//     history the cluster keeps (Error.Compacted names the threshold).
+//   - ErrClockOffset: the node's clock is beyond the maximum offset from
+//     the cluster's and it refused; it also matches ErrUnavailable, and
+//     the client tries other nodes first.
 //   - ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied:
 //     not applied.
 //

@@ -27,6 +27,8 @@ import (
 //	ErrClosed             not applied (never sent)
 //	ErrBatchSpansRanges   not applied
 //	ErrPermissionDenied   not applied
+//	ErrHistoryCompacted   not applied (a read)
+//	ErrClockOffset        not applied
 //
 // ErrInternal on a write is unknown because it reports a failure the node
 // did not expect (an engine or replication error outside the documented
@@ -69,6 +71,20 @@ var (
 	// Unauthenticated), or their role does not allow the request
 	// (PermissionDenied). It was not applied; retrying will not help.
 	ErrPermissionDenied = errors.New("client: permission denied")
+	// ErrHistoryCompacted: a read as of a timestamp (AtTimestamp, or a
+	// long multi-range read whose first answer came longer ago than the
+	// retention window) asked for history the cluster no longer keeps:
+	// the versions below the range's GC threshold are gone.
+	// Error.Compacted names the range and its threshold. Retrying at the
+	// same timestamp will not help; read at a later one.
+	ErrHistoryCompacted = errors.New("client: history compacted")
+	// ErrClockOffset: the node's clock is farther than the maximum clock
+	// offset from the cluster's, so it serves nothing that needs a
+	// timestamp (docs/versions.md). Not applied; the client tries other
+	// nodes until the deadline, and only the last answer is reported.
+	// Error.ClockOffset has the measurement. It also matches
+	// ErrUnavailable.
+	ErrClockOffset = errors.New("client: node clock offset beyond the maximum")
 )
 
 // Error describes a failed request: the operation, the endpoint that gave
@@ -81,6 +97,11 @@ type Error struct {
 	Msg      string     // the node's message (or the transport's)
 	// Limit is set when the request exceeded a documented limit.
 	Limit *kvpb.LimitExceeded
+	// Compacted is set with ErrHistoryCompacted: the range, the
+	// timestamp asked for and the range's GC threshold.
+	Compacted *kvpb.HistoryCompacted
+	// ClockOffset is set with ErrClockOffset: the node and its offset.
+	ClockOffset *kvpb.ClockOffset
 	// Write says the request changes data; with Code it decides Outcome
 	// for ErrInternal.
 	Write bool
@@ -101,6 +122,10 @@ func (e *Error) Error() string {
 		s += ": unavailable"
 	case ErrPermissionDenied:
 		s += ": permission denied"
+	case ErrHistoryCompacted:
+		s += ": history compacted"
+	case ErrClockOffset:
+		s += ": clock offset"
 	}
 	return s + ": " + e.Msg
 }
@@ -112,7 +137,7 @@ func (e *Error) Error() string {
 func NewError(kind error, op, msg string) *Error {
 	switch kind {
 	case ErrInvalidArgument, ErrUnavailable, ErrAmbiguous, ErrResourceExhausted, ErrInternal,
-		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied:
+		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied, ErrHistoryCompacted, ErrClockOffset:
 	default:
 		kind = ErrInternal
 	}
@@ -154,8 +179,12 @@ func (e *Error) Outcome() Outcome {
 	}
 }
 
-// Is matches the error's sentinel.
-func (e *Error) Is(target error) bool { return target == e.kind }
+// Is matches the error's sentinel (and ErrUnavailable for
+// ErrClockOffset: like it, the request was not applied and another node
+// may serve it).
+func (e *Error) Is(target error) bool {
+	return target == e.kind || (e.kind == ErrClockOffset && target == ErrUnavailable)
+}
 
 // Unwrap returns the underlying error: a gRPC status error, or the
 // context's error when the deadline passed or the caller cancelled.
@@ -194,6 +223,7 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 	var retryInfo *errdetails.RetryInfo
 	var ambiguous *kvpb.AmbiguousResult
 	var noQuorum *kvpb.NoQuorum
+	var clockOffset *kvpb.ClockOffset
 	routing := false
 	leaderAddr := ""
 	for _, d := range st.Details() {
@@ -206,6 +236,10 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			ambiguous = d
 		case *kvpb.NoQuorum:
 			noQuorum = d
+		case *kvpb.HistoryCompacted:
+			e.Compacted = d
+		case *kvpb.ClockOffset:
+			clockOffset = d
 		case *kvpb.NotLeader:
 			routing = true
 			leaderAddr = d.GetLeader().GetAddress()
@@ -214,6 +248,18 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 		}
 	}
 	c := classified{err: e, leader: leaderAddr, noQuorum: noQuorum}
+	switch {
+	case e.Compacted != nil:
+		// Whatever the code: the node refused the timestamp before
+		// reading or writing anything.
+		e.kind = ErrHistoryCompacted
+		return c
+	case clockOffset != nil:
+		// The node refused before doing anything; another may serve it.
+		e.kind, e.ClockOffset = ErrClockOffset, clockOffset
+		c.retry = true
+		return c
+	}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		e.kind = ErrInvalidArgument

@@ -51,6 +51,12 @@ func TestClassify(t *testing.T) {
 		{"our deadline, write", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, true, ErrAmbiguous, false, 0},
 		{"our deadline, read", status.Error(codes.DeadlineExceeded, "deadline"), context.DeadlineExceeded, false, ErrUnavailable, false, 0},
 		{"cancelled write", status.Error(codes.Canceled, "canceled"), context.Canceled, true, ErrAmbiguous, false, 0},
+		{"history compacted", statusErr(t, codes.FailedPrecondition, "below the GC threshold",
+			&kvpb.HistoryCompacted{RangeId: 3, ReadTimestamp: &kvpb.Timestamp{WallNanos: 5}, GcThreshold: &kvpb.Timestamp{WallNanos: 9}}), nil, false, ErrHistoryCompacted, false, 0},
+		// Sent with Unavailable but no RetryInfo: still not applied, even
+		// for a write, and another node may serve it.
+		{"clock offset, write", statusErr(t, codes.Unavailable, "clock offset", &kvpb.ClockOffset{NodeId: 2, OffsetNanos: 9e8, MaxOffsetNanos: 5e8}), nil, true, ErrClockOffset, true, 0},
+		{"clock offset, read", statusErr(t, codes.Unavailable, "clock offset", &kvpb.ClockOffset{NodeId: 2}), nil, false, ErrUnavailable, true, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,5 +133,31 @@ func TestClassifySizeAndQuorumAnswers(t *testing.T) {
 	cl = classify("Put", "n1", true, st.Err(), nil)
 	if !errors.Is(cl.err, ErrUnavailable) || errors.Is(cl.err, ErrAmbiguous) || cl.noQuorum.GetRangeId() != 7 {
 		t.Fatalf("no quorum classified as %v (noQuorum %v)", cl.err, cl.noQuorum)
+	}
+}
+
+// TestVersionErrors: the two errors of versions carry their details, say
+// nothing was applied, and ErrClockOffset also reads as ErrUnavailable.
+func TestVersionErrors(t *testing.T) {
+	hc := classify("Get", "h:1", false, statusErr(t, codes.FailedPrecondition, "below",
+		&kvpb.HistoryCompacted{RangeId: 3, GcThreshold: &kvpb.Timestamp{WallNanos: 9}}), nil).err
+	if hc.Compacted.GetRangeId() != 3 || hc.Compacted.GetGcThreshold().GetWallNanos() != 9 {
+		t.Fatalf("Compacted = %v", hc.Compacted)
+	}
+	if errors.Is(hc, ErrUnavailable) || errors.Is(hc, ErrInternal) || hc.Outcome() != NotApplied {
+		t.Fatalf("%v: matches another kind or outcome %v", hc, hc.Outcome())
+	}
+	if !strings.Contains(hc.Error(), "history compacted") {
+		t.Fatalf("message %q does not say history compacted", hc.Error())
+	}
+	co := classify("Put", "h:1", true, statusErr(t, codes.Unavailable, "clock", &kvpb.ClockOffset{NodeId: 2, OffsetNanos: 7}), nil).err
+	if co.ClockOffset.GetNodeId() != 2 || co.Kind() != ErrClockOffset || !errors.Is(co, ErrUnavailable) ||
+		errors.Is(co, ErrAmbiguous) || co.Outcome() != NotApplied {
+		t.Fatalf("%v: kind %v, outcome %v, details %v", co, co.Kind(), co.Outcome(), co.ClockOffset)
+	}
+	for _, k := range []error{ErrHistoryCompacted, ErrClockOffset} {
+		if e := NewError(k, "Op", "m"); e.Kind() != k {
+			t.Errorf("NewError(%v) has kind %v", k, e.Kind())
+		}
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -12,6 +13,10 @@ import (
 type KeyValue struct {
 	Key   []byte
 	Value []byte // empty with KeysOnly
+	// Version is the timestamp the value was written at; CreateVersion
+	// the version that created the key (see GetResult).
+	Version       Timestamp
+	CreateVersion Timestamp
 }
 
 // ScanOptions shape a Scan; the zero value scans everything forward.
@@ -35,14 +40,18 @@ type ScanOptions struct {
 // consumes them, from one range at a time, continuing each page from the
 // last one's resume key (a page ends at its range's boundary, and the next
 // one comes from the next range), and retries a page on transient
-// failures and stale routing. Entries come in key order, each once. Each
-// page is read at one point in time, but later pages may see writes made
-// after earlier ones were read.
+// failures and stale routing. Entries come in key order, each once.
+//
+// Every page of every range is read at one timestamp, so the scan sees
+// the key space as it was at one moment, never a mix: the first page is
+// read at the newest state of its range, and every later page at the
+// timestamp that one was served at (ServedAt reports it). With
+// AtTimestamp every page is read at that timestamp ("as of").
 //
 // The sequence yields (entry, nil) per entry; on failure it yields
 // (KeyValue{}, err) once and ends. ctx bounds the whole scan; each page
 // gets Options.RequestTimeout when ctx has no deadline.
-func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions) iter.Seq2[KeyValue, error] {
+func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions, ropts ...ReadOption) iter.Seq2[KeyValue, error] {
 	var o ScanOptions
 	if opts != nil {
 		o = *opts
@@ -50,19 +59,25 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 	if o.PageSize == 0 {
 		o.PageSize = c.opts.ScanPageSize
 	}
+	if o.Stale {
+		ropts = append(ropts[:len(ropts):len(ropts)], StaleRead())
+	}
+	ro, bad := readOpts("Scan", ropts)
 	return func(yield func(KeyValue, error) bool) {
+		if bad != nil {
+			yield(KeyValue{}, bad)
+			return
+		}
 		returned := 0
+		at, first := ro.at, true
 		for {
 			page := o.PageSize
 			if o.Limit > 0 {
 				page = uint32(min(int(page), o.Limit-returned))
 			}
 			req := &kvpb.ScanRequest{
-				Header: c.header(false), StartKey: start, EndKey: end,
+				Header: c.readHeaderAt(ro, at), StartKey: start, EndKey: end,
 				Limit: page, Reverse: o.Reverse, KeysOnly: o.KeysOnly,
-			}
-			if o.Stale {
-				StaleRead()(req.Header)
 			}
 			rk := routeKey{key: start}
 			if o.Reverse {
@@ -74,12 +89,27 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 				resp, err = e.kv.Scan(ctx, req)
 				return err
 			})
+			if err == nil {
+				at, err = c.pageTimestamp("Scan", resp.GetHeader(), at)
+			}
 			if err != nil {
 				yield(KeyValue{}, err)
 				return
 			}
+			if first {
+				first = false
+				ro.served(at)
+			}
 			for _, kv := range resp.Kvs {
-				if !yield(KeyValue{Key: kv.Key, Value: kv.Value}, nil) {
+				e := KeyValue{Key: kv.Key, Value: kv.Value}
+				if e.Version, err = fromProto(kv.GetVersion()); err == nil {
+					e.CreateVersion, err = fromProto(kv.GetCreateVersion())
+				}
+				if err != nil {
+					yield(KeyValue{}, malformedAnswer("Scan", "version", err))
+					return
+				}
+				if !yield(e, nil) {
 					return
 				}
 				returned++
@@ -99,6 +129,27 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions)
 			}
 		}
 	}
+}
+
+// pageTimestamp checks the timestamp one part of a multi-part read
+// (a scan page, a BatchGet group) was served at and returns the timestamp
+// the later parts must be read at: at if it was set (and the node must
+// then have served exactly it), else the one the node answered with (zero
+// from a node older than versions: the later parts are then read at their
+// own newest state, as before versions).
+func (c *Client) pageTimestamp(op string, h *kvpb.ResponseHeader, at Timestamp) (Timestamp, error) {
+	rt, err := c.sawHeader(op, h)
+	if err != nil {
+		return Timestamp{}, err
+	}
+	switch {
+	case at.IsZero():
+		return rt, nil
+	case !rt.IsZero() && rt != at:
+		return Timestamp{}, &Error{Op: op, kind: ErrInternal,
+			Msg: fmt.Sprintf("asked to read at %s, the node served %s", FormatTimestamp(at), FormatTimestamp(rt))}
+	}
+	return at, nil
 }
 
 // movesOn reports whether resuming at resume makes progress: past start

@@ -15,6 +15,11 @@ type GCOptions struct {
 	// not hold up foreground writes. A call that reaches it returns a
 	// Resume key (possibly in the middle of a key's versions).
 	MaxDeletes int
+	// MaxKeys is the most user keys one call looks at (0: no limit):
+	// a span of keys with nothing to collect costs a scan too, and a GC
+	// applied on a range's apply path must not hold it up for long. A
+	// call that reaches it returns a Resume key at a key boundary.
+	MaxKeys int
 }
 
 // GCResult says what a GC call did.
@@ -86,6 +91,10 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 		}
 		if cur == nil || !bytes.Equal(e.keyEnc, cur) {
 			finishKey()
+			if opts.MaxKeys > 0 && res.KeysSeen >= opts.MaxKeys {
+				res.Resume, err = decodeKeyPrefix(nil, e.keyEnc)
+				return res, err
+			}
 			cur, visible, kept = append(cur[:0], e.keyEnc...), false, false
 			res.KeysSeen++
 		}

@@ -400,7 +400,7 @@ func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace
 	start, end := []byte(nil), []byte(nil)
 	for rounds := 0; ; rounds++ {
 		b := storage.NewBatch(0)
-		res, err := ks.GC(db, b, start, end, threshold, GCOptions{MaxDeletes: rng.IntN(5)})
+		res, err := ks.GC(db, b, start, end, threshold, GCOptions{MaxDeletes: rng.IntN(5), MaxKeys: rng.IntN(4)})
 		if err != nil {
 			t.Fatal(err)
 		}

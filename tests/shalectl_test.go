@@ -29,7 +29,9 @@ func TestShalectl(t *testing.T) {
 	mustRun("veg/kale\n", "scan", "--reverse", "--keys-only", "--limit", "1")
 	mustRun("\"\\x00\\xff\"\t\"\\x01\\x02\"\n", "scan", "", "a")
 	mustRun("0102\n", "--hex", "get", "00ff")
-	mustRun(`{"key":"fruit/apple","value":"red","found":true}`+"\n", "get", "--json", "fruit/apple")
+	if out, _, _ := runCtl(t, ep, "get", "--json", "fruit/apple"); !strings.HasPrefix(out, `{"key":"fruit/apple","value":"red","found":true,"version":`) {
+		t.Fatalf("get --json fruit/apple = %q", out)
+	}
 	mustRun("OK\n", "del", "fruit/apple")
 	mustRun("OK\n", "del", "fruit/", "--range-end", "fruit0")
 

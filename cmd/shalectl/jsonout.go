@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/shaledb/shale/client"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -161,6 +162,16 @@ func screamingSnake(s string) string {
 		b.WriteRune(unicode.ToUpper(r))
 	}
 	return b.String()
+}
+
+// timestampJSON is a timestamp in the layout, as protoObject renders a
+// kvpb.Timestamp: {"wallNanos": N, "logical": L}, or null for the zero
+// Timestamp (none).
+func timestampJSON(ts client.Timestamp) any {
+	if ts.IsZero() {
+		return nil
+	}
+	return object{{"wallNanos", ts.WallTime}, {"logical", ts.Logical}}
 }
 
 // printProto prints m as one JSON document in the layout.

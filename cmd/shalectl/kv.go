@@ -19,6 +19,41 @@ func (g *globals) printOK(cmd *cobra.Command) error {
 	return err
 }
 
+// printWritten reports a successful write and its version: "OK", or
+// {"ok":true,"version":{...}} with --json.
+func (g *globals) printWritten(cmd *cobra.Command, v client.Timestamp) error {
+	if g.json {
+		return writeJSON(cmd.OutOrStdout(), object{{"ok", true}, {"version", timestampJSON(v)}})
+	}
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), "OK")
+	return err
+}
+
+// atUsage is the help of --at TS (get, scan).
+const atUsage = "read as of this timestamp: wall nanoseconds[,logical] (--json's wallNanos and logical) or an RFC 3339 time[,logical] (as --versions prints, e.g. 2026-11-27T16:55:30.123456789Z,3); within the retention window"
+
+// readOptions turns --at into read options.
+func readOptions(at string, stale bool) ([]client.ReadOption, error) {
+	var opts []client.ReadOption
+	if stale {
+		opts = append(opts, client.StaleRead())
+	}
+	if at != "" {
+		ts, err := client.ParseTimestamp(at)
+		if err != nil {
+			return nil, fmt.Errorf("--at: %w", err)
+		}
+		if ts.IsZero() {
+			return nil, fmt.Errorf("--at %s: the zero timestamp names no point in time", at)
+		}
+		if stale {
+			return nil, fmt.Errorf("--at and --stale do not go together: a read is either as of a timestamp or stale")
+		}
+		opts = append(opts, client.AtTimestamp(ts))
+	}
+	return opts, nil
+}
+
 func newPutCmd(g *globals) *cobra.Command {
 	var src valueSource
 	cmd := &cobra.Command{
@@ -48,10 +83,11 @@ argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
 				return err
 			}
 			defer done()
-			if err := c.Put(ctx, key, value); err != nil {
+			v, err := c.PutVersioned(ctx, key, value)
+			if err != nil {
 				return g.withEndpoints(err)
 			}
-			return g.printOK(cmd)
+			return g.printWritten(cmd, v)
 		},
 	}
 	cmd.Flags().StringVar(&src.file, "file", "", "read the value from this file, byte for byte")
@@ -59,17 +95,34 @@ argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var stale, raw bool
+	var stale, raw, versions bool
+	var at string
 	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print KEY's value (exit status 1 if the key does not exist)",
 		Long: `get prints KEY's value: as text when it is printable UTF-8, else
 Go-quoted; hex with --hex; with --raw the value's bytes alone, nothing
 added (for binary values: shalectl get --raw KEY > FILE). --stale reads
-from any replica, possibly missing the latest writes.`,
+from any replica, possibly missing the latest writes.
+
+--at TS reads the value KEY had at timestamp TS ("as of"), within the
+cluster's retention window (10 minutes by default). TS is wall-clock
+nanoseconds since the Unix epoch with an optional ",logical" part
+(1795798530123456789,3), or an RFC 3339 time with the same optional part
+(2026-11-27T16:55:30.123456789Z,3). --versions adds the value's version
+after a tab, in the RFC 3339 form; --json always has "version",
+"createVersion" and "readTimestamp" (the timestamp the read was served
+at; --at it to read the same again).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := g.parseArg("key", args[0])
+			if err != nil {
+				return err
+			}
+			if raw && versions {
+				return fmt.Errorf("--raw prints the value's bytes alone: it does not go with --versions")
+			}
+			opts, err := readOptions(at, stale)
 			if err != nil {
 				return err
 			}
@@ -78,19 +131,21 @@ from any replica, possibly missing the latest writes.`,
 				return err
 			}
 			defer done()
-			var opts []client.ReadOption
-			if stale {
-				opts = append(opts, client.StaleRead())
-			}
-			value, found, err := c.Get(ctx, key, opts...)
+			var served client.Timestamp
+			opts = append(opts, client.ServedAt(&served))
+			r, err := c.GetVersioned(ctx, key, opts...)
 			if err != nil {
 				return g.withEndpoints(err)
 			}
+			value, found := r.Value, r.Found
 			out := cmd.OutOrStdout()
 			switch {
 			case g.json:
 				e := g.entry(key, value, found)
 				e.add("found", found)
+				e.add("version", timestampJSON(r.Version))
+				e.add("createVersion", timestampJSON(r.CreateVersion))
+				e.add("readTimestamp", timestampJSON(served))
 				if err := writeJSON(out, e); err != nil {
 					return err
 				}
@@ -98,6 +153,8 @@ from any replica, possibly missing the latest writes.`,
 				if _, err := out.Write(value); err != nil {
 					return err
 				}
+			case found && versions:
+				fmt.Fprintf(out, "%s\t%s\n", g.display(value), client.FormatTimestamp(r.Version))
 			case found:
 				fmt.Fprintln(out, g.display(value))
 			}
@@ -109,6 +166,8 @@ from any replica, possibly missing the latest writes.`,
 	}
 	cmd.Flags().BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
 	cmd.Flags().BoolVar(&raw, "raw", false, "print the value's bytes exactly, with no newline (binary values)")
+	cmd.Flags().StringVar(&at, "at", "", atUsage)
+	cmd.Flags().BoolVar(&versions, "versions", false, "print the value's version after a tab")
 	return cmd
 }
 
@@ -129,19 +188,20 @@ func newDelCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
+			var v client.Timestamp
 			if cmd.Flags().Changed("range-end") {
 				end, err := g.parseArg("--range-end", rangeEnd)
 				if err != nil {
 					return err
 				}
-				err = c.DeleteRange(ctx, key, end)
+				v, err = c.DeleteRangeVersioned(ctx, key, end)
 			} else {
-				err = c.Delete(ctx, key)
+				v, err = c.DeleteVersioned(ctx, key)
 			}
 			if err != nil {
 				return g.withEndpoints(err)
 			}
-			return g.printOK(cmd)
+			return g.printWritten(cmd, v)
 		},
 	}
 	cmd.Flags().StringVar(&rangeEnd, "range-end", "", "delete the span [KEY, END) instead of one key (empty END: to the end of the key space)")
@@ -154,13 +214,19 @@ func newScanCmd(g *globals) *cobra.Command {
 		reverse  bool
 		keysOnly bool
 		stale    bool
+		versions bool
+		at       string
 	)
 	cmd := &cobra.Command{
 		Use:   "scan [START [END]]",
 		Short: "List keys in [START, END) in order (everything by default)",
 		Long: "List the entries whose keys are in [START, END), one per line: the key, a tab, the value.\n" +
 			"An empty or missing START or END is unbounded. With --json, one JSON object per line.\n" +
-			"--stale reads each range from any replica, possibly missing the latest writes.",
+			"--stale reads each range from any replica, possibly missing the latest writes.\n\n" +
+			"Every range is read at one timestamp, so the listing is the key space at one moment.\n" +
+			"--at TS lists it as of TS (the syntax is get's: nanoseconds[,logical] or RFC 3339[,logical]).\n" +
+			"--versions adds each value's version as a third column; --json has \"version\" and\n" +
+			"\"createVersion\" in every entry.",
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var start, end []byte
@@ -178,6 +244,10 @@ func newScanCmd(g *globals) *cobra.Command {
 			if limit < 0 {
 				return fmt.Errorf("--limit %d is negative", limit)
 			}
+			ropts, err := readOptions(at, stale)
+			if err != nil {
+				return err
+			}
 			ctx, c, done, err := g.connect(cmd)
 			if err != nil {
 				return err
@@ -185,19 +255,26 @@ func newScanCmd(g *globals) *cobra.Command {
 			defer done()
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
-			opts := &client.ScanOptions{Limit: limit, Reverse: reverse, KeysOnly: keysOnly, Stale: stale}
-			for kv, err := range c.Scan(ctx, start, end, opts) {
+			opts := &client.ScanOptions{Limit: limit, Reverse: reverse, KeysOnly: keysOnly}
+			for kv, err := range c.Scan(ctx, start, end, opts, ropts...) {
 				if err != nil {
 					w.Flush()
 					return g.withEndpoints(err)
 				}
 				switch {
 				case g.json:
-					if err := writeJSON(w, g.entry(kv.Key, kv.Value, !keysOnly)); err != nil {
+					e := g.entry(kv.Key, kv.Value, !keysOnly)
+					e.add("version", timestampJSON(kv.Version))
+					e.add("createVersion", timestampJSON(kv.CreateVersion))
+					if err := writeJSON(w, e); err != nil {
 						return err
 					}
+				case keysOnly && versions:
+					fmt.Fprintf(w, "%s\t%s\n", g.display(kv.Key), client.FormatTimestamp(kv.Version))
 				case keysOnly:
 					fmt.Fprintln(w, g.display(kv.Key))
+				case versions:
+					fmt.Fprintf(w, "%s\t%s\t%s\n", g.display(kv.Key), g.display(kv.Value), client.FormatTimestamp(kv.Version))
 				default:
 					fmt.Fprintf(w, "%s\t%s\n", g.display(kv.Key), g.display(kv.Value))
 				}
@@ -210,5 +287,7 @@ func newScanCmd(g *globals) *cobra.Command {
 	f.BoolVar(&reverse, "reverse", false, "descending key order")
 	f.BoolVar(&keysOnly, "keys-only", false, "print keys only")
 	f.BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
+	f.StringVar(&at, "at", "", atUsage)
+	f.BoolVar(&versions, "versions", false, "print each value's version after a tab")
 	return cmd
 }
