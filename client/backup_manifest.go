@@ -80,14 +80,19 @@ func backupTimestampOf(t *kvpb.Timestamp) BackupTimestamp {
 	return BackupTimestamp{WallNanos: t.GetWallNanos(), Logical: t.GetLogical()}
 }
 
+// Timestamp is t as the client's Timestamp (for AtTimestamp).
+func (t BackupTimestamp) Timestamp() Timestamp {
+	return Timestamp{WallTime: t.WallNanos, Logical: int32(t.Logical)}
+}
+
 // IsZero reports whether t is unset.
 func (t BackupTimestamp) IsZero() bool { return t == BackupTimestamp{} }
 
 // Time is t's wall time.
 func (t BackupTimestamp) Time() time.Time { return time.Unix(0, t.WallNanos).UTC() }
 
-// String formats t as wall_nanos.logical, the form --at accepts.
-func (t BackupTimestamp) String() string { return fmt.Sprintf("%d.%d", t.WallNanos, t.Logical) }
+// String formats t as FormatTimestamp does, a form --at accepts.
+func (t BackupTimestamp) String() string { return FormatTimestamp(t.Timestamp()) }
 
 // encodeManifest returns the manifest file and its checksum file.
 func encodeManifest(m *BackupManifest) (manifest, checksum []byte, err error) {
@@ -98,6 +103,13 @@ func encodeManifest(m *BackupManifest) (manifest, checksum []byte, err error) {
 	manifest = append(manifest, '\n')
 	sum := sha256.Sum256(manifest)
 	return manifest, []byte(hex.EncodeToString(sum[:]) + "\n"), nil
+}
+
+// DecodeBackupManifest checks a backup's MANIFEST against the contents of
+// its MANIFEST.sha256 and decodes it (for tools that read a backup
+// directory themselves).
+func DecodeBackupManifest(dir string, manifest, checksum []byte) (*BackupManifest, error) {
+	return decodeManifest(dir, manifest, checksum)
 }
 
 // decodeManifest checks the manifest against its checksum and decodes it.
