@@ -11,6 +11,7 @@
 #   make proto     regenerate api/ from the .proto files
 #   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
+#   make bench-idle     what idle ranges cost: CPU, memory per replica, cold puts
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
 #   make rocksdb-release  RocksDB's db_bench built for release (build/rocksdb-release)
@@ -41,7 +42,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         rocksdb-release \
-        bench-unavailability
+        bench-unavailability bench-idle
 
 all: build
 
@@ -101,10 +102,18 @@ compose-clean:
 bench-cluster: build
 	scripts/bench-vs-etcd
 
-# How long writes to a range stay unavailable when its leader is killed or
-# paused, Shale beside etcd under the same faults (tests/
-# unavailability_bench_test.go; ~3 min per etcd). SHALE_UNAVAIL_ROUNDS
-# faults of each kind; every etcd on the PATH and in build/ is compared.
+# What idle ranges cost (tests/quiesce_bench_test.go): a 3-node cluster
+# split into SHALE_IDLE_RANGES ranges (1000) and left idle, at rest and
+# with --disable-quiescence; CPU, memory per replica, cold-range puts.
+bench-idle: build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
+	  $(GO) test -count=1 -run '^$$' -bench IdleRanges -benchtime 1x -timeout 60m -v ./tests/ | grep -v '^time='
+
+# How long writes to a range stay unavailable when its leader is killed,
+# paused, partitioned (iptables) or its disk stalls (strace), Shale beside
+# etcd under the same faults (tests/unavailability_bench_test.go; ~6 min
+# per etcd). SHALE_UNAVAIL_ROUNDS faults of each kind, SHALE_UNAVAIL_FAULTS
+# narrows the kinds; every etcd on the PATH and in build/ is compared.
 bench-unavailability: build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	SHALE_UNAVAIL_ETCD=$$(ls $$(command -v etcd) build/etcd*/etcd 2>/dev/null | paste -sd, -) \

@@ -144,31 +144,34 @@ func (b *batchGetter) group(ctx context.Context, idx []int, first bool) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		var mine, rest []int
-		req := &kvpb.BatchGetRequest{Header: b.c.readHeaderAt(b.o, b.at)}
-		var resp *kvpb.BatchGetResponse
-		err := b.c.routed(ctx, "BatchGet", false, routeKey{key: b.keys[idx[0]]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
-			// Regroup on every attempt: the range may have changed.
-			mine, rest = mine[:0], rest[:0]
+		// Each run regroups (the range may have changed) and builds its
+		// own request: a hedged read runs it on several nodes at once
+		// (hedge.go).
+		type part struct {
+			mine, rest []int
+			resp       *kvpb.BatchGetResponse
+		}
+		at0 := b.at
+		p, err := routedRead(b.c, ctx, "BatchGet", readHedge(b.o, at0), routeKey{key: b.keys[idx[0]]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (part, error) {
+			var p part
+			req := &kvpb.BatchGetRequest{Header: routeHeader(b.c.readHeaderAt(b.o, at0), d)}
 			for _, i := range idx {
 				if containsKey(d, b.keys[i]) {
-					mine = append(mine, i)
+					p.mine = append(p.mine, i)
+					req.Keys = append(req.Keys, b.keys[i])
 				} else {
-					rest = append(rest, i)
+					p.rest = append(p.rest, i)
 				}
 			}
-			req.Keys = req.Keys[:0]
-			for _, i := range mine {
-				req.Keys = append(req.Keys, b.keys[i])
-			}
-			routeHeader(req.Header, d)
-			resp, err = e.kv.BatchGet(ctx, req)
-			return err
+			var err error
+			p.resp, err = e.kv.BatchGet(ctx, req)
+			return p, err
 		})
 		if err != nil {
 			b.fail(err)
 			return
 		}
+		mine, rest, resp := p.mine, p.rest, p.resp
 		at, err := b.c.pageTimestamp("BatchGet", resp.GetHeader(), b.at)
 		if err != nil {
 			b.fail(err)

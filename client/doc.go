@@ -63,6 +63,10 @@
 //     message size cap is reported so too (limit grpc_max_message_size).
 //   - ErrNotFound: an admin request named a node or range that does not
 //     exist; nothing changed.
+//   - ErrFailedPrecondition: what the request names exists but the
+//     cluster's state does not allow it now (a node being removed or not
+//     live, a node still holding replicas, the last range merged, a node
+//     of another cluster); the message says what; not applied.
 //   - ErrUnavailable: not applied; no node could serve it in time, or
 //     the range has no quorum (the message names the unreachable nodes;
 //     returned within about two election timeouts, not at the deadline).

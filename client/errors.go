@@ -27,14 +27,15 @@ import (
 //	ErrClosed             not applied (never sent)
 //	ErrBatchSpansRanges   not applied
 //	ErrPermissionDenied   not applied
+//	ErrFailedPrecondition not applied
 //	ErrHistoryCompacted   not applied (a read)
 //	ErrClockOffset        not applied
 //
 // ErrInternal on a write is unknown because it reports a failure the node
 // did not expect (an engine or replication error outside the documented
 // ones, a panic caught by the server): it may have come after the write
-// was proposed. The one exception is a node's refusal before proposing
-// (gRPC FailedPrecondition), which Outcome reports as not applied.
+// was proposed. A node's refusal before acting (gRPC FailedPrecondition
+// without routing details) is ErrFailedPrecondition, not applied.
 var (
 	// ErrInvalidArgument: the request was refused as malformed or over a
 	// limit; it was not applied and retrying it will not help.
@@ -66,6 +67,14 @@ var (
 	// range. Such an error also matches ErrInvalidArgument; nothing was
 	// applied. Split the batch by range, or write its keys one by one.
 	ErrBatchSpansRanges = errors.New("client: batch spans more than one range")
+	// ErrFailedPrecondition: the request named things that exist, but
+	// the cluster's state does not allow it now (an admin request: the
+	// target node is being removed or not live, the node still holds
+	// replicas, the range has no neighbour to merge with, a change
+	// computed from a state that has changed since; or a node of another
+	// cluster). It was not applied; the message says what stands in the
+	// way. Retry only once that has changed.
+	ErrFailedPrecondition = errors.New("client: failed precondition")
 	// ErrPermissionDenied: the node did not accept the client's
 	// credentials (no or an unknown certificate or token: gRPC code
 	// Unauthenticated), or their role does not allow the request
@@ -122,6 +131,8 @@ func (e *Error) Error() string {
 		s += ": unavailable"
 	case ErrPermissionDenied:
 		s += ": permission denied"
+	case ErrFailedPrecondition:
+		s += ": refused, not applied"
 	case ErrHistoryCompacted:
 		s += ": history compacted"
 	case ErrClockOffset:
@@ -137,7 +148,8 @@ func (e *Error) Error() string {
 func NewError(kind error, op, msg string) *Error {
 	switch kind {
 	case ErrInvalidArgument, ErrUnavailable, ErrAmbiguous, ErrResourceExhausted, ErrInternal,
-		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied, ErrHistoryCompacted, ErrClockOffset:
+		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied, ErrFailedPrecondition,
+		ErrHistoryCompacted, ErrClockOffset:
 	default:
 		kind = ErrInternal
 	}
@@ -296,7 +308,9 @@ func classify(op, endpoint string, write bool, err, ctxErr error) classified {
 			// The node's verdict on what the request named.
 			e.kind = ErrNotFound
 		default:
-			e.kind = ErrInternal
+			// The node's refusal before acting: what the request
+			// names exists, but the cluster's state does not allow it.
+			e.kind = ErrFailedPrecondition
 		}
 	case codes.Unknown:
 		e.kind = ErrInternal

@@ -119,12 +119,10 @@ func (c *Client) getVersioned(ctx context.Context, op string, key []byte, opts [
 	if e != nil {
 		return GetResult{}, e
 	}
-	req := &kvpb.GetRequest{Header: c.readHeaderAt(o, o.at), Key: key}
-	var resp *kvpb.GetResponse
-	err := c.routed(ctx, op, false, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
-		routeHeader(req.Header, d)
-		resp, err = e.kv.Get(ctx, req)
-		return err
+	// Each run builds its own request: a hedged read runs it on several
+	// nodes at once (hedge.go).
+	resp, err := routedRead(c, ctx, op, readHedge(o, o.at), routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (*kvpb.GetResponse, error) {
+		return e.kv.Get(ctx, &kvpb.GetRequest{Header: routeHeader(c.readHeaderAt(o, o.at), d), Key: key})
 	})
 	if err != nil {
 		return GetResult{}, err

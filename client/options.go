@@ -30,6 +30,17 @@ type Options struct {
 	// same identity, which the cluster applies at most once; if no later
 	// attempt succeeds, it fails as ErrAmbiguous.
 	AttemptTimeout time.Duration
+	// HedgeDelay is how long a read (Get, BatchGet, a Scan page) waits
+	// for an answer from the node it was sent to before it is also sent
+	// to the next candidate (hedge.go): for a linearizable read, the
+	// leader the client knows now if another, else another voter (which
+	// may have become leader, or names it); for a stale read, another
+	// replica. The first good answer wins and the others are cancelled;
+	// at most two such extra requests per attempt, one HedgeDelay apart.
+	// Default: a quarter of AttemptTimeout (250ms), well above a healthy
+	// read's latency, so hedges go out only for a node that is stalled,
+	// paused or overloaded. Negative: no hedging.
+	HedgeDelay time.Duration
 	// MaxKeySize and MaxValueSize are the cluster's key and value size
 	// limits (8 KiB and 4 MiB, the nodes' defaults: set them to the
 	// nodes' --max-key-size and --max-value-size if those were changed;
@@ -80,6 +91,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.AttemptTimeout <= 0 {
 		r.AttemptTimeout = time.Second
+	}
+	if r.HedgeDelay == 0 {
+		r.HedgeDelay = r.AttemptTimeout / 4
 	}
 	if r.MaxKeySize == 0 {
 		r.MaxKeySize = 8 << 10

@@ -222,6 +222,12 @@ func (c *Client) target(ent *rangeEntry) string {
 // range's ID and generation in its request header (routeHeader).
 func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 	call func(context.Context, *endpoint, *kvpb.RangeDescriptor) error) error {
+	return c.route(ctx, op, write, noHedge, rk, call)
+}
+
+// route is routed with its attempts hedged as hedge says (hedge.go).
+func (c *Client) route(ctx context.Context, op string, write bool, hedge hedgeMode, rk routeKey,
+	call func(context.Context, *endpoint, *kvpb.RangeDescriptor) error) error {
 	if c.closed.Load() {
 		return &Error{Op: op, Msg: "the client is closed", kind: ErrClosed}
 	}
@@ -279,11 +285,11 @@ func (c *Client) routed(ctx context.Context, op string, write bool, rk routeKey,
 			} else {
 				limit := c.attemptTimeout(timedOut)
 				actx, cancel := withAttemptTimeout(ctx, limit)
-				err := call(actx, e, ent.desc)
+				answered, err := c.hedgedAttempt(actx, hedge, ent, addr, e, call)
 				expired := attemptExpired(actx, ctx, err)
 				cancel()
 				if err == nil {
-					c.suspects.clear(addr)
+					c.suspects.clear(answered)
 					return nil
 				}
 				var ce *Error

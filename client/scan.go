@@ -75,19 +75,20 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions,
 			if o.Limit > 0 {
 				page = uint32(min(int(page), o.Limit-returned))
 			}
-			req := &kvpb.ScanRequest{
-				Header: c.readHeaderAt(ro, at), StartKey: start, EndKey: end,
-				Limit: page, Reverse: o.Reverse, KeysOnly: o.KeysOnly,
-			}
 			rk := routeKey{key: start}
 			if o.Reverse {
 				rk = routeKey{key: end, before: true}
 			}
-			var resp *kvpb.ScanResponse
-			err := c.routed(ctx, "Scan", false, rk, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
-				routeHeader(req.Header, d)
-				resp, err = e.kv.Scan(ctx, req)
-				return err
+			// Each run builds its own request: a hedged read runs it on
+			// several nodes at once (hedge.go).
+			// (A losing run may start after this page is done: it reads
+			// copies, never the loop's variables.)
+			pageAt, pStart, pEnd, pLimit := at, start, end, page
+			resp, err := routedRead(c, ctx, "Scan", readHedge(ro, pageAt), rk, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (*kvpb.ScanResponse, error) {
+				return e.kv.Scan(ctx, &kvpb.ScanRequest{
+					Header: routeHeader(c.readHeaderAt(ro, pageAt), d), StartKey: pStart, EndKey: pEnd,
+					Limit: pLimit, Reverse: o.Reverse, KeysOnly: o.KeysOnly,
+				})
 			})
 			if err == nil {
 				at, err = c.pageTimestamp("Scan", resp.GetHeader(), at)

@@ -85,6 +85,11 @@ func (c *Clock) Now() Timestamp {
 	pt := c.PhysicalNow()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.nowLocked(pt)
+}
+
+// nowLocked is Now at physical time pt. REQUIRES: mu.
+func (c *Clock) nowLocked(pt int64) Timestamp {
 	if pt > c.last.WallTime {
 		c.last = Timestamp{WallTime: pt}
 	} else {
@@ -95,6 +100,26 @@ func (c *Clock) Now() Timestamp {
 		c.last = c.last.Next()
 	}
 	return c.last
+}
+
+// NowN issues n consecutive timestamps at once (n >= 1): first is what
+// Now would return, and the others are first.Next(), its Next(), and so
+// on up to last, all above every timestamp issued or accepted before. A
+// timestamp oracle answers a batch of requests with one range this way.
+func (c *Clock) NowN(n int) (first, last Timestamp) {
+	if n < 1 {
+		panic(fmt.Sprintf("hlc.Clock.NowN(%d)", n))
+	}
+	pt := c.PhysicalNow()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first = c.nowLocked(pt)
+	last = first
+	for i := 1; i < n; i++ {
+		last = last.Next()
+	}
+	c.last = last
+	return first, last
 }
 
 // Last returns the highest timestamp the clock issued or accepted, without

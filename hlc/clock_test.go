@@ -207,3 +207,18 @@ func TestConcurrentNowIsUniqueAndIncreasing(t *testing.T) {
 		}
 	}
 }
+
+func TestNowNIssuesAConsecutiveRange(t *testing.T) {
+	c, _ := newTestClock(1000)
+	before := c.Now()
+	first, last := c.NowN(3)
+	if !before.Less(first) || first.Next().Next() != last {
+		t.Fatalf("NowN(3) after %s = [%s, %s]", before, first, last)
+	}
+	if got := c.Now(); !last.Less(got) {
+		t.Fatalf("Now after NowN = %s, not above %s", got, last)
+	}
+	if f, l := c.NowN(1); f != l {
+		t.Fatalf("NowN(1) = [%s, %s]", f, l)
+	}
+}

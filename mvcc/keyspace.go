@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/shaledb/shale/hlc"
@@ -18,6 +19,30 @@ var (
 	_ Reader = (*storage.DB)(nil)
 	_ Reader = (*storage.Snapshot)(nil)
 )
+
+// prefixReader is what storage.DB and storage.Snapshot offer besides
+// iterators: versioned point reads (SeekPrefixGE), which skip every table
+// whose Bloom filter rules the key out. Get, GetMany and the Writer use
+// them when the Reader has them and the database was opened with
+// SplitVersionSuffix over the Keyspace's prefix; otherwise they seek an
+// iterator, which reads a block of every level whose files span the key.
+type prefixReader interface {
+	SeekPrefixGE(target []byte) (key, value []byte, found bool, err error)
+	MultiSeekPrefixGE(targets [][]byte) (keys, values [][]byte, err error)
+}
+
+var (
+	_ prefixReader = (*storage.DB)(nil)
+	_ prefixReader = (*storage.Snapshot)(nil)
+)
+
+// prefixReadUnavailable reports whether a versioned point read failed
+// only because the database does not split the Keyspace's keys (opened
+// without SplitVersionSuffix, or with a VersionedKeyPrefix that does not
+// cover the Keyspace's prefix): the read then goes through an iterator.
+func prefixReadUnavailable(err error) bool {
+	return errors.Is(err, storage.ErrNotSupported) || errors.Is(err, storage.ErrInvalidArgument)
+}
 
 // Keyspace is where versioned keys live in an engine: each engine key is
 // Prefix followed by a versioned key (key.go). Keys in a Keyspace are user
@@ -86,22 +111,27 @@ type entry struct {
 // decodeEntry splits the iterator's current entry. The result aliases the
 // iterator's memory until it moves.
 func (ks Keyspace) decodeEntry(it *storage.Iterator) (entry, error) {
-	k := it.UnsafeKey()
+	return ks.decodeKV(it.UnsafeKey(), it.UnsafeValue())
+}
+
+// decodeKV splits an engine entry; the result aliases k and v.
+func (ks Keyspace) decodeKV(k, v []byte) (entry, error) {
+	ek := k
 	if !bytes.HasPrefix(k, ks.Prefix) {
-		return entry{}, fmt.Errorf("mvcc: engine key %x outside the keyspace %x", k, ks.Prefix)
+		return entry{}, fmt.Errorf("mvcc: engine key %x outside the keyspace %x", ek, ks.Prefix)
 	}
 	k = k[len(ks.Prefix):]
 	n, err := SplitKey(k)
 	if err != nil {
-		return entry{}, fmt.Errorf("engine key %x: %w", it.UnsafeKey(), err)
+		return entry{}, fmt.Errorf("engine key %x: %w", ek, err)
 	}
 	e := entry{keyEnc: k[:n], ts: decodeSuffix(k[n:])}
 	if !e.ts.Valid() {
-		return entry{}, fmt.Errorf("engine key %x: %w: negative version", it.UnsafeKey(), ErrMalformedKey)
+		return entry{}, fmt.Errorf("engine key %x: %w: negative version", ek, ErrMalformedKey)
 	}
-	e.live, e.created, e.value, err = decodeValue(it.UnsafeValue())
+	e.live, e.created, e.value, err = decodeValue(v)
 	if err != nil {
-		return entry{}, fmt.Errorf("engine key %x: %w", it.UnsafeKey(), err)
+		return entry{}, fmt.Errorf("engine key %x: %w", ek, err)
 	}
 	return e, nil
 }

@@ -55,6 +55,24 @@ func (ks Keyspace) Get(r Reader, key []byte, ts hlc.Timestamp) (kv KeyValue, fou
 // newestAtOrBelow returns key's newest version at or below ts, tombstones
 // included. The entry's slices are copies.
 func (ks Keyspace) newestAtOrBelow(r Reader, key []byte, ts hlc.Timestamp) (e entry, ok bool, err error) {
+	if pr, isPR := r.(prefixReader); isPR {
+		k, v, found, err := pr.SeekPrefixGE(ks.engineKey(nil, key, ts))
+		if err == nil {
+			if !found {
+				return entry{}, false, nil
+			}
+			// k and v are ours: no copy needed.
+			e, err := ks.decodeKV(k, v)
+			if err != nil {
+				return entry{}, false, err
+			}
+			e.keyEnc = nil
+			return e, true, nil
+		}
+		if !prefixReadUnavailable(err) {
+			return entry{}, false, fmt.Errorf("mvcc: get %q: %w", key, err)
+		}
+	}
 	it, err := r.NewIter(&storage.IterOptions{
 		LowerBound: ks.keyStart(nil, key),
 		UpperBound: ks.keyEnd(nil, key),
@@ -138,7 +156,7 @@ func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts Scan
 	return kvs, nil, nil
 }
 
-// GetMany reads keys as of ts with one engine iterator (BatchGet): found[i]
+// GetMany reads keys as of ts at one consistent point (BatchGet): found[i]
 // and kvs[i] are Get's answer for keys[i]. Keys may come in any order and
 // repeat.
 func (ks Keyspace) GetMany(r Reader, keys [][]byte, ts hlc.Timestamp) (kvs []KeyValue, found []bool, err error) {
@@ -146,6 +164,44 @@ func (ks Keyspace) GetMany(r Reader, keys [][]byte, ts hlc.Timestamp) (kvs []Key
 	if len(keys) == 0 {
 		return kvs, found, nil
 	}
+	if pr, isPR := r.(prefixReader); isPR {
+		targets := make([][]byte, len(keys))
+		for i, key := range keys {
+			targets[i] = ks.engineKey(nil, key, ts)
+		}
+		ek, ev, err := pr.MultiSeekPrefixGE(targets)
+		if err == nil {
+			for i, key := range keys {
+				if ek[i] == nil {
+					continue
+				}
+				e, err := ks.decodeKV(ek[i], ev[i])
+				if err != nil {
+					return nil, nil, err
+				}
+				if !e.live {
+					continue
+				}
+				kvs[i] = KeyValue{
+					Key:     append([]byte{}, key...),
+					Value:   e.value, // a slice of its own (MultiSeekPrefixGE)
+					Version: e.ts,
+					Created: e.created,
+				}
+				found[i] = true
+			}
+			return kvs, found, nil
+		}
+		if !prefixReadUnavailable(err) {
+			return nil, nil, fmt.Errorf("mvcc: get many: %w", err)
+		}
+	}
+	return ks.getManyByIter(r, keys, ts, kvs, found)
+}
+
+// getManyByIter is GetMany through one engine iterator, for a Reader
+// without versioned point reads.
+func (ks Keyspace) getManyByIter(r Reader, keys [][]byte, ts hlc.Timestamp, kvs []KeyValue, found []bool) (_ []KeyValue, _ []bool, err error) {
 	// Visit keys in order so that the iterator only moves forward (and
 	// mostly within its window).
 	order := make([]int, len(keys))

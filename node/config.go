@@ -57,6 +57,8 @@ type Config struct {
 	Conn ConnLimits
 	// Security configures TLS and authentication (zero: insecure mode).
 	Security SecurityConfig
+	// Clock configures the node's clock (zero: the defaults).
+	Clock ClockOptions
 	// HTTP configures the HTTP server of /healthz, /metrics and pprof
 	// (zero: plaintext, no pprof).
 	HTTP HTTPOptions
@@ -121,6 +123,9 @@ type RaftOptions struct {
 	// DisableLeaseReads makes every linearizable read take a ReadIndex
 	// round trip.
 	DisableLeaseReads bool
+	// DisableQuiescence keeps idle ranges ticking and heartbeating
+	// (docs/replication.md, "Quiescence").
+	DisableQuiescence bool
 }
 
 func (c *Config) setDefaults() error {

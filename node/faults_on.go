@@ -20,10 +20,16 @@ import (
 //	PUT    /debug/faults/disk?ops=sync,append&delay=100ms&jitter=50ms
 //	GET    /debug/faults/disk
 //	DELETE /debug/faults/disk
+//	PUT    /debug/faults/clock?offset=2s
+//	GET    /debug/faults/clock
+//	DELETE /debug/faults/clock
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
-// until cleared. A slow disk for the fault tests (tests/jepsen); never for
+// until cleared; and the clock: the node's physical clock reads offset
+// (either sign) away from the machine's until cleared (the fault suite's
+// clock-skew nemesis; --testing-clock-offset sets the same at start). A
+// slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
 
@@ -43,6 +49,30 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/faults/disk", n.serveDiskDelays)
 	mux.HandleFunc("PUT /debug/faults/disk", n.setDiskDelay)
 	mux.HandleFunc("DELETE /debug/faults/disk", n.clearDiskDelays)
+	mux.HandleFunc("GET /debug/faults/clock", n.setClockOffset)
+	mux.HandleFunc("PUT /debug/faults/clock", n.setClockOffset)
+	mux.HandleFunc("DELETE /debug/faults/clock", n.setClockOffset)
+}
+
+// setClockOffset shifts the node's physical clock (PUT ?offset=), puts it
+// back (DELETE) or says how far it is shifted (GET).
+func (n *Node) setClockOffset(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		fmt.Fprintf(w, "clock offset %v\n", time.Duration(n.physClock.offset.Load()))
+		return
+	}
+	var off time.Duration
+	if r.Method == http.MethodPut {
+		v, err := time.ParseDuration(r.URL.Query().Get("offset"))
+		if err != nil {
+			http.Error(w, "offset: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		off = v
+	}
+	n.physClock.offset.Store(int64(off))
+	n.log.Warn("fault injection: the node's clock is shifted", "offset", off)
+	fmt.Fprintf(w, "clock offset %v\n", off)
 }
 
 func (n *Node) setDiskDelay(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 //	hot        count a served request against its range, sample its keys
 //	           (hot.go)
 //	recover    turn a handler's panic into an Internal error
+//	clock      answer a liveness probe with this node's clock (clock.go)
 //
 // One chain for both paths, so that a multiplexed call can never skip a
 // check a unary one gets.
@@ -36,6 +37,7 @@ func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 		n.admitInterceptor,
 		n.hot.unaryInterceptor,
 		n.recoverInterceptor,
+		n.clockHeaderInterceptor,
 	)
 }
 

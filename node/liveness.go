@@ -5,13 +5,16 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // liveness tracks when each registered node last answered this node.
 // Raft traffic alone does not tell (followers talk only to their leader),
 // so every node probes every other node's gRPC health service every
-// probeInterval; Admin.Nodes reports the most recent of the last probe
+// probeInterval (answers carry the peer's clock reading, for the offset
+// monitor: clock.go); Admin.Nodes reports the most recent of the last probe
 // answer and the last Raft message.
 type liveness struct {
 	mu   sync.Mutex
@@ -52,8 +55,16 @@ func (n *Node) probeLoop(ctx context.Context) {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			resp, err := healthpb.NewHealthClient(cc).Check(pctx, &healthpb.HealthCheckRequest{})
+			var hdr metadata.MD
+			sent := n.clock.PhysicalNow()
+			resp, err := healthpb.NewHealthClient(cc).Check(pctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr))
+			received := n.clock.PhysicalNow()
 			cancel()
+			if err == nil {
+				// The answer carries the peer's clock: one offset
+				// measurement (clock.go).
+				n.recordProbeOffset(id, sent, received, hdr)
+			}
 			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 				n.live.note(id, time.Now())
 			}

@@ -42,11 +42,19 @@ import (
 // of the budget together (raft/snapshot_memory.go); a receiver over it
 // stops reading and its sender waits.
 //
+// The Raft entry caches of all the node's replicas (recent log entries
+// kept for followers and applies; 16 MiB each) share a sixteenth of the
+// budget (raft.Config.EntryCacheNodeBytes, logstore.CacheBudget): a
+// cache that grows while they hold more drops its own oldest entries,
+// which are then read from the engine when needed. Idle replicas keep
+// what they hold until they next append or truncate, so the caches may
+// stay over the share by what those hold until then.
+//
 // Not covered (bounded elsewhere or not at all): the requests gRPC has
 // read but not yet handed to a handler (bounded by the clients'
-// concurrency and --max-write-bytes), the Raft entry cache (16 MiB), the
-// appends queued for followers, reads and scans, and the engine's C
-// memory.
+// concurrency and --max-write-bytes), the appends queued for followers
+// (bounded per range and follower by Raft's in-flight window: 256
+// messages of up to 1 MiB), reads and scans, and the engine's C memory.
 
 // DefaultMemoryBudget is the budget of a node started without GOMEMLIMIT
 // or --memory-budget.
@@ -56,6 +64,10 @@ const DefaultMemoryBudget = 2 << 30
 // snapshots, staged in memory until applied, may hold together
 // (raft.Config.SnapshotMemoryBytes); one larger goes on alone.
 const snapshotMemoryShare = 4
+
+// entryCacheShare is the share of the budget the Raft entry caches of
+// all the node's replicas may hold together.
+const entryCacheShare = 16
 
 // writeInflightShare is the share of the budget that client writes in
 // flight may hold (their payload, counted once; the copies make up the

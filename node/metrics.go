@@ -24,6 +24,7 @@ import (
 //	shale_ranges*                   replica, leader and leaderless counts of the node
 //	shale_node_host_cpu_busy_ratio  the host's CPU use (cpu.go)
 //	shale_load_splits_held_total    load splits waiting for spare CPU (splitter.go)
+//	shale_clock_*, shale_tso_*      the clock guard and the oracle client (clock.go)
 //	go_*, process_*                 Go runtime and process
 type metrics struct {
 	registry *prometheus.Registry
@@ -79,6 +80,7 @@ func newMetrics(n *Node) *metrics {
 		&cpuCollector{n: n},
 		&diskCollector{n: n},
 		&memoryCollector{n: n},
+		&clockCollector{n: n},
 	)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

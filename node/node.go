@@ -19,12 +19,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/tso"
 )
 
 // Node is one Shale server: the KV and Admin gRPC services and the Raft
@@ -59,6 +62,16 @@ type Node struct {
 	sizes        rangeSizes // range_size.go
 	metrics      *metrics
 	started      time.Time
+
+	// clock is the node's hybrid-logical clock (clock.go); clockGuard
+	// says whether it may serve. oracle issues the cluster's timestamps
+	// while this node holds meta's lease, and tsoClient is how this node
+	// gets them wherever the oracle is (tso.go).
+	clock      *hlc.Clock
+	physClock  *offsetClock // the clock's physical clock
+	clockGuard *clockGuard
+	oracle     *tso.Oracle
+	tsoClient  *tso.Client
 
 	// splitMem is what the split loop carries from one pass to the next
 	// (splitter.go; the split loop's alone).
@@ -173,9 +186,11 @@ func New(cfg Config) (*Node, error) {
 		LogBudgetBytes:            int64(memtable / 4),
 		Disk:                      n.disk,
 		SnapshotMemoryBytes:       cfg.memoryBudget() / snapshotMemoryShare, // memory.go
+		EntryCacheNodeBytes:       cfg.memoryBudget() / entryCacheShare,     // memory.go
 		SnapshotRate:              ro.SnapshotRate,
 		MaxSnapshotBytes:          ro.MaxSnapshotBytes,
 		DisableLeaseReads:         ro.DisableLeaseReads,
+		DisableQuiescence:         ro.DisableQuiescence,
 		LocalIP:                   n.localIP(),
 		TransportCredentials:      n.sec.peerCredentials(),
 		Logger:                    n.log,
@@ -194,6 +209,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	n.initClock()
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
 	n.mux = newMuxHub(n)
@@ -221,6 +237,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
+	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
 	n.metrics.grpc.InitializeMetrics(n.grpc) // every method's series, at zero
@@ -246,8 +263,12 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(4)
+	n.bgWG.Add(5)
 	go n.diskLoop()
+	go func() {
+		defer n.bgWG.Done()
+		n.clockGuard.loop(n.bgCtx)
+	}()
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
@@ -329,6 +350,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			httpErr = errors.Join(httpErr, n.http.Close())
 		}
 		n.bgWG.Wait()
+		n.oracle.Close()
 		n.mux.close()
 		n.peers.close()
 		n.store.Stop()

@@ -72,6 +72,11 @@ type Config struct {
 	// EntryCacheBytes is each replica's in-memory cache of recent log
 	// entries (16 MiB).
 	EntryCacheBytes int
+	// EntryCacheNodeBytes bounds the entry caches of all the node's
+	// replicas together (logstore.CacheBudget): a cache that grows while
+	// they hold more drops its own oldest entries (256 MiB; the node
+	// gives it a share of its memory budget).
+	EntryCacheNodeBytes int64
 	// LogTruncateMinEntries: a log is truncated only when at least this
 	// many entries can go, so truncations are rare (1000), or when it
 	// holds LogTruncateMinBytes.
@@ -98,6 +103,13 @@ type Config struct {
 	LogMaxEntries uint64
 	LogMaxBytes   int64
 
+	// DiskStallThreshold is how long a Raft log write (its fsync) may
+	// take before the node counts its disk as stalled: its leaders then
+	// hand their leadership to an up-to-date follower and stop using and
+	// renewing their leases (diskstall.go). Default: the election timeout
+	// (ElectionTicks ticks), at least 500 ms; negative turns the
+	// detection off.
+	DiskStallThreshold time.Duration
 	// LeaseSafetyMargin is subtracted from the election timeout to get the
 	// leader lease duration (see docs/replication.md, "Leases"). Default:
 	// two ticks.
@@ -105,6 +117,9 @@ type Config struct {
 	// DisableLeaseReads makes every linearizable read take a ReadIndex
 	// round.
 	DisableLeaseReads bool
+	// DisableQuiescence keeps every range ticking and heartbeating even
+	// when it is idle (quiesce.go).
+	DisableQuiescence bool
 
 	// DedupWindow is how long a client request's outcome is kept for
 	// deduplication, measured with proposer timestamps (10 min).
@@ -210,6 +225,9 @@ func (c *Config) setDefaults() error {
 	def64(&c.MaxUncommittedEntriesSize, 64<<20)
 	def64(&c.MaxCommittedSizePerReady, 64<<20)
 	def(&c.EntryCacheBytes, 16<<20)
+	if c.EntryCacheNodeBytes <= 0 {
+		c.EntryCacheNodeBytes = 256 << 20
+	}
 	def64(&c.LogTruncateMinEntries, 1000)
 	if c.LogTruncateMinBytes <= 0 {
 		c.LogTruncateMinBytes = 4 << 20
@@ -226,6 +244,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LeaseSafetyMargin <= 0 {
 		c.LeaseSafetyMargin = 2 * c.TickInterval
+	}
+	if c.DiskStallThreshold == 0 {
+		// Not below minDiskStallThreshold: with the short ticks of tests,
+		// a loaded machine's fsync would move leaders for nothing.
+		c.DiskStallThreshold = max(c.electionTimeout(), minDiskStallThreshold)
 	}
 	if c.DedupWindow <= 0 {
 		c.DedupWindow = 10 * time.Minute

@@ -118,7 +118,13 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		start := s.now()
 		// A full disk is waited out (diskfull.go): nothing of this
 		// batch is acknowledged until it is written.
-		if err := s.retryNoSpace("the Raft log", func() error { return s.writeDurably(b, sync, snap) }); err != nil {
+		// Each try is timed for stall detection (diskstall.go); a wait
+		// for space between tries is not a stall.
+		if err := s.retryNoSpace("the Raft log", func() error {
+			s.beginLogWrite(s.now())
+			defer func() { s.endLogWrite(s.now()) }()
+			return s.writeDurably(b, sync, snap)
+		}); err != nil {
 			s.fatal("writing the Raft log", err)
 			return
 		}

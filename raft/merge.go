@@ -154,6 +154,7 @@ func (r *Replica) finishMergesLocked() {
 		}
 		s.mu.Unlock()
 		rr.uncountLogBytesLocked()
+		rr.ls.ReleaseCache()
 		rr.failProposalsLocked("range merged", nil)
 		rr.failReadsLocked(unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
 		rr.rn = nil

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the Store's Prometheus collectors. Register them with
@@ -27,6 +28,11 @@ type Metrics struct {
 	dedupHits         prometheus.Counter
 	noSpaceWrites     prometheus.Counter
 	appendsRefused    prometheus.Counter
+	diskStalls        prometheus.Counter
+	stallTransfers    prometheus.Counter
+	quiescent         prometheus.Gauge
+	quiesces          prometheus.Counter
+	wakes             prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -63,15 +69,36 @@ func newMetrics() *Metrics {
 		noSpaceWrites:     counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
 		appendsRefused:    counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
 
+		diskStalls:     counter("disk_stalls_total", "Raft log writes that took longer than the disk-stall threshold (counted when noticed, while still in progress or once done)."),
+		stallTransfers: counter("leadership_shed_disk_stall_total", "Leadership transfers a leader on a stalled disk started."),
+		quiescent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem,
+			Name: "quiescent_replicas", Help: "Replicas on this node whose range is at rest: they neither tick nor heartbeat."}),
+		quiesces: counter("quiesces_total", "Times a replica on this node put its range to rest (leader) or agreed to (follower)."),
+		wakes:    counter("wakes_total", "Times a resting replica on this node woke up."),
+
 		latencyMetrics: newLatencyMetrics(),
 	}
+}
+
+// Rests returns how many times replicas of this node put their range to
+// rest and woke up again (quiesce.go), for a simulator's report.
+func (m *Metrics) Rests() (quiesces, wakes int) {
+	read := func(c prometheus.Counter) int {
+		var d dto.Metric
+		if c.Write(&d) != nil {
+			return 0
+		}
+		return int(d.GetCounter().GetValue())
+	}
+	return read(m.quiesces), read(m.wakes)
 }
 
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
 		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.leaderChanges, m.snapshotsSent,
-		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused} {
+		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
+		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -109,7 +109,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 // REQUIRES: mu held.
 func (r *Replica) leaseValidRLocked(now time.Time) bool {
 	return r.mu.state == etcdraft.StateLeader && r.mu.appliedInTerm && !r.mu.transferring &&
-		now.Before(r.mu.leaseExpiry.Add(r.store.leaseSlack()))
+		now.Before(r.mu.leaseExpiry.Add(r.store.leaseSlack())) && !r.store.DiskStalled(now)
 }
 
 // waitApplied blocks until the applied index reaches index, and returns
@@ -200,6 +200,9 @@ func (r *Replica) handleReadStatesLocked(states []etcdraft.ReadState) {
 // started at started. REQUIRES: raftMu.
 func (r *Replica) extendLease(started time.Time) {
 	exp := started.Add(r.store.cfg.leaseDuration())
+	if r.store.DiskStalled(r.store.now()) {
+		return // a leader on a stalled disk sheds its lease (diskstall.go)
+	}
 	r.mu.Lock()
 	if r.mu.state == etcdraft.StateLeader && !r.mu.transferring && exp.After(r.mu.leaseExpiry) {
 		r.mu.leaseExpiry = exp
@@ -232,7 +235,7 @@ func (r *Replica) maybeRenewLeaseLocked(now time.Time) {
 	remaining := r.mu.leaseExpiry.Sub(now)
 	recent := now.Sub(r.mu.lastLeaseRead) < 2*ld
 	r.mu.RUnlock()
-	if !leader || !recent || remaining > ld/2 || len(r.readRounds) > 0 {
+	if !leader || !recent || remaining > ld/2 || len(r.readRounds) > 0 || r.store.DiskStalled(now) {
 		return
 	}
 	if now.Sub(r.lastLeaseRenew) < r.store.cfg.TickInterval {

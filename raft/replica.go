@@ -99,7 +99,25 @@ type Replica struct {
 	// work).
 	lastDedupGC    time.Time
 	lastLeaseRenew time.Time
-	lastMetaCheck  time.Time
+	// lastStallShed is when this replica, as leader on a stalled disk,
+	// last asked Raft to transfer its leadership (diskstall.go).
+	lastStallShed time.Time
+	lastMetaCheck time.Time
+	// Quiescence (quiesce.go), under raftMu: idleTicks counts the ticks
+	// since the log last grew (it was idleLast long) or work came in;
+	// quiescedAt is when the replica went to sleep; quiesceOut and
+	// wakeOut are the quiesce heartbeats and the wake-up message to send
+	// this round; metaOKGen is the generation meta was last found to
+	// hold. asleep and sleepLeaderNode (the node of the leader when it
+	// went to sleep) are read by the ticker without raftMu.
+	idleTicks       int
+	idleLast        uint64
+	quiescedAt      time.Time
+	quiesceOut      []*pb.Message
+	wakeOut         []*pb.Message
+	metaOKGen       uint64
+	asleep          atomic.Bool
+	sleepLeaderNode atomic.Uint64
 	// sm is the range's state machine: committed entries apply through it
 	// (apply.go, package apply).
 	sm apply.StateMachine
@@ -109,8 +127,14 @@ type Replica struct {
 	// in is the inbox: work handed over by other goroutines.
 	in struct {
 		sync.Mutex
-		msgs        []*pb.Message
-		from        []uint64 // from[i] is the node msgs[i] came from
+		msgs []*pb.Message
+		from []uint64 // from[i] is the node msgs[i] came from
+		// quiesce holds quiesce heartbeats (quiesce.go), qfrom their nodes.
+		quiesce []*pb.Message
+		qfrom   []uint64
+		// leaderDead: the ticker found the node of this sleeping
+		// follower's leader not live.
+		leaderDead  bool
 		props       []*proposal
 		reads       []*readWaiter
 		ticks       int
@@ -172,6 +196,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	ls.ShareCache(s.entryCaches)
 	storedID, err := logstore.LoadReplicaID(db, rangeID)
 	if err != nil {
 		return nil, err
@@ -347,7 +372,9 @@ type RaftStatus struct {
 	LastIndex    uint64
 	Truncated    uint64
 	LeaseValid   bool
-	Descriptor   *kvpb.RangeDescriptor
+	// Quiescent: the range is at rest here (quiesce.go): no ticks.
+	Quiescent  bool
+	Descriptor *kvpb.RangeDescriptor
 }
 
 // Status returns the replica's published state.
@@ -366,6 +393,7 @@ func (r *Replica) Status() RaftStatus {
 		LastIndex:    r.mu.last,
 		Truncated:    r.mu.truncated,
 		LeaseValid:   r.leaseValidRLocked(r.store.now()),
+		Quiescent:    r.asleep.Load(),
 		Descriptor:   apply.CloneDescriptor(r.mu.desc),
 	}
 }

@@ -20,14 +20,42 @@ import (
 func (r *Replica) handleInboxLocked() {
 	r.in.Lock()
 	msgs, from := r.in.msgs, r.in.from
+	qmsgs, qfrom, leaderDead := r.in.quiesce, r.in.qfrom, r.in.leaderDead
 	props, reads := r.in.props, r.in.reads
 	ticks := r.in.ticks
 	snaps, statuses, unreachable := r.in.snaps, r.in.snapStatus, r.in.unreachable
 	transferTo, inspect, removedBy := r.in.transferTo, r.in.inspect, r.in.removedBy
 	r.in.msgs, r.in.from, r.in.props, r.in.reads = nil, nil, nil, nil
+	r.in.quiesce, r.in.qfrom, r.in.leaderDead = nil, nil, false
 	r.in.ticks, r.in.snaps, r.in.snapStatus, r.in.unreachable = 0, nil, nil, nil
 	r.in.transferTo, r.in.inspect, r.in.removedBy = 0, nil, nil
 	r.in.Unlock()
+
+	// Quiescence (quiesce.go): a sleeping replica ignores ticks and wakes
+	// for anything else; an idle leader sleeps instead of ticking; a
+	// follower told to sleep does when it can, and otherwise takes the
+	// quiesce heartbeat as an ordinary one.
+	work := len(msgs) > 0 || len(props) > 0 || len(reads) > 0 || len(snaps) > 0 || len(statuses) > 0 ||
+		len(unreachable) > 0 || transferTo != 0 || len(inspect) > 0 || removedBy != nil
+	now := r.store.now()
+	if r.asleep.Load() {
+		if !work && !leaderDead && r.quiesceRepeatLocked(qmsgs) {
+			return
+		}
+		r.wakeLocked(now, msgs, leaderDead)
+		ticks = 0 // the time slept is counted by wakeLocked, if at all
+	}
+	r.noteActivityLocked(len(props) > 0 || len(reads) > 0)
+	r.idleTicks += ticks
+	if !work && len(qmsgs) == 0 && ticks > 0 && r.maybeQuiesceLeaderLocked(now) {
+		return
+	}
+	for i, m := range qmsgs {
+		if !work && i == len(qmsgs)-1 && r.maybeQuiesceFollowerLocked(now, m, qfrom[i]) {
+			return
+		}
+		msgs, from = append(msgs, m), append(from, qfrom[i])
+	}
 
 	if removedBy != nil && r.desc != nil && removedBy.GetGeneration() > r.desc.GetGeneration() &&
 		apply.ReplicaOnNode(removedBy, r.store.cfg.NodeID).GetReplicaId() != r.replicaID {
@@ -83,7 +111,6 @@ func (r *Replica) handleInboxLocked() {
 		}
 	}
 	if ticks > 0 {
-		now := r.store.now()
 		r.maintenanceLocked(now, st)
 		r.refreshForwardedLocked(now, st)
 	}
@@ -118,6 +145,9 @@ func (r *Replica) maintenanceLocked(now time.Time, st etcdraft.BasicStatus) {
 	r.maybeAbortStaleFreezeLocked(now, st.RaftState == etcdraft.StateLeader)
 	if st.RaftState != etcdraft.StateLeader {
 		return
+	}
+	if r.store.DiskStalled(now) {
+		r.shedForStallLocked(now)
 	}
 	r.maybeRenewLeaseLocked(now)
 	cfg := &r.store.cfg

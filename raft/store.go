@@ -58,6 +58,12 @@ type Store struct {
 	// logBytes is the approximate sum of the replicas' Raft logs, for
 	// LogBudgetBytes (truncate.go).
 	logBytes atomic.Int64
+	// entryCaches bounds the replicas' entry caches together
+	// (Config.EntryCacheNodeBytes).
+	entryCaches *logstore.CacheBudget
+	// stall tracks the log writer's writes for disk-stall detection
+	// (diskstall.go).
+	stall diskStall
 	// remoteMeta reaches meta from a node without a replica of it.
 	remoteMeta atomic.Pointer[RemoteMeta]
 
@@ -78,8 +84,17 @@ type Store struct {
 		addrs map[uint64]string
 	}
 	// lastContact is when each node last sent this node Raft messages
-	// (Unix nanoseconds), for liveness reports.
+	// or a node heartbeat (Unix nanoseconds, on the Store's clock), for
+	// liveness (liveness.go) and liveness reports.
 	lastContact sync.Map // uint64 -> *atomic.Int64
+	// tick is the ticker's working state (tickReplicas, liveness.go).
+	tick struct {
+		mu       sync.Mutex
+		reps     []*Replica
+		peers    []uint64 // nodes to heartbeat, sorted
+		peersAge int      // ticks since peers was computed
+		count    uint64   // ticks run, for tests
+	}
 }
 
 // LastContact returns when node nodeID last sent this node a Raft message
@@ -119,13 +134,14 @@ func NewStore(cfg Config) (*Store, error) {
 			ident.NodeID, ident.ClusterID, cfg.NodeID, cfg.ClusterID)
 	}
 	s := &Store{
-		cfg:     cfg,
-		sched:   newScheduler(),
-		appendQ: newAppendQueue(),
-		metrics: newMetrics(),
-		stopped: make(chan struct{}),
-		snapSem: make(chan struct{}, 2),
-		snapMem: newSnapshotMemory(cfg.SnapshotMemoryBytes),
+		cfg:         cfg,
+		sched:       newScheduler(),
+		appendQ:     newAppendQueue(),
+		metrics:     newMetrics(),
+		stopped:     make(chan struct{}),
+		snapSem:     make(chan struct{}, 2),
+		snapMem:     newSnapshotMemory(cfg.SnapshotMemoryBytes),
+		entryCaches: logstore.NewCacheBudget(cfg.EntryCacheNodeBytes),
 	}
 	if cfg.testSnapshotMemory != nil {
 		s.snapMem = cfg.testSnapshotMemory
@@ -407,6 +423,8 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	}
 	s.mu.Unlock()
 	r.uncountLogBytesLocked()
+	r.ls.ReleaseCache()
+	r.forgetSleepLocked()
 	r.failProposalsLocked("replica removed", nil)
 	r.failReadsLocked(unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
 	r.mu.Lock()
@@ -502,18 +520,59 @@ func (s *Store) tickLoop() {
 	}
 }
 
-// tickReplicas gives every replica one tick.
+// tickReplicas gives every awake replica one tick, sends this node's
+// heartbeats, and wakes the quiescent followers whose leader's node is no
+// longer live (liveness.go, quiesce.go). A quiescent replica costs a
+// flag test here and nothing else.
 func (s *Store) tickReplicas() {
-	for _, r := range s.Replicas() {
+	now := s.now()
+	t := &s.tick
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.count++
+	s.mu.RLock()
+	t.reps = t.reps[:0]
+	for _, r := range s.mu.replicas {
+		t.reps = append(t.reps, r)
+	}
+	s.mu.RUnlock()
+	peers := s.heartbeatPeersLocked(t.reps)
+	s.sendNodeHeartbeats(peers)
+	var dead map[uint64]bool
+	for _, n := range peers {
+		if !s.nodeLive(n, now) {
+			if dead == nil {
+				dead = make(map[uint64]bool, 1)
+			}
+			dead[n] = true
+		}
+	}
+	for _, r := range t.reps {
+		if r.asleep.Load() {
+			if dead[r.sleepLeaderNode.Load()] {
+				r.in.Lock()
+				r.in.leaderDead = true
+				r.in.Unlock()
+				s.sched.enqueue(r)
+			}
+			continue
+		}
 		r.in.Lock()
 		r.in.ticks++
 		r.in.Unlock()
 		s.sched.enqueue(r)
 	}
+	clear(t.reps) // keeps no destroyed replica alive
 }
 
 // errFatal marks errors after which the node must not continue.
 var errFatal = errors.New("raft: fatal")
+
+// EntryCacheBytes returns the bytes the replicas' entry caches hold
+// together, and their node-wide limit (Config.EntryCacheNodeBytes).
+func (s *Store) EntryCacheBytes() (used, limit int64) {
+	return s.entryCaches.Used(), s.entryCaches.Limit()
+}
 
 // NodeAddress returns the gRPC address of node nodeID as this node knows
 // it (the addresses it started with, then meta's registry).

@@ -40,7 +40,10 @@ func (s *Store) processLoop() {
 type roundWork struct {
 	works []*appendWork
 	out   []*pb.Message
-	err   error
+	// quiesce are the quiesce heartbeats of a leader putting its range to
+	// sleep (quiesce.go), ready for the transport.
+	quiesce []*raftrpcpb.RangeMessage
+	err     error
 }
 
 func (s *Store) processRound(reps []*Replica) {
@@ -74,6 +77,9 @@ func (s *Store) processRound(reps []*Replica) {
 			return
 		}
 		works = append(works, rw.works...)
+		for _, rm := range rw.quiesce {
+			byNode[rm.GetToNodeId()] = append(byNode[rm.GetToNodeId()], rm)
+		}
 		if len(rw.out) == 0 {
 			continue
 		}
@@ -134,6 +140,17 @@ func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
 	if !r.removed {
 		rw.works, rw.out, rw.err = r.handleReadyLocked()
 	}
+	rw.out = append(rw.out, r.wakeOut...)
+	r.wakeOut = nil
+	for _, m := range r.quiesceOut {
+		if rm := r.rangeMessageLocked(m); rm != nil {
+			rm.Descriptor_ = nil // the follower holds the range already
+			rm.Quiesce = true
+			rw.quiesce = append(rw.quiesce, rm)
+		}
+	}
+	clear(r.quiesceOut)
+	r.quiesceOut = r.quiesceOut[:0]
 	if rw.err == nil && r.removed {
 		// A configuration change removed the replica (or a peer
 		// reported its removal): nothing of it matters any more, but

@@ -24,6 +24,9 @@ func (s *Store) HandleRaftMessages(_ context.Context, batch *raftrpcpb.RaftMessa
 	touched := make(map[*Replica]struct{}, 4)
 	s.noteContact(batch.GetFromNodeId())
 	for _, rm := range batch.GetMessages() {
+		if isNodeHeartbeat(rm) {
+			continue // its batch noted the sender live (liveness.go)
+		}
 		m := rm.GetMessage()
 		r, err := s.Replica(rm.GetRangeId())
 		if err != nil {
@@ -53,8 +56,13 @@ func (s *Store) HandleRaftMessages(_ context.Context, batch *raftrpcpb.RaftMessa
 			continue
 		}
 		r.in.Lock()
-		r.in.msgs = append(r.in.msgs, m)
-		r.in.from = append(r.in.from, rm.GetFromNodeId())
+		if rm.GetQuiesce() && m.GetType() == pb.MsgHeartbeat {
+			r.in.quiesce = append(r.in.quiesce, m)
+			r.in.qfrom = append(r.in.qfrom, rm.GetFromNodeId())
+		} else {
+			r.in.msgs = append(r.in.msgs, m)
+			r.in.from = append(r.in.from, rm.GetFromNodeId())
+		}
 		r.in.Unlock()
 		touched[r] = struct{}{}
 	}

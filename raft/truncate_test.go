@@ -153,20 +153,12 @@ func TestTruncateForTheLogBudget(t *testing.T) {
 					return true
 				})
 			} else {
-				// A few rounds (each replica is processed on every tick,
-				// and checks its log then) after the last apply.
-				rounds := map[uint64]float64{}
-				for id, s := range c.running() {
-					rounds[id] = roundsOf(t, s)
+				// Every replica considers truncating in each round that
+				// handles it; one at rest has had its rounds after the
+				// last apply (quiesce.go).
+				for _, rid := range ranges {
+					c.waitQuiescent(rid)
 				}
-				waitFor(t, 10*time.Second, "ten more rounds on every node", func() bool {
-					for id, s := range c.running() {
-						if roundsOf(t, s) < rounds[id]+10 {
-							return false
-						}
-					}
-					return true
-				})
 				for id, s := range c.running() {
 					for _, rid := range ranges {
 						if truncated(id, s, rid) {

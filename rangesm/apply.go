@@ -208,6 +208,9 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 
 	case command.KindMergeAbort:
 		return r.applyMergeAbort(cmd)
+
+	case command.KindTSOWindow:
+		return r.applyTSOWindow(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }

@@ -68,6 +68,9 @@ type Result struct {
 	Admin, AdminTried int
 	// Crashes counts node crashes.
 	Crashes int
+	// Quiesces and Wakes count the times replicas put their range to
+	// rest and woke up (raft/quiesce.go).
+	Quiesces, Wakes int
 	// Violations lists every invariant the run found broken.
 	Violations []string
 }
@@ -332,6 +335,7 @@ func (s *Sim) crash(nd *node) {
 	s.tracef("crash n%d (log write pending: %v)", nd.id, nd.store.LogWritePending())
 	s.res.Crashes++
 	nd.up = false
+	s.countRests(nd)
 	nd.store.Stop()
 	synctest.Wait()
 	if err := nd.db.Close(); err != nil {
@@ -345,6 +349,7 @@ func (s *Sim) shutdown() {
 	for _, nd := range s.nodes {
 		if nd.up {
 			nd.up = false
+			s.countRests(nd)
 			nd.store.Stop()
 		}
 	}
@@ -356,6 +361,13 @@ func (s *Sim) shutdown() {
 			nd.db = nil
 		}
 	}
+}
+
+// countRests adds what nd's store counted of quiescence to the result.
+func (s *Sim) countRests(nd *node) {
+	q, w := nd.store.Metrics().Rests()
+	s.res.Quiesces += q
+	s.res.Wakes += w
 }
 
 func (s *Sim) node(id uint64) *node {

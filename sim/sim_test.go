@@ -49,12 +49,14 @@ func TestSimulation(t *testing.T) {
 		total.Admin += res.Admin
 		total.AdminTried += res.AdminTried
 		total.Crashes += res.Crashes
+		total.Quiesces += res.Quiesces
+		total.Wakes += res.Wakes
 		total.Steps += res.Steps
 		total.violations += len(res.Violations)
 	}
 	// Printed, not logged: make sim shows it without -v.
-	fmt.Printf("sim: seeds %d..%d: %d steps, ops %d ok / %d unknown / %d failed, admin %d of %d, %d crashes, %d violations\n",
-		*flagBase, *flagBase+uint64(*flagSeeds)-1, total.Steps, total.OpsOK, total.OpsUnknown, total.OpsFailed, total.Admin, total.AdminTried, total.Crashes, total.violations)
+	fmt.Printf("sim: seeds %d..%d: %d steps, ops %d ok / %d unknown / %d failed, admin %d of %d, %d crashes, %d rests / %d wakes, %d violations\n",
+		*flagBase, *flagBase+uint64(*flagSeeds)-1, total.Steps, total.OpsOK, total.OpsUnknown, total.OpsFailed, total.Admin, total.AdminTried, total.Crashes, total.Quiesces, total.Wakes, total.violations)
 }
 
 func report(t *testing.T, res Result) {

@@ -129,7 +129,14 @@ func (w *workload) start() {
 
 func (w *workload) scheduleArrival() {
 	s := w.s
-	at := s.clock.Now().Add(time.Duration(s.rng.Int64N(int64(8 * time.Millisecond))))
+	gap := time.Duration(s.rng.Int64N(int64(8 * time.Millisecond)))
+	if s.rng.IntN(64) == 0 {
+		// A lull of 3 to 20 ticks: long enough for ranges to go to rest
+		// (raft/quiesce.go) while faults go on, so that waking them, and
+		// electing leaders for resting ranges, is tested too.
+		gap = 3*tickInterval + time.Duration(s.rng.Int64N(int64(17*tickInterval)))
+	}
+	at := s.clock.Now().Add(gap)
 	if !at.Before(s.end) {
 		return
 	}

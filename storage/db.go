@@ -44,6 +44,9 @@ type DB struct {
 	// multiGetAvgValue is a running estimate of value sizes (0: none yet),
 	// used to size MultiGet's values buffer.
 	multiGetAvgValue atomic.Int64
+	// seekPrefixAvgEntry is the same for SeekPrefixGE's entries (key and
+	// value bytes).
+	seekPrefixAvgEntry atomic.Int64
 }
 
 // Open opens the database in directory dir, creating it unless

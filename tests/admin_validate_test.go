@@ -20,7 +20,9 @@ const adminFailFast = 5 * time.Second
 // exist, or a node that cannot take part, are refused at once with an
 // error that says which, and change nothing: transfer-leader for a range
 // that does not exist, move-replica to an unregistered node, node add of
-// an address where nothing listens (through the client and shalectl).
+// an address where nothing listens (through the client and shalectl),
+// and as ErrFailedPrecondition (not ErrInternal) removing a node that
+// holds replicas and merging the last range.
 func TestAdminValidatesBeforeActing(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client()
@@ -58,6 +60,23 @@ func TestAdminValidatesBeforeActing(t *testing.T) {
 		_, err := cl.ChangeReplicas(ctx, 99, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: 2})
 		return err
 	}, client.ErrNotFound, "range 99 does not exist")
+	// What exists but cannot be done now is a precondition, not an
+	// internal error, and says it was not applied.
+	check("remove node 3 holding replicas", func(ctx context.Context) error { return cl.RemoveNode(ctx, 3, false) },
+		client.ErrFailedPrecondition, "still holds replicas")
+	check("merge the last range", func(ctx context.Context) error {
+		_, err := cl.Merge(ctx, []byte("k"))
+		return err
+	}, client.ErrFailedPrecondition, "Merge")
+	for _, call := range []func(ctx context.Context) error{
+		func(ctx context.Context) error { return cl.RemoveNode(ctx, 3, false) },
+		func(ctx context.Context) error { _, err := cl.Merge(ctx, []byte("k")); return err },
+	} {
+		var ce *client.Error
+		if err := call(ctx); !errors.As(err, &ce) || errors.Is(err, client.ErrInternal) || ce.Outcome() != client.NotApplied {
+			t.Errorf("a refused admin request: %v (want a precondition error, not applied)", err)
+		}
+	}
 	// An address where nothing listens: a listener closed at once.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -57,6 +57,8 @@ type testCluster struct {
 	// sec, when set, is how the harness reaches a TLS cluster (an admin's
 	// credentials); nil dials plaintext.
 	sec *clusterCreds
+	// bin, when set, is the shale binary to run (default: binaries').
+	bin string
 }
 
 // clusterCreds are the credentials the harness dials a TLS cluster with.
@@ -97,8 +99,22 @@ func newClusterWith(t testing.TB, n int, sec *clusterCreds, extra ...string) *te
 // data directory).
 func newClusterPrepared(t testing.TB, n int, sec *clusterCreds, prepare func(*clusterNode), extra ...string) *testCluster {
 	t.Helper()
+	return newClusterBin(t, n, "", sec, prepare, extra...)
+}
+
+// newFaultsCluster is newCluster running the `faults` build of shale
+// (faultsBinary), whose nodes can be given a slow disk (setDiskDelay).
+func newFaultsCluster(t testing.TB, n int, extra ...string) *testCluster {
+	t.Helper()
+	return newClusterBin(t, n, faultsBinary(t), nil, nil, extra...)
+}
+
+// newClusterBin is newClusterPrepared running the shale binary bin (""
+// for the default one).
+func newClusterBin(t testing.TB, n int, bin string, sec *clusterCreds, prepare func(*clusterNode), extra ...string) *testCluster {
+	t.Helper()
 	binaries(t) // build before starting any clock
-	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{},
+	c := &testCluster{t: t, dir: t.TempDir(), nodes: map[uint64]*clusterNode{}, bin: bin,
 		// Automatic splits and placement stay off unless a test turns
 		// them on (a later flag wins): the replication tests place
 		// replicas themselves.
@@ -177,6 +193,9 @@ func (c *testCluster) all() []*clusterNode {
 func (c *testCluster) start(id uint64, firstArgs ...string) {
 	c.t.Helper()
 	shale, _ := binaries(c.t)
+	if c.bin != "" {
+		shale = c.bin
+	}
 	cn := c.node(id)
 	args := []string{"--listen", cn.grpcAddr, "--http", cn.httpAddr, "--data-dir", cn.dataDir, "--log-format", "json"}
 	args = append(args, c.extra...)

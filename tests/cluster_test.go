@@ -175,7 +175,7 @@ func (c *testCluster) leaderAmong(ids []uint64, rangeID uint64) (uint64, bool) {
 
 // partition drops every packet to or from ip and returns the function
 // that removes the rules (idempotent; also run at cleanup).
-func partition(t *testing.T, ip string) func() {
+func partition(t testing.TB, ip string) func() {
 	t.Helper()
 	tag := "shale-test-" + strconv.Itoa(os.Getpid())
 	rules := [][]string{

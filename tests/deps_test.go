@@ -91,7 +91,8 @@ var allowed = map[string][]string{
 	"mvcc":     {"mvcc", "hlc", "storage", "internal"},
 	"raft":     {"raft", "storage", "mvcc", "hlc", "api", "internal", "rangesm"}, // of rangesm only replicationMayImport
 	"rangesm":  {"rangesm", "raft", "storage", "mvcc", "hlc", "api", "internal"}, // of raft only stateMachineMayImport
-	"node":     {"node", "raft", "rangesm", "storage", "mvcc", "hlc", "api", "internal"},
+	"tso":      {"tso", "hlc"},
+	"node":     {"node", "raft", "rangesm", "storage", "mvcc", "hlc", "tso", "api", "internal"},
 	// client shares the timestamp type with the nodes (client.Timestamp
 	// is hlc.Timestamp): one definition of its order and encoding on both
 	// sides of the wire; hlc is standard library only.

@@ -62,6 +62,48 @@ func binaries(t testing.TB) (shale, shalectl string) {
 	return filepath.Join(buildDir, "shale"), filepath.Join(buildDir, "shalectl")
 }
 
+var (
+	faultsOnce sync.Once
+	faultsBin  string
+	faultsErr  error
+)
+
+// faultsBinary returns the path of a shale built with the `faults` tag
+// (node/faults_on.go: the /debug/faults/disk endpoint that slows the
+// engine's file operations), building it once per test process, or
+// $SHALE_FAULTS_BIN.
+func faultsBinary(t testing.TB) string {
+	t.Helper()
+	if s := os.Getenv("SHALE_FAULTS_BIN"); s != "" {
+		return s
+	}
+	binaries(t) // the build directory
+	faultsOnce.Do(func() {
+		ldflags := ""
+		if lib, err := os.ReadFile(filepath.Join(repoRootPath(), "build", "engine", "libshale_engine.a")); err == nil {
+			sum := sha256.Sum256(lib)
+			ldflags = "-X github.com/shaledb/shale/storage.engineStamp=" + hex.EncodeToString(sum[:8])
+		}
+		dir := buildDir
+		if dir == "" { // $SHALE_BIN given: no build directory yet
+			if dir, faultsErr = os.MkdirTemp("", "shale-bin-"); faultsErr != nil {
+				return
+			}
+			buildDir = dir
+		}
+		faultsBin = filepath.Join(dir, "shale-faults")
+		build := exec.Command("go", "build", "-tags", "faults", "-ldflags", ldflags, "-o", faultsBin, "./cmd/shale")
+		build.Dir = repoRootPath()
+		if out, err := build.CombinedOutput(); err != nil {
+			faultsErr = fmt.Errorf("go build -tags faults ./cmd/shale: %v\n%s", err, out)
+		}
+	})
+	if faultsErr != nil {
+		t.Fatal(faultsErr)
+	}
+	return faultsBin
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if buildDir != "" {

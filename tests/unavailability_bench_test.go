@@ -3,10 +3,13 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,11 +37,18 @@ import (
 // election timeout of 1 s, randomized up to 2 s (Shale's defaults, etcd's
 // defaults).
 //
-// Faults, each repeated SHALE_UNAVAIL_ROUNDS times (default 5):
+// Faults, each repeated SHALE_UNAVAIL_ROUNDS times (default 5);
+// SHALE_UNAVAIL_FAULTS narrows them (a comma-separated list):
 //
-//	kill-leader   SIGKILL the leader; restarted once writes flow again
-//	pause-leader  SIGSTOP the leader (a long GC, a stalled VM); resumed
-//	              once writes flow again, or after probeTimeout
+//	kill-leader       SIGKILL the leader; restarted once writes flow again
+//	pause-leader      SIGSTOP the leader (a long GC, a stalled VM); resumed
+//	                  once writes flow again, or after probeTimeout
+//	partition-leader  drop every packet to and from the leader's address
+//	                  (iptables; skipped without it); healed then
+//	stall-disk-leader every fsync and fdatasync of the leader's process
+//	                  hangs for stallFor (strace's syscall delay
+//	                  injection, the same for both systems; skipped
+//	                  without strace); healed then
 //
 // SHALE_UNAVAIL_ETCD is a comma-separated list of etcd binaries (default:
 // etcd on the PATH; `make bench-unavailability` adds the etcd 3.7 that
@@ -46,7 +56,25 @@ import (
 // asserts nothing about the windows, only that every fault healed.
 func BenchmarkUnavailability(b *testing.B) {
 	rounds := envInt("SHALE_UNAVAIL_ROUNDS", 5)
-	faults := []string{"kill-leader", "pause-leader"}
+	faults := []string{"kill-leader", "pause-leader", "partition-leader", "stall-disk-leader"}
+	if v := os.Getenv("SHALE_UNAVAIL_FAULTS"); v != "" {
+		faults = strings.Split(v, ",")
+	}
+	for _, f := range faults {
+		switch f {
+		case "kill-leader", "pause-leader":
+		case "partition-leader":
+			if _, err := exec.LookPath("iptables"); err != nil {
+				b.Skip("partition-leader needs iptables")
+			}
+		case "stall-disk-leader":
+			if _, err := exec.LookPath("strace"); err != nil {
+				b.Skip("stall-disk-leader needs strace")
+			}
+		default:
+			b.Fatalf("SHALE_UNAVAIL_FAULTS: unknown fault %q", f)
+		}
+	}
 	type row struct {
 		fault, system string
 		windows       []time.Duration
@@ -77,6 +105,9 @@ const (
 	probeTimeout = 10 * time.Second
 	// settle is how long writes must flow before the next fault.
 	settle = 2 * time.Second
+	// stallFor is how long each fsync of a disk-stalled leader hangs:
+	// past the whole measurement, so only leaving the leader helps.
+	stallFor = 30 * time.Second
 )
 
 // systemUnderFault is a 3-member cluster whose leader can be faulted.
@@ -88,6 +119,9 @@ type systemUnderFault interface {
 	leader(ctx context.Context) (int, error)
 	signal(member int, sig syscall.Signal) error
 	restart(member int) error
+	// pid and ip are the member's process and address.
+	pid(member int) int
+	ip(member int) string
 	close()
 }
 
@@ -98,21 +132,33 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 	var windows []time.Duration
 	for i := 0; i < rounds; i++ {
 		waitWritesFlow(b, sys)
+		p := startProber(sys, fmt.Sprintf("%s-%d", fault, i))
+		// Let the prober reach its steady state first; the leader is
+		// looked up just before the fault.
+		time.Sleep(200 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		lead, err := sys.leader(ctx)
 		cancel()
 		if err != nil {
 			b.Fatalf("%s: finding the leader: %v", sys.name(), err)
 		}
-		p := startProber(sys, fmt.Sprintf("%s-%d", fault, i))
-		// Let the prober reach its steady state first.
-		time.Sleep(200 * time.Millisecond)
+		var heal func() error
+		if fault == "stall-disk-leader" {
+			// Attaching takes a moment: the stall starts once it has.
+			heal, err = stallDisk(sys.pid(lead))
+		}
 		at := time.Now()
 		switch fault {
 		case "kill-leader":
 			err = sys.signal(lead, syscall.SIGKILL)
 		case "pause-leader":
 			err = sys.signal(lead, syscall.SIGSTOP)
+		case "partition-leader":
+			h := partition(b, sys.ip(lead))
+			heal = func() error { h(); return nil }
+			// Running iptables takes a while on a busy machine: the
+			// fault starts once its rules are in.
+			at = time.Now()
 		}
 		if err != nil {
 			b.Fatalf("%s: %s: %v", sys.name(), fault, err)
@@ -124,6 +170,8 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 			err = sys.restart(lead)
 		case "pause-leader":
 			err = sys.signal(lead, syscall.SIGCONT)
+		default:
+			err = heal()
 		}
 		if err != nil {
 			b.Fatalf("%s: healing %s: %v", sys.name(), fault, err)
@@ -135,6 +183,39 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 		windows = append(windows, w)
 	}
 	return windows
+}
+
+// stallDisk makes every fsync and fdatasync of process pid (all its
+// threads) hang for stallFor, with strace's syscall delay injection,
+// until the returned function stops strace. It returns once strace has
+// attached.
+func stallDisk(pid int) (func() error, error) {
+	cmd := exec.Command("strace", "-f", "-qq", "-o", "/dev/null", "-p", strconv.Itoa(pid),
+		"-e", "trace=fsync,fdatasync",
+		"-e", fmt.Sprintf("inject=fsync,fdatasync:delay_enter=%d", stallFor.Microseconds()))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	// strace says nothing with -qq; give the attach (every thread is
+	// stopped and resumed) a moment, and make sure it did not fail.
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		msg, _ := io.ReadAll(stderr)
+		return nil, fmt.Errorf("strace -p %d: %v: %s", pid, err, msg)
+	}
+	go io.Copy(io.Discard, stderr)
+	return func() error {
+		// strace detaches on SIGTERM: the delayed calls go on.
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return err
+		}
+		_ = cmd.Wait() // "signal: terminated"
+		return nil
+	}, nil
 }
 
 // waitWritesFlow waits until a write succeeds, then lets the cluster
@@ -267,16 +348,21 @@ func (s *shaleUnderFault) put(ctx context.Context, key, value string) error {
 }
 
 // leader is the leader of range 2, the one user range (the harness turns
-// automatic splits off).
+// automatic splits off): of the nodes that say they lead it, the one of
+// the highest term (one deposed a moment ago may not know yet).
 func (s *shaleUnderFault) leader(ctx context.Context) (int, error) {
 	for ctx.Err() == nil {
+		var lead, term uint64
 		for _, cn := range s.c.all() {
 			if !cn.running() {
 				continue
 			}
-			if rs, err := s.c.rangeState(cn.id, 2); err == nil && rs.GetRaft().GetState() == "leader" {
-				return int(cn.id), nil
+			if rs, err := s.c.rangeState(cn.id, 2); err == nil && rs.GetRaft().GetState() == "leader" && rs.GetRaft().GetTerm() > term {
+				lead, term = cn.id, rs.GetRaft().GetTerm()
 			}
+		}
+		if lead != 0 {
+			return int(lead), nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -295,6 +381,10 @@ func (s *shaleUnderFault) signal(member int, sig syscall.Signal) error {
 		return nil
 	}
 }
+
+func (s *shaleUnderFault) pid(member int) int { return s.c.node(uint64(member)).proc.Pid() }
+
+func (s *shaleUnderFault) ip(member int) string { return s.c.node(uint64(member)).ip }
 
 func (s *shaleUnderFault) restart(member int) error {
 	s.c.start(uint64(member))
@@ -454,6 +544,16 @@ func (e *etcdUnderFault) signal(member int, sig syscall.Signal) error {
 		<-m.done
 	}
 	return nil
+}
+
+func (e *etcdUnderFault) pid(member int) int { return e.members[member-1].cmd.Process.Pid }
+
+func (e *etcdUnderFault) ip(member int) string {
+	u, err := url.Parse(e.members[member-1].peerURL)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 func (e *etcdUnderFault) restart(member int) error {

@@ -38,7 +38,13 @@ type RangeMessage struct {
 	// descriptor lets a receiver that has no replica of the range yet (a new
 	// learner) create an uninitialized one. Set on messages that may create a
 	// replica; may be omitted otherwise.
-	Descriptor_   *kvpb.RangeDescriptor `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Descriptor_ *kvpb.RangeDescriptor `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	// quiesce marks a heartbeat with which a range's leader puts the range
+	// at rest: a follower that holds everything the leader has committed
+	// stops ticking instead of stepping it; any other follower steps it as
+	// an ordinary heartbeat, and its answer wakes the leader
+	// (docs/replication.md, "Quiescence").
+	Quiesce       bool `protobuf:"varint,6,opt,name=quiesce,proto3" json:"quiesce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,6 +112,13 @@ func (x *RangeMessage) GetDescriptor_() *kvpb.RangeDescriptor {
 		return x.Descriptor_
 	}
 	return nil
+}
+
+func (x *RangeMessage) GetQuiesce() bool {
+	if x != nil {
+		return x.Quiesce
+	}
+	return false
 }
 
 type RaftMessageBatch struct {
@@ -535,7 +548,7 @@ var File_api_raftrpcpb_raftrpc_proto protoreflect.FileDescriptor
 const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\n" +
 	"\x1bapi/raftrpcpb/raftrpc.proto\x12\x10shale.raftrpc.v1\x1a\n" +
-	"raft.proto\x1a\x13api/kvpb/meta.proto\"\xd2\x01\n" +
+	"raft.proto\x1a\x13api/kvpb/meta.proto\"\xec\x01\n" +
 	"\fRangeMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -545,7 +558,8 @@ const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12<\n" +
 	"\n" +
 	"descriptor\x18\x05 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
-	"descriptor\"\xad\x01\n" +
+	"descriptor\x12\x18\n" +
+	"\aquiesce\x18\x06 \x01(\bR\aquiesce\"\xad\x01\n" +
 	"\x10RaftMessageBatch\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +

@@ -117,6 +117,7 @@ func run(args []string) error {
 		Join:              joinAddrs,
 		ClusterID:         s.clusterID,
 		Raft:              s.raft,
+		Clock:             s.clock,
 		Sharding:          s.sharding,
 		Engine:            eng,
 		Logger:            logger,

@@ -38,6 +38,7 @@ type settings struct {
 	eng             node.EngineOptions
 	raft            node.RaftOptions
 	sharding        node.ShardingOptions
+	clock           node.ClockOptions
 	sec             securityFlags // security.go
 }
 
@@ -73,6 +74,9 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.BoolVar(&s.eng.DisableAutoCompactions, "engine-disable-auto-compactions", false, "turn background compactions off")
 	fs.StringVar(&s.compression, "engine-compression", "", "SST block compression: none or snappy (empty: engine default, "+d.Compression.String()+")")
 
+	fs.DurationVar(&s.clock.MaxOffset, "max-clock-offset", 500*time.Millisecond, "the most two nodes' clocks may differ; a node farther than 80% of it from most of its peers stops serving requests that need a timestamp (the same on every node)")
+	fs.DurationVar(&s.clock.TestingOffset, "testing-clock-offset", 0, "TESTING ONLY: shift this node's clock by this much (the fault suite's clock-skew nemesis); never set it in production")
+
 	fs.DurationVar(&s.raft.TickInterval, "raft-tick", 100*time.Millisecond, "Raft tick interval")
 	fs.IntVar(&s.raft.ElectionTicks, "raft-election-ticks", 10, "election timeout in ticks (randomized up to twice that)")
 	fs.IntVar(&s.raft.HeartbeatTicks, "raft-heartbeat-ticks", 1, "heartbeat interval in ticks")
@@ -100,6 +104,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableAutoMerge, "disable-auto-merge", false, "turn automatic merges off (manual merges still work)")
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
+	fs.BoolVar(&s.raft.DisableQuiescence, "disable-quiescence", false, "keep idle ranges ticking and heartbeating instead of putting them to rest")
 
 	s.sec.register(fs)
 }

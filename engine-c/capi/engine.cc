@@ -370,6 +370,89 @@ shale_status_t shale_multi_get(shale_db_t* db, const shale_read_options_t* ro,
   });
 }
 
+namespace {
+
+// Where shale_multi_seek_prefix copies the entries it finds.
+struct SeekPrefixOut {
+  uint8_t* buf;
+  size_t cap;
+  size_t pos;
+  size_t* offsets;
+  size_t* key_lens;
+  size_t* value_lens;
+  int32_t* statuses;
+};
+
+void CopySeekPrefixEntry(void* arg, size_t i, const Slice& key,
+                         const Slice& value) {
+  auto* out = static_cast<SeekPrefixOut*>(arg);
+  out->offsets[i] = out->pos;
+  out->key_lens[i] = key.size();
+  out->value_lens[i] = value.size();
+  const size_t need = key.size() + value.size();
+  if (need > out->cap - out->pos) {
+    out->statuses[i] = SHALE_BUFFER_TOO_SMALL;
+    return;
+  }
+  memcpy(out->buf + out->pos, key.data(), key.size());
+  if (!value.empty()) {
+    memcpy(out->buf + out->pos + key.size(), value.data(), value.size());
+  }
+  out->pos += need;
+  out->statuses[i] = SHALE_OK;
+}
+
+}  // namespace
+
+shale_status_t shale_multi_seek_prefix(shale_db_t* db,
+                                       const shale_read_options_t* ro,
+                                       size_t num_keys, const uint8_t* keys_buf,
+                                       const size_t* key_offsets,
+                                       uint8_t* out_buf, size_t out_cap,
+                                       size_t* out_offsets, size_t* key_lens,
+                                       size_t* value_lens, int32_t* statuses) {
+  if (db == nullptr || ro == nullptr || key_offsets == nullptr ||
+      (num_keys > 0 && (out_offsets == nullptr || key_lens == nullptr ||
+                        value_lens == nullptr || statuses == nullptr)) ||
+      (keys_buf == nullptr && key_offsets[num_keys] > 0) ||
+      (out_buf == nullptr && out_cap > 0)) {
+    return NullArgument("multi_seek_prefix");
+  }
+  if (!db->rep->options().split_version_suffix) {
+    return Error(SHALE_NOT_SUPPORTED,
+                 "multi_seek_prefix: the database was not opened with "
+                 "split_version_suffix");
+  }
+  return Guard("multi_seek_prefix", [&] {
+    std::vector<Slice> targets(num_keys);
+    for (size_t i = 0; i < num_keys; i++) {
+      if (key_offsets[i] > key_offsets[i + 1]) {
+        return Error(SHALE_INVALID_ARGUMENT,
+                     "multi_seek_prefix: key_offsets decrease at index " +
+                         std::to_string(i));
+      }
+      targets[i] =
+          Slice(reinterpret_cast<const char*>(keys_buf) + key_offsets[i],
+                key_offsets[i + 1] - key_offsets[i]);
+      out_offsets[i] = 0;
+      key_lens[i] = 0;
+      value_lens[i] = 0;
+    }
+    std::vector<Status> results(num_keys);
+    SeekPrefixOut out{out_buf,  out_cap,    0,       out_offsets,
+                      key_lens, value_lens, statuses};
+    db->rep->SeekPrefix(ToReadOptions(ro), num_keys, targets.data(),
+                        results.data(), &out, &CopySeekPrefixEntry);
+    for (size_t i = 0; i < num_keys; i++) {
+      // A found entry's status was set when it was copied.
+      if (!results[i].ok()) {
+        statuses[i] = static_cast<int32_t>(results[i].code());
+      }
+    }
+    return Ok();
+  });
+}
+
 const shale_snapshot_t* shale_snapshot_new(shale_db_t* db) {
   try {
     return new shale_snapshot_t{db->rep->GetSnapshot()};

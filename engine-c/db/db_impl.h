@@ -143,6 +143,27 @@ class DBImpl {
   void MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
                 std::string* values, Status* statuses);
 
+  // Called by SeekPrefix with read i's entry; key and value live until the
+  // call returns.
+  using SeekPrefixCallback = void (*)(void* arg, size_t i, const Slice& key,
+                                      const Slice& value);
+
+  // Versioned point reads, n of them at one consistent sequence number
+  // (options.snapshot's or the latest). Read i finds the first live key at
+  // or after targets[i] among the versions of targets[i]'s key: the keys
+  // whose unversioned part (the key without its version suffix, which is
+  // what the Bloom filters hold under split_version_suffix) equals
+  // targets[i]'s. It reads only the tables whose key range meets
+  // [target, the end of the keys starting with that part) and whose
+  // filter may hold the part, so a read of an absent key costs filter
+  // probes and no data block. Keys with another unversioned part are
+  // passed over. statuses[i]: OK after callback(arg, i, key, value);
+  // NotFound; InvalidArgument when targets[i] is not a versioned key;
+  // NotSupported for every read without split_version_suffix; or a read
+  // error.
+  void SeekPrefix(const ReadOptions& options, size_t n, const Slice* targets,
+                  Status* statuses, void* arg, SeekPrefixCallback callback);
+
   // An iterator over the live keys in [lower, upper) (nullptr: unbounded),
   // as of options.snapshot or now. The caller deletes it before Close().
   DBIter* NewIterator(const ReadOptions& options, const Slice* lower,
@@ -277,6 +298,14 @@ class DBImpl {
   // ---- db_impl_background.cc
   void StartBackgroundThreads() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void BackgroundLoop();
+  // One read of SeekPrefix under sv at seq: the first live key at or
+  // after target whose unversioned part is prefix, below upper (nullptr:
+  // unbounded).
+  Status SeekPrefixOne(SuperVersion* sv, SequenceNumber seq,
+                       const TableReadOptions& tro, const Slice& target,
+                       const Slice& prefix, const Slice* upper, void* arg,
+                       size_t i, SeekPrefixCallback callback);
+
   Status FlushOneMemTable() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs c (trivial move or compaction job) and installs the result;
   // releases mutex_ while working. Deletes c.

@@ -17,6 +17,7 @@
 #include "db/range_tombstone.h"
 #include "db/version_set.h"
 #include "table/merging_iterator.h"
+#include "table/version_suffix_filter.h"
 
 namespace shale {
 
@@ -198,6 +199,81 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
   }
   stats_.Record(kKeysRead, found);
   stats_.Record(kBytesRead, bytes);
+}
+
+void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
+                        const Slice* targets, Status* statuses, void* arg,
+                        SeekPrefixCallback callback) {
+  if (!options_.split_version_suffix) {
+    for (size_t i = 0; i < n; i++) {
+      statuses[i] = Status::NotSupported(
+          "seek_prefix: the database was not opened with "
+          "split_version_suffix");
+    }
+    return;
+  }
+  const SequenceNumber seq = ReadSequence(options);
+  SuperVersion* sv = AcquireSuperVersion();
+  const TableReadOptions tro = ToTableReadOptions(options);
+  const Slice vprefix(options_.versioned_key_prefix);
+  std::string upper;
+  for (size_t i = 0; i < n; i++) {
+    const Slice& target = targets[i];
+    const Slice prefix = StripVersionSuffix(target, vprefix);
+    if (prefix.size() == target.size()) {
+      statuses[i] = Status::InvalidArgument(
+          "seek_prefix: not a versioned key (no version suffix under the "
+          "versioned key prefix)",
+          EscapeKey(target));
+      continue;
+    }
+    // Every key whose unversioned part is prefix starts with prefix, so
+    // none is at or above prefix's successor: the end of the read.
+    upper.assign(prefix.data(), prefix.size());
+    while (!upper.empty() && static_cast<uint8_t>(upper.back()) == 0xff) {
+      upper.pop_back();
+    }
+    if (!upper.empty()) {
+      upper.back() = static_cast<char>(static_cast<uint8_t>(upper.back()) + 1);
+    }
+    const Slice upper_slice(upper);
+    statuses[i] =
+        SeekPrefixOne(sv, seq, tro, target, prefix,
+                      upper.empty() ? nullptr : &upper_slice, arg, i, callback);
+  }
+  ReleaseSuperVersion(sv);
+}
+
+Status DBImpl::SeekPrefixOne(SuperVersion* sv, SequenceNumber seq,
+                             const TableReadOptions& tro, const Slice& target,
+                             const Slice& prefix, const Slice* upper, void* arg,
+                             size_t i, SeekPrefixCallback callback) {
+  std::vector<Iterator*> children;
+  auto range_del = std::make_unique<RangeDelAggregator>(&icmp_, seq);
+  children.push_back(sv->mem->NewIterator());
+  range_del->AddTombstones(sv->mem->GetFragmentedTombstones());
+  for (MemTable* m : sv->imm) {
+    children.push_back(m->NewIterator());
+    range_del->AddTombstones(m->GetFragmentedTombstones());
+  }
+  Status s = sv->current->AddPrefixIterators(tro, target, upper, &children,
+                                             range_del.get());
+  if (!s.ok()) children.push_back(NewErrorIterator(s));
+  Iterator* internal = NewMergingIterator(&icmp_, children.data(),
+                                          static_cast<int>(children.size()));
+  DBIter iter(&icmp_, internal, std::move(range_del), seq, nullptr, upper);
+  const Slice vprefix(options_.versioned_key_prefix);
+  for (iter.Seek(target); iter.Valid(); iter.Next()) {
+    const Slice k = iter.key();
+    if (StripVersionSuffix(k, vprefix) != prefix) continue;
+    const Slice v = iter.value();
+    (*callback)(arg, i, k, v);
+    stats_.Record(kKeysRead);
+    stats_.Record(kBytesRead, k.size() + v.size());
+    return Status::OK();
+  }
+  s = iter.status();
+  return s.ok() ? Status::NotFound(Slice()) : s;
 }
 
 DBIter* DBImpl::NewIterator(const ReadOptions& options, const Slice* lower,

@@ -149,6 +149,15 @@ Status TableCache::Get(const TableReadOptions& options, FileMetaData* f,
   return ref.entry()->table->Get(options, internal_key, arg, callback);
 }
 
+Status TableCache::KeyMayMatch(const TableReadOptions& options, FileMetaData* f,
+                               const Slice& internal_key, bool* may_match) {
+  *may_match = true;
+  Ref ref;
+  Status s = FindTable(f, &ref);
+  if (!s.ok()) return s;
+  return ref.entry()->table->KeyMayMatch(options, internal_key, may_match);
+}
+
 Status TableCache::MultiGet(const TableReadOptions& options, FileMetaData* f,
                             size_t n, const Slice* keys, void* arg,
                             TableGetCallback callback, Status* statuses) {

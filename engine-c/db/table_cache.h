@@ -45,6 +45,11 @@ class TableCache {
   Status Get(const TableReadOptions& options, FileMetaData* f,
              const Slice& internal_key, void* arg, TableGetCallback callback);
 
+  // Table::KeyMayMatch on the file: false only if its filter rules out
+  // internal_key's filter key.
+  Status KeyMayMatch(const TableReadOptions& options, FileMetaData* f,
+                     const Slice& internal_key, bool* may_match);
+
   // Table::MultiGet on the file.
   Status MultiGet(const TableReadOptions& options, FileMetaData* f, size_t n,
                   const Slice* keys, void* arg, TableGetCallback callback,

@@ -345,6 +345,54 @@ Status Version::AddIterators(const TableReadOptions& options,
   return Status::OK();
 }
 
+Status Version::AddPrefixIterators(const TableReadOptions& options,
+                                   const Slice& target, const Slice* upper,
+                                   std::vector<Iterator*>* iters,
+                                   RangeDelAggregator* range_del) {
+  const InternalKeyComparator& icmp = *vset_->icmp_;
+  TableCache* tc = vset_->table_cache_;
+  // The smallest internal key of target: every file holding target or
+  // anything after it has a largest key at or above it.
+  const InternalKey seek(target, kMaxSequenceNumber, kValueTypeForSeek);
+  // Adds f's tombstones, and an iterator over f unless its filter rules
+  // the prefix out.
+  auto add = [&](FileMetaData* f) -> Status {
+    if (range_del != nullptr && f->num_range_deletions > 0) {
+      std::shared_ptr<const FragmentedRangeTombstoneList> tombstones;
+      Status s = tc->GetRangeTombstones(f, &tombstones);
+      if (!s.ok()) return s;
+      range_del->AddTombstones(std::move(tombstones));
+    }
+    bool may_match;
+    Status s = tc->KeyMayMatch(options, f, seek.Encode(), &may_match);
+    if (!s.ok()) return s;
+    if (may_match) iters->push_back(tc->NewIterator(options, f));
+    return Status::OK();
+  };
+  auto before_upper = [&](const FileMetaData* f) {
+    return upper == nullptr ||
+           icmp.CompareUserKeys(f->smallest.user_key(), *upper) < 0;
+  };
+  for (FileMetaData* f : files_[0]) {
+    if (icmp.CompareUserKeys(f->largest.user_key(), target) < 0 ||
+        !before_upper(f)) {
+      continue;
+    }
+    Status s = add(f);
+    if (!s.ok()) return s;
+  }
+  const int levels = num_levels();
+  for (int level = 1; level < levels; level++) {
+    const std::vector<FileMetaData*>& files = files_[level];
+    for (size_t i = FindFile(icmp, files, seek.Encode());
+         i < files.size() && before_upper(files[i]); i++) {
+      Status s = add(files[i]);
+      if (!s.ok()) return s;
+    }
+  }
+  return Status::OK();
+}
+
 void Version::GetOverlappingInputs(int level, const Slice* begin,
                                    const Slice* end,
                                    std::vector<FileMetaData*>* inputs) const {

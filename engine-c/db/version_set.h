@@ -92,6 +92,16 @@ class Version {
                       const Slice* upper, std::vector<Iterator*>* iters,
                       RangeDelAggregator* range_del);
 
+  // AddIterators for a read of the entries in [target, upper) that share
+  // target's filter key (user keys; upper nullptr: unbounded): one iterator per
+  // file whose key range meets the span and whose filter may hold that key;
+  // files it rules out are not read. Every file meeting the span adds its range
+  // tombstones, filter or not.
+  Status AddPrefixIterators(const TableReadOptions& options,
+                            const Slice& target, const Slice* upper,
+                            std::vector<Iterator*>* iters,
+                            RangeDelAggregator* range_del);
+
   // Files in level whose user key range meets [begin, end] (nullptr:
   // unbounded). In L0, the range is widened to cover every file that
   // overlaps a file it picks, transitively.

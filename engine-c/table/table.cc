@@ -249,20 +249,30 @@ Iterator* Table::NewRangeTombstoneIterator(
                                          &r->file_name, r->range_del_offset);
 }
 
+Status Table::KeyMayMatch(const TableReadOptions& options, const Slice& key,
+                          bool* may_match) const {
+  const Rep* r = rep_.get();
+  *may_match = true;
+  if (!r->has_filter) return Status::OK();
+  FilterRef filter;
+  Status s = r->GetFilter(options, &filter);
+  if (!s.ok()) return s;
+  Record(r->options.statistics, kBloomFilterChecked);
+  const FilterPolicy* policy = r->options.filter_policy;
+  if (!policy->KeyMayMatch(policy->FilterKey(key), filter.filter())) {
+    Record(r->options.statistics, kBloomFilterUseful);
+    *may_match = false;
+  }
+  return Status::OK();
+}
+
 Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
                   TableGetCallback callback) const {
   const Rep* r = rep_.get();
-  if (r->has_filter) {
-    FilterRef filter;
-    Status s = r->GetFilter(options, &filter);
-    if (!s.ok()) return s;
-    Record(r->options.statistics, kBloomFilterChecked);
-    const FilterPolicy* policy = r->options.filter_policy;
-    if (!policy->KeyMayMatch(policy->FilterKey(key), filter.filter())) {
-      Record(r->options.statistics, kBloomFilterUseful);
-      return Status::OK();
-    }
-  }
+  bool may_match;
+  Status fs = KeyMayMatch(options, key, &may_match);
+  if (!fs.ok()) return fs;
+  if (!may_match) return Status::OK();
 
   BlockRef index;
   Status s = r->GetIndexBlock(options, &index);

@@ -79,6 +79,13 @@ class Table {
   Status Get(const TableReadOptions& options, const Slice& key, void* arg,
              TableGetCallback callback) const;
 
+  // Whether the file may hold entries whose filter key is that of key (an
+  // internal key): false only when the file's filter rules it out; true
+  // without a filter (or one built under other settings). Counts a filter
+  // check, and a useful one when it answers false.
+  Status KeyMayMatch(const TableReadOptions& options, const Slice& key,
+                     bool* may_match) const;
+
   // Batched point lookups. keys[0, n) must be sorted by the comparator.
   // Behaves like n calls to Get(keys[i]) with index i, but probes the filter
   // for every key first (prefetching its cache lines) and reads each data

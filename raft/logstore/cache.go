@@ -1,6 +1,43 @@
 package logstore
 
-import pb "go.etcd.io/raft/v3/raftpb"
+import (
+	"sync/atomic"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// CacheBudget bounds the entry caches of every replica of a node together
+// (raft.Config.EntryCacheNodeBytes, a share of the node's memory budget):
+// each cache also keeps to its own budget, but a node with many busy
+// ranges would otherwise hold each one's. A cache that grows while the
+// node's caches together are over the limit drops its own oldest entries
+// until they are not (or it holds one entry), so the caches' memory stays
+// near the limit, and the ranges that write most keep the most. The
+// entries dropped are read from the engine when needed. Safe for
+// concurrent use.
+type CacheBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewCacheBudget returns a budget of limit bytes (0 or less: unbounded).
+func NewCacheBudget(limit int64) *CacheBudget { return &CacheBudget{limit: limit} }
+
+// Used returns the bytes the caches sharing the budget hold.
+func (b *CacheBudget) Used() int64 { return b.used.Load() }
+
+// Limit returns the budget's limit (0 or less: unbounded).
+func (b *CacheBudget) Limit() int64 { return b.limit }
+
+func (b *CacheBudget) add(n int) {
+	if b != nil {
+		b.used.Add(int64(n))
+	}
+}
+
+func (b *CacheBudget) over() bool {
+	return b != nil && b.limit > 0 && b.used.Load() > b.limit
+}
 
 // entryCache keeps the most recent entries of one range's log in memory,
 // so that feeding followers and applying committed entries rarely reads
@@ -16,6 +53,15 @@ type entryCache struct {
 	ents   []*pb.Entry
 	bytes  int
 	budget int
+	// shared is the node-wide budget (nil: none).
+	shared *CacheBudget
+}
+
+// setBytes sets the cache's byte count, keeping the shared budget's in
+// step.
+func (c *entryCache) setBytes(n int) {
+	c.shared.add(n - c.bytes)
+	c.bytes = n
 }
 
 func (c *entryCache) first() uint64 {
@@ -52,7 +98,7 @@ func (c *entryCache) appendEntries(ents []*pb.Entry) {
 			c.reset()
 		default:
 			for _, e := range c.ents[lo-f:] {
-				c.bytes -= EntrySize(e)
+				c.setBytes(c.bytes - EntrySize(e))
 			}
 			clear(c.ents[lo-f:])
 			c.ents = c.ents[:lo-f]
@@ -60,7 +106,7 @@ func (c *entryCache) appendEntries(ents []*pb.Entry) {
 	}
 	for _, e := range ents {
 		c.ents = append(c.ents, e)
-		c.bytes += EntrySize(e)
+		c.setBytes(c.bytes + EntrySize(e))
 	}
 	c.evict()
 }
@@ -69,7 +115,7 @@ func (c *entryCache) appendEntries(ents []*pb.Entry) {
 func (c *entryCache) truncateFront(index uint64) {
 	n := 0
 	for n < len(c.ents) && c.ents[n].GetIndex() <= index {
-		c.bytes -= EntrySize(c.ents[n])
+		c.setBytes(c.bytes - EntrySize(c.ents[n]))
 		n++
 	}
 	c.dropFront(n)
@@ -77,8 +123,8 @@ func (c *entryCache) truncateFront(index uint64) {
 
 func (c *entryCache) evict() {
 	n := 0
-	for n < len(c.ents)-1 && c.bytes > c.budget {
-		c.bytes -= EntrySize(c.ents[n])
+	for n < len(c.ents)-1 && (c.bytes > c.budget || c.shared.over()) {
+		c.setBytes(c.bytes - EntrySize(c.ents[n]))
 		n++
 	}
 	c.dropFront(n)
@@ -99,5 +145,5 @@ func (c *entryCache) dropFront(n int) {
 
 func (c *entryCache) reset() {
 	c.ents = nil
-	c.bytes = 0
+	c.setBytes(0)
 }

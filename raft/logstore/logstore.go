@@ -64,6 +64,18 @@ type Store struct {
 
 var _ etcdraft.Storage = (*Store)(nil)
 
+// ShareCache makes the entry cache keep to b as well, shared with the
+// other caches of the node (CacheBudget). Call it once, before the first
+// append. REQUIRES: the owning replica's raftMu (or sole ownership).
+func (s *Store) ShareCache(b *CacheBudget) {
+	s.cache.shared = b
+	b.add(s.cache.bytes)
+}
+
+// ReleaseCache empties the entry cache, giving its bytes back to the
+// shared budget: for a replica being destroyed. REQUIRES: raftMu.
+func (s *Store) ReleaseCache() { s.cache.reset() }
+
 // Load reads range rangeID's Raft state from the engine. A range with
 // nothing stored yet (an uninitialized replica) loads as an empty log at
 // index 0 with an empty HardState and ConfState. cacheBytes bounds the

@@ -263,3 +263,54 @@ func TestDescriptorRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %v %v", got, err)
 	}
 }
+
+// TestCacheBudgetBoundsEveryCacheTogether: three logs whose own caches
+// could each hold far more share a node-wide budget; their caches hold
+// about the budget together (within one entry each), the busiest log
+// keeps the most, every entry stays readable (from the engine past the
+// cache), and releasing a cache gives its bytes back.
+func TestCacheBudgetBoundsEveryCacheTogether(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "db"))
+	one := EntrySize(ent(100, 1, "e100-t1"))
+	budget := NewCacheBudget(int64(20 * one))
+	var logs []*Store
+	for id := uint64(1); id <= 3; id++ {
+		s, err := Load(db, id, 1<<20) // each alone would keep everything
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ShareCache(budget)
+		logs = append(logs, s)
+	}
+	hs := &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(0))}
+	for round := uint64(0); round < 10; round++ {
+		for i, s := range logs {
+			n := uint64(3 * (i + 1)) // log 3 appends three times as much as log 1
+			lo := 100 + round*n
+			write(t, db, s, ents(lo, lo+n, 1), hs)
+			if used, limit := budget.Used(), budget.Limit(); used > limit+int64(len(logs)*(one+1)) {
+				t.Fatalf("round %d: the caches hold %d bytes together, over the budget of %d by more than an entry each", round, used, limit)
+			}
+		}
+	}
+	sum := 0
+	for _, s := range logs {
+		sum += s.cache.bytes
+	}
+	if int64(sum) != budget.Used() {
+		t.Fatalf("the caches hold %d bytes, the budget counts %d", sum, budget.Used())
+	}
+	if logs[2].cache.bytes <= logs[0].cache.bytes {
+		t.Errorf("the busiest log caches %d bytes, the idlest %d: want the busiest to keep more", logs[2].cache.bytes, logs[0].cache.bytes)
+	}
+	for i, s := range logs {
+		n := uint64(3 * (i + 1))
+		checkEntries(t, s, 100, 100+10*n, func(uint64) uint64 { return 1 })
+	}
+	before := budget.Used()
+	released := logs[1].cache.bytes
+	logs[1].ReleaseCache()
+	if got := budget.Used(); got != before-int64(released) {
+		t.Fatalf("after ReleaseCache the budget counts %d, want %d", got, before-int64(released))
+	}
+}

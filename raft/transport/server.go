@@ -52,7 +52,8 @@ func (t *Transport) RaftMessages(stream raftrpcpb.RaftTransport_RaftMessagesServ
 			return err
 		}
 		for _, m := range batch.GetMessages() {
-			if m.GetMessage() == nil || m.GetRangeId() == 0 {
+			if (m.GetMessage() == nil) != (m.GetRangeId() == 0) {
+				// Neither is a node heartbeat (range 0, no message).
 				return status.Errorf(codes.InvalidArgument, "raft transport: message without range or body from node %d", batch.GetFromNodeId())
 			}
 		}

@@ -37,6 +37,7 @@
 //	merge          := expected_generation:uvarint freeze_index:uvarint
 //	                  right:bytes (kvpb.RangeDescriptor, protobuf)   (kind 16)
 //	merge_abort    := expected_generation:uvarint right_range_id:uvarint (kind 17)
+//	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -87,6 +88,10 @@ const (
 	KindUnfreeze       Kind = 15
 	KindMerge          Kind = 16
 	KindMergeAbort     Kind = 17
+	// KindTSOWindow raises the timestamp oracle's persisted window (meta
+	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
+	// are left for the range state machine's own commands.
+	KindTSOWindow Kind = 30
 )
 
 func (k Kind) String() string {
@@ -125,6 +130,8 @@ func (k Kind) String() string {
 		return "Merge"
 	case KindMergeAbort:
 		return "MergeAbort"
+	case KindTSOWindow:
+		return "TSOWindow"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -220,6 +227,9 @@ type Command struct {
 	// Descriptors is set for KindPutDescriptors: meta copies to store
 	// together, each only if newer than the one stored.
 	Descriptors []*kvpb.RangeDescriptor
+	// TSOWindow is set for KindTSOWindow: the wall time (Unix nanoseconds)
+	// the oracle's persisted window is raised to, if it is below.
+	TSOWindow int64
 }
 
 // ErrMalformed is returned for a command that does not decode.
@@ -338,6 +348,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 	case KindMergeAbort:
 		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
 		dst = binary.AppendUvarint(dst, c.RightRangeID)
+	case KindTSOWindow:
+		if c.TSOWindow <= 0 {
+			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(c.TSOWindow))
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -464,6 +479,11 @@ func Decode(data []byte, c *Command) error {
 	case KindMergeAbort:
 		c.ExpectedGeneration = d.uvarint()
 		c.RightRangeID = d.uvarint()
+	case KindTSOWindow:
+		c.TSOWindow = int64(d.fixed64())
+		if d.err == nil && c.TSOWindow <= 0 {
+			d.fail("TSOWindow of %d", c.TSOWindow)
+		}
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}

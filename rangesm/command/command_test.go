@@ -36,6 +36,7 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindUnfreeze, LeftRangeID: 2, LeftGeneration: 7},
 		{Header: h, Kind: KindMerge, ExpectedGeneration: 7, FreezeIndex: 1 << 40, Right: desc},
 		{Header: h, Kind: KindMergeAbort, ExpectedGeneration: 7, RightRangeID: 3},
+		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
 	}
 }
 
@@ -157,7 +158,7 @@ func equal(a, b *Command) bool {
 	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
 		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID ||
 		a.LeftRangeID != b.LeftRangeID || a.LeftGeneration != b.LeftGeneration ||
-		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || !proto.Equal(a.Right, b.Right) {
+		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || a.TSOWindow != b.TSOWindow || !proto.Equal(a.Right, b.Right) {
 		return false
 	}
 	for i := range a.Mutations {

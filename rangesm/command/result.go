@@ -14,7 +14,8 @@ import (
 //	version := 0x01
 //	flags   := bit 0 succeeded (CAS), bit 1 found (CAS)
 //	id      := the node ID a PutNode registered, the range ID an
-//	           AllocRangeID allocated (0 otherwise)
+//	           AllocRangeID allocated, the window a TSOWindow found
+//	           (0 otherwise)
 //	value   := the CAS key's value before the command (empty otherwise)
 //	message := why the command was rejected (code != 0)
 type Result struct {
@@ -28,8 +29,9 @@ type Result struct {
 	Succeeded bool
 	Found     bool
 	Value     []byte
-	// NodeID is the ID a PutNode registered, or the range ID an
-	// AllocRangeID allocated.
+	// NodeID is the ID a PutNode registered, the range ID an
+	// AllocRangeID allocated, or the persisted window (Unix nanoseconds) a
+	// TSOWindow found before it applied.
 	NodeID uint64
 }
 

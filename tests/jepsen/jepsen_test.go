@@ -32,7 +32,7 @@ func runAll(t *testing.T, names []string, duration time.Duration, nodes int) {
 			t.Fatalf("unknown nemesis %q", name)
 		}
 		cfg := runConfig{nemesis: n, duration: duration, nodes: nodes, seed: seed,
-			regWorkers: 6, regKeys: 4, setWorkers: 3}
+			regWorkers: 6, regKeys: 4, setWorkers: 3, scanReaders: 2}
 		var res runResult
 		t.Run(name, func(t *testing.T) {
 			res = runNemesis(t, cfg)
@@ -53,7 +53,9 @@ func runAll(t *testing.T, names []string, duration time.Duration, nodes int) {
 }
 
 // TestChaosShort is the short version that runs in `make test`: leader
-// partitions, kills and pauses, half a minute each, on three nodes.
+// partitions, kills, pauses and the split/merge storm (under which the
+// consistent-scan check matters most: ranges move under the scans), half
+// a minute each, on three nodes.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the chaos runs in -short mode")
@@ -61,7 +63,7 @@ func TestChaosShort(t *testing.T) {
 	if os.Getenv("SHALE_CHAOS_TIME") != "" {
 		t.Skip("skipping: SHALE_CHAOS_TIME is set, TestChaos runs the long version")
 	}
-	runAll(t, []string{"partition-leader", "kill", "pause"}, 30*time.Second, 3)
+	runAll(t, []string{"partition-leader", "kill", "pause", "split-merge-storm"}, 30*time.Second, 3)
 }
 
 // TestChaos runs every nemesis (or $SHALE_CHAOS_NEMESES) for

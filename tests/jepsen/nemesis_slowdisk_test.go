@@ -21,9 +21,13 @@ import (
 // the `faults` tag serves (node/faults_on.go; `make chaos` and
 // shaleBinary build one).
 //
-// A slow disk alone moves no leadership: the Raft log writer persists
-// appends beside the processing loop, so heartbeats keep flowing while a
-// sync sleeps, and the delays stay below the election timeout. A slow
+// A slow disk alone moves no leadership while its syncs stay below the
+// disk-stall threshold (the election timeout): the Raft log writer
+// persists appends beside the processing loop, so heartbeats keep flowing
+// while a sync sleeps. Half the time a slowed leader is stalled instead
+// (fsyncs of seconds), and must hand its leadership on by itself
+// (raft/diskstall.go); delays up to 600 ms may also cross the threshold
+// of the 500 ms election timeout here. A slow
 // follower merely lags; the interesting case is a slow leader (a quorum
 // of followers commits before the leader's own log is durable) and a slow
 // majority (every commit waits for a slow fsync). So the nemesis also
@@ -167,6 +171,12 @@ func slowDisk(r *run, rng *rand.Rand) (fault, string, error) {
 	}
 	delay := time.Duration(20+rng.IntN(381)) * time.Millisecond
 	jitter := delay / 2
+	if len(victims) == 1 && victims[0] == leader && rng.IntN(2) == 0 {
+		// A stalled leader: each fsync hangs for seconds, past the
+		// disk-stall threshold, so the leader must hand its leadership
+		// on (raft/diskstall.go) for its range to take writes again.
+		delay, jitter = time.Duration(1500+rng.IntN(1501))*time.Millisecond, 200*time.Millisecond
+	}
 	q := url.Values{"ops": {"sync"}, "delay": {delay.String()}, "jitter": {jitter.String()}}
 	desc := fmt.Sprintf("fsync +%v-%v", delay, delay+jitter)
 	if rng.IntN(3) == 0 {

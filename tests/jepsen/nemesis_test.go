@@ -63,6 +63,7 @@ var nemeses = []*nemesis{
 	{name: "merge-kill", unavailable: needSplit, inject: mergeKill, holdMin: 3 * time.Second, holdMax: 8 * time.Second},
 	{name: "membership", inject: changeMembership, holdMin: 2 * time.Second, holdMax: 5 * time.Second},
 	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
+	{name: "clock-skew", unavailable: needClockHook, inject: clockSkew, holdMin: clockSkewHoldMin, holdMax: 8 * time.Second},
 	{name: "full-disk", unavailable: needSmallDisks, inject: fullDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, smallDisks: true},
 }
 
@@ -365,13 +366,17 @@ func transferStorm(r *run, rng *rand.Rand) (fault, string, error) {
 // this machine has two cores.
 const maxRanges = 24
 
-// splitKey returns a random point between or inside the register and set
-// workloads' keys.
+// splitKey returns a random point between or inside the register, set
+// and consistent-scan workloads' keys (merging at it merges the range
+// holding it with the next).
 func splitKey(rng *rand.Rand) []byte {
-	if rng.IntN(2) == 0 {
+	switch rng.IntN(3) {
+	case 0:
 		return fmt.Appendf(nil, "reg/%d/", rng.IntN(4))
+	case 1:
+		return fmt.Appendf(nil, "set/%02d/%07d", 6+rng.IntN(3), rng.IntN(20000))
 	}
-	return fmt.Appendf(nil, "set/%02d/%07d", 6+rng.IntN(3), rng.IntN(20000))
+	return []byte(scanKey(rng.IntN(scanKeys)))
 }
 
 // splitMergeStorm splits and merges ranges every ~300 ms. While Merge
@@ -526,7 +531,7 @@ func (m multiFault) heal(r *run) error {
 func injectCombined(r *run, rng *rand.Rand) (fault, string, error) {
 	var pool []*nemesis
 	for _, n := range nemeses {
-		if n.inject == nil || n.name == "membership" {
+		if n.inject == nil || n.name == "membership" || n.name == "clock-skew" {
 			continue
 		}
 		if n.unavailable != nil && n.unavailable(r) != "" {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,8 +23,9 @@ type runConfig struct {
 	duration time.Duration // of the fault schedule
 	nodes    int
 	seed     uint64
-	// Workers: register workers over regKeys hot keys, and set workers.
-	regWorkers, regKeys, setWorkers int
+	// Workers: register workers over regKeys hot keys, set workers, and
+	// the consistent-scan workload's readers (plus its one writer).
+	regWorkers, regKeys, setWorkers, scanReaders int
 }
 
 // runResult is one row of the report.
@@ -34,6 +36,9 @@ type runResult struct {
 	histories     int
 	violations    int
 	lost          int
+	scanReads     int // consistent reads checked (scan_workload_test.go)
+	torn          int // torn snapshots among them (other violations: problems)
+	scanSkipped   string
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
 	faultTime     time.Duration
@@ -145,6 +150,21 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		res.problems = append(res.problems, fmt.Sprintf("invalid run: the cluster did not start empty (%d keys)", n))
 	}
 
+	// The consistent-scan workload's keys, over ten ranges.
+	scan, splits, err := setupScanWorkload(adm.get(), 30*time.Second)
+	switch {
+	case err != nil:
+		res.problems = append(res.problems, "invalid run: setting up the consistent-scan workload: "+err.Error())
+		scan = nil
+	case scan.unsupported != "":
+		res.scanSkipped = scan.unsupported
+		r.logf("consistent-scan workload skipped: %s", scan.unsupported)
+		scan = nil
+	}
+	r.mu.Lock()
+	r.ranges += splits
+	r.mu.Unlock()
+
 	mon := startLeaderMonitor(c)
 	ctx, stopWorkers := context.WithCancel(context.Background())
 	reg := newRegisterWorkload(r.h, cfg.regKeys)
@@ -168,7 +188,27 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		}()
 	}
 
-	r.logf("seed %d: %d nodes, %d register workers on %d keys, %d set workers", cfg.seed, cfg.nodes, cfg.regWorkers, cfg.regKeys, cfg.setWorkers)
+	if scan != nil {
+		for i := range 1 + cfg.scanReaders {
+			s, err := newSession(c, t)
+			if err != nil {
+				t.Fatalf("dialling the cluster: %v", err)
+			}
+			sessions = append(sessions, s)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 0 {
+					scan.writer(ctx, s)
+				} else {
+					scan.reader(ctx, s, rand.New(rand.NewPCG(cfg.seed, uint64(1000+i))))
+				}
+			}()
+		}
+	}
+
+	r.logf("seed %d: %d nodes, %d register workers on %d keys, %d set workers, consistent-scan readers %d",
+		cfg.seed, cfg.nodes, cfg.regWorkers, cfg.regKeys, cfg.setWorkers, map[bool]int{true: cfg.scanReaders}[scan != nil])
 	pause(context.Background(), time.Second)
 	schedErr := r.schedule()
 	healed := time.Now()
@@ -262,6 +302,19 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	}
 	if len(rc.timeouts) > 0 {
 		res.problems = append(res.problems, fmt.Sprintf("check timed out (counts as a failure): keys %v", rc.timeouts))
+	}
+	if scan != nil {
+		n, vs := scan.result()
+		res.scanReads, res.torn = int(scan.reads.Load()), scan.torn()
+		r.logf("consistent scans: writer completed %d rounds; %d reads checked (%d failed), %d as-of rereads identical, %d violations",
+			scan.rounds.Load(), res.scanReads, scan.failures.Load(), scan.asOfs.Load(), n)
+		if n > 0 {
+			res.problems = append(res.problems, fmt.Sprintf("%d inconsistent reads, e.g.:\n    %s", n, strings.Join(first(vs, 5), "\n    ")))
+		}
+		if scan.rounds.Load() == 0 || res.scanReads == 0 {
+			res.problems = append(res.problems, fmt.Sprintf("invalid run: the consistent-scan writer completed %d rounds and %d reads were checked (need 1 of each)",
+				scan.rounds.Load(), res.scanReads))
+		}
 	}
 	read, err := readAll(adm.get(), 30*time.Second)
 	if err != nil {
@@ -471,19 +524,24 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
 		if len(r.problems) > 0 {
 			note = "FAILED: " + strings.Join(r.problems, "; ")
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost,
+		scans, torn := strconv.Itoa(r.scanReads), strconv.Itoa(r.torn)
+		if r.scanSkipped != "" {
+			scans, torn = "-", "-"
+			note += " (consistent scans skipped: " + r.scanSkipped + ")"
+		}
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()

@@ -256,6 +256,37 @@ shale_status_t shale_multi_get(shale_db_t* db, const shale_read_options_t* ro,
                                size_t values_cap, size_t* value_offsets,
                                size_t* value_lens, int32_t* statuses);
 
+/* Versioned point reads (databases opened with split_version_suffix): the
+ * point reads of MVCC, answered by the Bloom filters when a key is absent.
+ * Read i finds the first live entry at or after target i among the
+ * versions of target i's key, i.e. the keys whose unversioned part (the key
+ * without its version suffix, see split_version_suffix: what the filters
+ * hold) equals target i's. Only the tables whose key range meets
+ * [target, end of the keys starting with that part) and whose filter may
+ * hold the part are read, so a read of a key that no table holds costs
+ * filter probes and no data block. Entries with another unversioned part
+ * are passed over; with prefix-free unversioned parts (package mvcc's) the
+ * first entry past the key's versions ends the read. Every read sees one
+ * sequence number (ro->snapshot's or the latest).
+ *
+ * Targets are packed as in shale_multi_get (keys_buf, key_offsets with
+ * num_keys+1 entries). For each read i, statuses[i] is SHALE_OK (the
+ * entry's key then its value at out_buf + out_offsets[i], key_lens[i] and
+ * value_lens[i] bytes), SHALE_NOT_FOUND, SHALE_BUFFER_TOO_SMALL (the
+ * lengths are set, nothing is copied: it did not fit in what was left of
+ * out_buf), SHALE_INVALID_ARGUMENT (target i is not a versioned key: not
+ * under versioned_key_prefix, or no valid suffix length), or a read error.
+ * The call returns SHALE_NOT_SUPPORTED on a database without
+ * split_version_suffix, otherwise SHALE_OK unless it could not run at
+ * all. */
+shale_status_t shale_multi_seek_prefix(shale_db_t* db,
+                                       const shale_read_options_t* ro,
+                                       size_t num_keys, const uint8_t* keys_buf,
+                                       const size_t* key_offsets,
+                                       uint8_t* out_buf, size_t out_cap,
+                                       size_t* out_offsets, size_t* key_lens,
+                                       size_t* value_lens, int32_t* statuses);
+
 /* ------------------------------------------------------------- snapshots */
 
 /* A snapshot pins the current state: reads through it see exactly the

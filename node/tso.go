@@ -1,0 +1,245 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/tso"
+)
+
+// The timestamp oracle on this node (package tso): the Oracle, which
+// serves while this node holds the meta range's lease; its node-to-node
+// service (raftrpcpb.TimestampOracle, node certificates only); and the
+// node's batching client, which finds the oracle wherever meta's lease is.
+
+// oracleMeta is the oracle's view of this node's meta replica (tso.Meta).
+type oracleMeta struct{ n *Node }
+
+func (m oracleMeta) replica() (*raft.Replica, error) {
+	r, err := m.n.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		// No replica of meta here: not the oracle, and no hint.
+		return nil, &raft.NotLeaderError{RangeID: keys.MetaRangeID}
+	}
+	return r, nil
+}
+
+// Lease implements tso.Meta.
+func (m oracleMeta) Lease(ctx context.Context) (uint64, error) {
+	r, err := m.replica()
+	if err != nil {
+		return 0, err
+	}
+	st := r.Status()
+	if st.State != "leader" {
+		return 0, r.NotLeaderError()
+	}
+	if !st.LeaseValid {
+		// A quorum round renews the lease of a leader that still leads.
+		if _, err := r.ReadBarrier(ctx); err != nil {
+			return 0, err
+		}
+		if st = r.Status(); st.State != "leader" || !st.LeaseValid {
+			return 0, r.NotLeaderError()
+		}
+	}
+	return st.Term, nil
+}
+
+// Check implements tso.Meta.
+func (m oracleMeta) Check(term uint64) error {
+	r, err := m.replica()
+	if err != nil {
+		return err
+	}
+	if st := r.Status(); st.State != "leader" || !st.LeaseValid || st.Term != term {
+		return r.NotLeaderError()
+	}
+	return nil
+}
+
+// RaiseWindow implements tso.Meta.
+func (m oracleMeta) RaiseWindow(ctx context.Context, w int64) (int64, error) {
+	res, _, err := m.n.store.Propose(ctx, keys.MetaRangeID, &command.Command{Kind: command.KindTSOWindow, TSOWindow: w})
+	if err != nil {
+		return 0, err
+	}
+	if err := res.Err(); err != nil {
+		return 0, err
+	}
+	return int64(res.NodeID), nil
+}
+
+// oracleError maps a failure of the oracle on this node to the statuses
+// of the TimestampOracle service.
+func (n *Node) oracleError(op string, err error) error {
+	var nle *raft.NotLeaderError
+	switch {
+	case errors.Is(err, hlc.ErrClockOffset):
+		return n.clockOffsetStatus(op, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.As(err, &nle), errors.Is(err, raft.ErrNotLeader):
+		return n.raftError(op, err)
+	}
+	return unavailable(50*time.Millisecond, "%s: %v", op, err)
+}
+
+// tsoServer serves raftrpcpb.TimestampOracle.
+type tsoServer struct {
+	raftrpcpb.UnimplementedTimestampOracleServer
+	n *Node
+}
+
+func (s *tsoServer) Timestamps(ctx context.Context, req *raftrpcpb.TimestampsRequest) (*raftrpcpb.TimestampsResponse, error) {
+	c := req.GetCount()
+	if c < 1 || c > tso.MaxCount {
+		return nil, invalidArgument("count", "%d timestamps asked for; 1 to %d allowed", c, tso.MaxCount)
+	}
+	first, last, err := s.n.oracle.Timestamps(ctx, int(c))
+	if err != nil {
+		return nil, s.n.oracleError("Timestamps", err)
+	}
+	return &raftrpcpb.TimestampsResponse{First: tsToProto(first), Last: tsToProto(last), Count: c}, nil
+}
+
+func (s *tsoServer) Observe(ctx context.Context, req *raftrpcpb.ObserveRequest) (*raftrpcpb.ObserveResponse, error) {
+	ts, err := tsFromProto(req.GetTimestamp())
+	if err != nil {
+		return nil, invalidArgument("timestamp", "%v", err)
+	}
+	if err := s.n.oracle.Observe(ctx, ts); err != nil {
+		return nil, s.n.oracleError("Observe", err)
+	}
+	return &raftrpcpb.ObserveResponse{}, nil
+}
+
+func tsToProto(t hlc.Timestamp) *kvpb.Timestamp {
+	return &kvpb.Timestamp{WallNanos: t.WallTime, Logical: uint32(t.Logical)}
+}
+
+func tsFromProto(p *kvpb.Timestamp) (hlc.Timestamp, error) {
+	t := hlc.Timestamp{WallTime: p.GetWallNanos(), Logical: int32(p.GetLogical())}
+	if !t.Valid() || p.GetLogical() > 1<<31-1 {
+		return hlc.Timestamp{}, fmt.Errorf("malformed timestamp %d,%d", p.GetWallNanos(), p.GetLogical())
+	}
+	return t, nil
+}
+
+// oracleTransport is the node's tso.Transport: it calls the oracle on
+// this node directly when this node holds meta's lease, and otherwise the
+// node it believes holds it, following NotLeader hints.
+type oracleTransport struct {
+	n *Node
+	// hint is the node that last answered as the oracle (0: none).
+	hint atomic.Uint64
+}
+
+// Timestamps implements tso.Transport.
+func (t *oracleTransport) Timestamps(ctx context.Context, count int) (first, last hlc.Timestamp, err error) {
+	err = t.retry(ctx, func(ctx context.Context, target uint64) error {
+		if target == t.n.ident.NodeID {
+			f, l, err := t.n.oracle.Timestamps(ctx, count)
+			if err != nil {
+				return t.n.oracleError("Timestamps", err)
+			}
+			first, last = f, l
+			return nil
+		}
+		cc, err := t.n.peers.conn(target)
+		if err != nil {
+			return unavailable(100*time.Millisecond, "%v", err)
+		}
+		resp, err := raftrpcpb.NewTimestampOracleClient(cc).Timestamps(ctx, &raftrpcpb.TimestampsRequest{Count: uint32(count)})
+		if err != nil {
+			return err
+		}
+		if first, err = tsFromProto(resp.GetFirst()); err != nil {
+			return err
+		}
+		last, err = tsFromProto(resp.GetLast())
+		return err
+	})
+	return first, last, err
+}
+
+// Observe implements tso.Transport.
+func (t *oracleTransport) Observe(ctx context.Context, ts hlc.Timestamp) error {
+	return t.retry(ctx, func(ctx context.Context, target uint64) error {
+		if target == t.n.ident.NodeID {
+			if err := t.n.oracle.Observe(ctx, ts); err != nil {
+				return t.n.oracleError("Observe", err)
+			}
+			return nil
+		}
+		cc, err := t.n.peers.conn(target)
+		if err != nil {
+			return unavailable(100*time.Millisecond, "%v", err)
+		}
+		_, err = raftrpcpb.NewTimestampOracleClient(cc).Observe(ctx, &raftrpcpb.ObserveRequest{Timestamp: tsToProto(ts)})
+		return err
+	})
+}
+
+// retry calls call on the node believed to be the oracle until it
+// succeeds or ctx ends, following NotLeader hints; other failures (no
+// leader yet, the oracle's clock refusing) back off first.
+func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, uint64) error) error {
+	backoff := 10 * time.Millisecond
+	var last error
+	for attempt := 0; ; attempt++ {
+		target := t.target(attempt)
+		var err error
+		if target == 0 {
+			err = unavailable(100*time.Millisecond, "no node known to hold the meta range")
+		} else {
+			err = call(ctx, target)
+		}
+		if err == nil {
+			t.hint.Store(target)
+			return nil
+		}
+		last = err
+		t.hint.Store(0)
+		if leader := notLeaderHint(err); leader != 0 && leader != target {
+			t.hint.Store(leader)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return unavailable(100*time.Millisecond, "no timestamp from the oracle (meta's leaseholder): %v", last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// target is the node to ask on the given attempt: the hint, else meta's
+// leader as this node's replica of meta knows it, else the members in
+// turn.
+func (t *oracleTransport) target(attempt int) uint64 {
+	if h := t.hint.Load(); h != 0 {
+		return h
+	}
+	if r, err := t.n.store.Replica(keys.MetaRangeID); err == nil {
+		if l := r.Status().LeaderNodeID; l != 0 {
+			return l
+		}
+	}
+	ms := t.n.members()
+	if len(ms) == 0 {
+		return 0
+	}
+	return ms[attempt%len(ms)].GetNodeId()
+}

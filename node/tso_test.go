@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/rangesm"
+)
+
+// nodeTimestamps takes n timestamps from tn's oracle client, from n
+// goroutines at once, and returns them with the calls they cost.
+func nodeTimestamps(t *testing.T, tn *testNode, n int) ([]hlc.Timestamp, uint64) {
+	t.Helper()
+	before, _ := tn.n.tsoClient.Calls()
+	out := make([]hlc.Timestamp, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ts, err := tn.n.tsoClient.Now(ctxT(t))
+			if err != nil {
+				t.Error(err)
+			}
+			out[i] = ts
+		}()
+	}
+	close(start)
+	wg.Wait()
+	after, _ := tn.n.tsoClient.Calls()
+	return out, after - before
+}
+
+// TestOracleBatchesConcurrentRequests: requests waiting at once share
+// calls to the oracle, every one gets its own timestamp, and a request
+// that starts after another got its timestamp gets a higher one.
+func TestOracleBatchesConcurrentRequests(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	const n = 400
+	got, calls := nodeTimestamps(t, tn, n)
+	if calls == 0 || calls > n/4 {
+		t.Fatalf("%d concurrent requests made %d oracle calls; want them batched (at most %d)", n, calls, n/4)
+	}
+	seen := map[hlc.Timestamp]bool{}
+	for _, ts := range got {
+		if ts.IsZero() || seen[ts] {
+			t.Fatalf("timestamp %s zero or handed out twice", ts)
+		}
+		seen[ts] = true
+	}
+	// Real-time order: one after another, each above the one before.
+	prev, err := tn.n.tsoClient.Now(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		ts, err := tn.n.tsoClient.Now(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !prev.Less(ts) {
+			t.Fatalf("timestamp %s after %s", ts, prev)
+		}
+		prev = ts
+	}
+	// The node's clock is past everything handed out.
+	if !prev.Less(tn.n.clock.Now()) {
+		t.Fatalf("node clock not moved past %s", prev)
+	}
+}
+
+// TestOracleWindowSurvivesRestart: the persisted window covers every
+// timestamp issued, and after a restart with a clock set back the new
+// oracle still issues above all of them.
+func TestOracleWindowSurvivesRestart(t *testing.T) {
+	dir := t.TempDir() + "/node"
+	tn := startNode(t, dir, Config{})
+	got, _ := nodeTimestamps(t, tn, 100)
+	var high hlc.Timestamp
+	for _, ts := range got {
+		high = high.Forward(ts)
+	}
+	w, err := rangesm.TSOWindow(tn.n.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w < high.WallTime {
+		t.Fatalf("persisted window %d below issued timestamp %s", w, high)
+	}
+	tn.cc.Close()
+	tn.stop(t)
+
+	// Set back by 400 ms (within the maximum offset): the clock alone
+	// would issue below what the old oracle issued.
+	back := startNode(t, dir, Config{Clock: ClockOptions{TestingOffset: -400 * time.Millisecond}})
+	if back.n.clock.PhysicalNow() > high.WallTime {
+		t.Skip("the restart took longer than the clock was set back; nothing to check")
+	}
+	ts, err := back.n.tsoClient.Now(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !high.Less(ts) {
+		t.Fatalf("after a restart the oracle issued %s, not above %s issued before", ts, high)
+	}
+}
+
+// TestOracleServiceRefusesBadCounts: the node-to-node service checks its
+// input.
+func TestOracleServiceRefusesBadCounts(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	c := raftrpcpb.NewTimestampOracleClient(tn.cc)
+	for _, n := range []uint32{0, 1<<16 + 1} {
+		if _, err := c.Timestamps(ctxT(t), &raftrpcpb.TimestampsRequest{Count: n}); err == nil {
+			t.Errorf("count %d accepted", n)
+		}
+	}
+	// The oracle serves once the node leads meta (an election first).
+	var resp *raftrpcpb.TimestampsResponse
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err = c.Timestamps(context.Background(), &raftrpcpb.TimestampsRequest{Count: 3}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	first, _ := tsFromProto(resp.GetFirst())
+	last, _ := tsFromProto(resp.GetLast())
+	if first.Next().Next() != last || resp.GetCount() != 3 {
+		t.Fatalf("Timestamps(3) = %s..%s (%d)", first, last, resp.GetCount())
+	}
+}

@@ -1,0 +1,191 @@
+package storage
+
+/*
+#include "shale/engine.h"
+
+#cgo noescape shale_multi_seek_prefix
+#cgo nocallback shale_multi_seek_prefix
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// SeekPrefixGE is the point read of versioned keys, on a database opened
+// with SplitVersionSuffix. It returns the first live entry at or after
+// target among the versions of target's key: the keys whose unversioned
+// part (the key without its version suffix, which is what the Bloom
+// filters hold) equals target's. With package mvcc's keys, target key@ts
+// yields the key's newest version at or below ts. found is false when
+// there is none.
+//
+// Unlike a seek of an iterator, it reads only the tables whose filter may
+// hold the unversioned key, so a read of a key that no table holds costs
+// filter probes and no data block. Keys with another unversioned part are
+// passed over; with prefix-free unversioned parts (mvcc's) the first key
+// past target's versions ends the read.
+//
+// A target that is not a versioned key (outside VersionedKeyPrefix, or
+// without a valid suffix length byte) fails with ErrInvalidArgument; a
+// database without SplitVersionSuffix fails with ErrNotSupported. The
+// results are the caller's.
+func (db *DB) SeekPrefixGE(target []byte) (key, value []byte, found bool, err error) {
+	keys, values, err := db.multiSeekPrefix(nil, [][]byte{target})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return keys[0], values[0], keys[0] != nil, nil
+}
+
+// MultiSeekPrefixGE is SeekPrefixGE for many targets in one call into the
+// engine, all read at one consistent point: keys[i] and values[i] answer
+// targets[i], keys[i] being nil when there is no such entry. Targets may
+// come in any order and repeat. All results share freshly allocated
+// buffers, each slice capped so that appending to one never overwrites
+// another. One target that is not a versioned key, or a read error,
+// fails the whole call.
+func (db *DB) MultiSeekPrefixGE(targets [][]byte) (keys, values [][]byte, err error) {
+	return db.multiSeekPrefix(nil, targets)
+}
+
+// SeekPrefixGE reads as of the snapshot (see DB.SeekPrefixGE).
+func (s *Snapshot) SeekPrefixGE(target []byte) (key, value []byte, found bool, err error) {
+	if s.closed.Load() {
+		return nil, nil, false, errorf(ErrClosed, "Snapshot.SeekPrefixGE: snapshot is closed")
+	}
+	keys, values, err := s.db.multiSeekPrefix(s.c, [][]byte{target})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return keys[0], values[0], keys[0] != nil, nil
+}
+
+// MultiSeekPrefixGE reads as of the snapshot (see DB.MultiSeekPrefixGE).
+func (s *Snapshot) MultiSeekPrefixGE(targets [][]byte) (keys, values [][]byte, err error) {
+	if s.closed.Load() {
+		return nil, nil, errorf(ErrClosed, "Snapshot.MultiSeekPrefixGE: snapshot is closed")
+	}
+	return s.db.multiSeekPrefix(s.c, targets)
+}
+
+func (db *DB) multiSeekPrefix(snap *C.shale_snapshot_t, targets [][]byte) ([][]byte, [][]byte, error) {
+	const op = "SeekPrefixGE"
+	n := len(targets)
+	if n == 0 {
+		return [][]byte{}, [][]byte{}, nil
+	}
+	total := 0
+	for _, t := range targets {
+		total += len(t)
+	}
+	keyBuf := make([]byte, 0, max(total, 1))
+	// Target offsets (n+1), then output offsets, key lengths, value
+	// lengths (n each).
+	sizes := make([]C.size_t, 4*n+1)
+	keyOffs, outOffs := sizes[:n+1], sizes[n+1:2*n+1]
+	keyLens, valLens := sizes[2*n+1:3*n+1], sizes[3*n+1:]
+	for i, t := range targets {
+		keyOffs[i] = C.size_t(len(keyBuf))
+		keyBuf = append(keyBuf, t...)
+	}
+	keyOffs[n] = C.size_t(len(keyBuf))
+	statuses := make([]C.int32_t, n)
+
+	h, err := db.handle(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.mu.RUnlock()
+
+	// As in MultiGet: the first attempt reads the latest state into a
+	// buffer sized from experience; if some entries do not fit, a retry
+	// under a snapshot (the caller's or its own) sized from the reported
+	// lengths reads the same entries, and always fits.
+	avg := int(db.seekPrefixAvgEntry.Load())
+	if avg == 0 {
+		avg = 128
+	}
+	capacity := max(avg*n*5/4, 256)
+	ownSnap := false
+	release := func() {
+		if ownSnap {
+			C.shale_snapshot_release(h, snap)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		out := make([]byte, capacity)
+		ro := readOptions(snap)
+		st := C.shale_multi_seek_prefix(h, &ro, C.size_t(n), cBytesNonNil(keyBuf), &keyOffs[0],
+			(*C.uint8_t)(unsafe.Pointer(&out[0])), C.size_t(len(out)),
+			&outOffs[0], &keyLens[0], &valLens[0], &statuses[0])
+		if err := statusToError(op, st); err != nil {
+			release()
+			return nil, nil, err
+		}
+		needed, tooSmall := 0, false
+		for i := range statuses {
+			switch statuses[i] {
+			case codeOK:
+				needed += int(keyLens[i] + valLens[i])
+			case codeBufferTooSmall:
+				needed += int(keyLens[i] + valLens[i])
+				tooSmall = true
+			}
+		}
+		if !tooSmall {
+			release()
+			return db.seekPrefixResults(targets, out, outOffs, keyLens, valLens, statuses)
+		}
+		if attempt >= 2 {
+			release()
+			return nil, nil, errorf(ErrCorruption, "%s: entries still do not fit in %d bytes after %d attempts", op, capacity, attempt+1)
+		}
+		if snap == nil {
+			snap = (*C.shale_snapshot_t)(C.shale_snapshot_new(h))
+			if snap == nil {
+				return nil, nil, errorf(ErrClosed, "%s: the engine refused a snapshot (database closing)", op)
+			}
+			ownSnap = true
+		}
+		capacity = max(needed+needed/8, capacity)
+	}
+}
+
+// seekPrefixResults slices each found entry's key and value out of out.
+func (db *DB) seekPrefixResults(targets [][]byte, out []byte, outOffs, keyLens, valLens []C.size_t, statuses []C.int32_t) ([][]byte, [][]byte, error) {
+	const op = "SeekPrefixGE"
+	keys, values := make([][]byte, len(targets)), make([][]byte, len(targets))
+	found, entryBytes := 0, 0
+	for i := range statuses {
+		switch statuses[i] {
+		case codeOK:
+			off, kl, vl := int(outOffs[i]), int(keyLens[i]), int(valLens[i])
+			if off < 0 || kl < 0 || vl < 0 || off+kl+vl > len(out) {
+				return nil, nil, errorf(ErrCorruption, "%s: target %d: entry [%d, %d) outside the %d-byte buffer", op, i, off, off+kl+vl, len(out))
+			}
+			keys[i] = out[off : off+kl : off+kl]
+			values[i] = out[off+kl : off+kl+vl : off+kl+vl]
+			found++
+			entryBytes += kl + vl
+		case codeNotFound:
+		case codeInvalidArgument:
+			return nil, nil, &EngineError{Op: op, Code: int(statuses[i]),
+				Msg: fmt.Sprintf("target %d (%q) is not a versioned key", i, truncateKey(targets[i]))}
+		default:
+			return nil, nil, &EngineError{Op: op, Code: int(statuses[i]),
+				Msg: fmt.Sprintf("target %d (%q)", i, truncateKey(targets[i]))}
+		}
+	}
+	if found > 0 {
+		// Move the running estimate a quarter of the way to this call's
+		// average entry size.
+		avg := int64(entryBytes / found)
+		if old := db.seekPrefixAvgEntry.Load(); old != 0 {
+			avg = old + (avg-old)/4
+		}
+		db.seekPrefixAvgEntry.Store(max(avg, 1))
+	}
+	return keys, values, nil
+}

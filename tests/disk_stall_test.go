@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/client"
+)
+
+// setDiskDelay makes every engine file operation of the kinds in ops
+// (e.g. "sync") on node id sleep delay first (PUT /debug/faults/disk of a
+// faults build); a zero delay clears every delay.
+func (c *testCluster) setDiskDelay(id uint64, ops string, delay time.Duration) error {
+	cn := c.node(id)
+	method, u := http.MethodDelete, "http://"+cn.httpAddr+"/debug/faults/disk"
+	if delay > 0 {
+		method = http.MethodPut
+		u += "?" + url.Values{"ops": {ops}, "delay": {delay.String()}}.Encode()
+	}
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// TestClusterDiskStalledLeaderShedsLeadership stalls the disk of the user
+// range's leader: every fsync on its node hangs for far longer than the
+// test, through the engine's fault-injection file layer, so the Raft log
+// writer's SyncWAL hangs in the real write path. The leader keeps
+// heartbeating (the log writer runs beside the processing loop), so
+// nothing but its own stall detection can move the leadership: writes to
+// the range must succeed again within two election timeouts (plus slack
+// for a loaded machine), the stalled node must not take the leadership
+// back while its disk stays stalled, and every acknowledged write is
+// readable.
+func TestClusterDiskStalledLeaderShedsLeadership(t *testing.T) {
+	c := newFaultsCluster(t, 3)
+	cl := c.grayClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	acked := map[string]string{}
+	for i := 0; i < 20; i++ {
+		k := fmt.Sprintf("before-%02d", i)
+		if err := cl.Put(ctx, []byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = "v"
+	}
+	old, _ := c.leader(userRange, 10*time.Second)
+	if err := c.setDiskDelay(old, "sync", 50*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stalled := time.Now()
+	defer func() { _ = c.setDiskDelay(old, "", 0) }()
+
+	bound := 2*electionTimeout + electionTimeout // slack for a loaded 2-core machine
+	var recovered time.Duration
+	var failures []error
+	for i := 0; recovered == 0; i++ {
+		if time.Since(stalled) > 30*time.Second {
+			t.Fatalf("no write succeeded within 30s of stalling the leader n%d's disk; failures: %v", old, failures)
+		}
+		k := fmt.Sprintf("after-%03d", i)
+		err := cl.Put(ctx, []byte(k), []byte("v"))
+		if err != nil {
+			failures = append(failures, err)
+			if !errors.Is(err, client.ErrAmbiguous) && !errors.Is(err, client.ErrUnavailable) {
+				t.Fatalf("write %s: %v", k, err)
+			}
+			continue
+		}
+		acked[k] = "v"
+		recovered = time.Since(stalled)
+	}
+	t.Logf("writes resumed %v after stalling leader n%d's disk (bound %v); failed writes before: %v", recovered, old, bound, failures)
+	if recovered > bound {
+		t.Errorf("writes resumed %v after the leader's disk stalled, over the bound of %v (2 election timeouts of %v, plus slack)",
+			recovered, bound, electionTimeout)
+	}
+
+	// While its disk stays stalled, the old leader must not lead the
+	// range again (it may win an election between two slow writes, but
+	// hands the leadership on at its next tick), and writes keep flowing.
+	watch := time.Now()
+	for i := 0; time.Since(watch) < 3*electionTimeout; i++ {
+		if rs, err := c.rangeState(old, userRange); err == nil && rs.GetRaft().GetState() == "leader" {
+			// Give the hand-off its tick before calling it a retake.
+			time.Sleep(2 * clusterTick * 5)
+			if rs, err := c.rangeState(old, userRange); err == nil && rs.GetRaft().GetState() == "leader" {
+				t.Errorf("n%d leads range %d again while its disk is stalled", old, userRange)
+				break
+			}
+		}
+		k := fmt.Sprintf("later-%03d", i)
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cl.Put(wctx, []byte(k), []byte("v"))
+		wcancel()
+		if err != nil {
+			t.Errorf("write %s while n%d's disk stays stalled: %v", k, old, err)
+			break
+		}
+		acked[k] = "v"
+	}
+	if got := c.metric(old, "shale_raft_leadership_shed_disk_stall_total"); got < 1 {
+		t.Errorf("n%d's shale_raft_leadership_shed_disk_stall_total = %v, want >= 1", old, got)
+	}
+	if err := c.setDiskDelay(old, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	checkAcked(t, cl, acked)
+}

@@ -1,0 +1,72 @@
+package bank
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/tests/internal/txnkv"
+)
+
+// runWorkload opens the bank on db and runs n operations from workers.
+func runWorkload(t *testing.T, cfg Config, db txnkv.Txner, workers, n int) []Op {
+	t.Helper()
+	w := NewWorkload(cfg, db, nil)
+	if err := w.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.StopAfter(n)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Worker(context.Background(), rand.New(rand.NewPCG(uint64(i), 4)), time.Minute)
+		}()
+	}
+	wg.Wait()
+	h := w.History()
+	if len(h) != n {
+		t.Fatalf("recorded %d operations, want %d", len(h), n)
+	}
+	return h
+}
+
+// End to end on a correct store, with indeterminate outcomes and
+// overdrafts refused: every read holds.
+func TestWorkloadOnSerialStore(t *testing.T) {
+	cfg := Config{Accounts: 5, Initial: 10, MaxTransfer: 8}
+	h := runWorkload(t, cfg, txnkv.NewMemKV(txnkv.NoBug, 0.1, 1), 6, 2000)
+	var refused, info, transfers int
+	for _, o := range h {
+		switch {
+		case o.Kind == Read:
+		case o.Err == ErrInsufficient.Error():
+			refused++
+		case o.Outcome == txnkv.Info:
+			info++
+		case o.Outcome == txnkv.OK:
+			transfers++
+		}
+	}
+	if refused == 0 || info == 0 || transfers < 500 {
+		t.Fatalf("a weak history: %d transfers, %d refused, %d indeterminate", transfers, refused, info)
+	}
+	res := Check(cfg, h)
+	if !res.Valid() || res.Reads < 200 {
+		t.Fatalf("want at least 200 good reads:\n%s", res)
+	}
+}
+
+// End to end on a store that loses updates: the checker finds a read
+// whose total is off.
+func TestWorkloadCatchesLostUpdates(t *testing.T) {
+	cfg := Config{Accounts: 5, Initial: 10, MaxTransfer: 8}
+	res := Check(cfg, runWorkload(t, cfg, txnkv.NewMemKV(txnkv.BugLostUpdate, 0, 1), 6, 2000))
+	if res.Valid() {
+		t.Fatalf("lost updates not found:\n%s", res)
+	}
+	t.Logf("%s", res)
+}
