@@ -141,3 +141,34 @@ func closeIter(it *storage.Iterator, err *error) {
 		*err = fmt.Errorf("mvcc: closing iterator: %w", cerr)
 	}
 }
+
+// Entry is one stored version, as DecodeEntry splits it.
+type Entry struct {
+	Key     []byte        // the user key
+	Version hlc.Timestamp // the version
+	Live    bool          // false for a deletion
+	Created hlc.Timestamp // the version that created the key (live only)
+	Value   []byte        // the user value (live only)
+}
+
+// DecodeEntry splits an engine key and value of the keyspace, for callers
+// that walk the engine themselves (a reverse scan): the user key is
+// appended to dst (nil: a new slice) and Value aliases value.
+func (ks Keyspace) DecodeEntry(dst, engineKey, value []byte) (Entry, error) {
+	if !bytes.HasPrefix(engineKey, ks.Prefix) {
+		return Entry{}, fmt.Errorf("mvcc: engine key %x outside the keyspace %x", engineKey, ks.Prefix)
+	}
+	key, ts, err := DecodeKey(dst, engineKey[len(ks.Prefix):])
+	if err != nil {
+		return Entry{}, fmt.Errorf("engine key %x: %w", engineKey, err)
+	}
+	live, created, v, err := decodeValue(value)
+	if err != nil {
+		return Entry{}, fmt.Errorf("engine key %x: %w", engineKey, err)
+	}
+	return Entry{Key: key, Version: ts, Live: live, Created: created, Value: v}, nil
+}
+
+// VersionFloor returns the storage.IterOptions.VersionFloor of a read at
+// ts: an iterator with it yields each key's newest version at or below ts.
+func VersionFloor(ts hlc.Timestamp) []byte { return appendSuffix(nil, ts) }

@@ -53,7 +53,8 @@ type pendingVersion struct {
 	ts      hlc.Timestamp
 	live    bool
 	created hlc.Timestamp
-	bytes   int64 // engine key + value bytes
+	bytes   int64  // engine key + value bytes
+	value   []byte // the user value of a live version
 }
 
 // Delta returns how the writes so far change the keyspace's Stats once
@@ -104,7 +105,18 @@ func (w *Writer) newest(key []byte) (v pendingVersion, ok, fromBatch bool, err e
 	}
 	encLen := len(AppendKeyPrefix(w.scratch[:0], key))
 	return pendingVersion{ts: e.ts, live: e.live, created: e.created,
-		bytes: w.ks.versionBytes(encLen, e.live, len(e.value))}, true, false, nil
+		bytes: w.ks.versionBytes(encLen, e.live, len(e.value)), value: e.value}, true, false, nil
+}
+
+// Get returns key's newest version as this writer sees it: its own
+// earlier writes, else the reader's state. found is false when the key has
+// none or the newest is a deletion. The value must not be modified.
+func (w *Writer) Get(key []byte) (kv KeyValue, found bool, err error) {
+	newest, ok, _, err := w.newest(key)
+	if err != nil || !ok || !newest.live {
+		return KeyValue{}, false, err
+	}
+	return KeyValue{Key: append([]byte{}, key...), Value: newest.value, Version: newest.ts, Created: newest.created}, true, nil
 }
 
 // check refuses a write at ts over newest: allowed above the newest
@@ -143,7 +155,7 @@ func (w *Writer) Put(key []byte, ts hlc.Timestamp, value []byte) error {
 	w.b.Put(w.scratch, stored)
 	size := int64(len(w.scratch) + len(stored))
 	w.account(newest, ok, fromBatch && newest.ts == ts, true, size)
-	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, bytes: size}
+	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, bytes: size, value: value}
 	return nil
 }
 

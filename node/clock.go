@@ -81,6 +81,13 @@ type clockGuard struct {
 	mu          sync.Mutex
 	refusedAt   time.Time // the last refusal (monotonic)
 	lastRefused *hlc.OffsetError
+	// The last look at the clock, for noticing steps: the physical
+	// clock's reading and the monotonic time it was read at.
+	lookedWall int64
+	lookedAt   time.Time
+	// The last step noticed: how far, and when (monotonic).
+	step   time.Duration
+	stepAt time.Time
 }
 
 func newClockGuard(n *Node) *clockGuard {
@@ -102,12 +109,19 @@ func (e *clockOffsetError) Unwrap() error { return hlc.ErrClockOffset }
 // check returns nil if the clock may serve now, or a *clockOffsetError.
 func (g *clockGuard) check() error {
 	max := g.n.clock.MaxOffset()
+	now, wall := time.Now(), g.n.clock.PhysicalNow()
 	g.mu.Lock()
+	g.noteStepLocked(now, wall, max)
 	refusedAt, oe := g.refusedAt, g.lastRefused
+	step, stepAt := g.step, g.stepAt
 	g.mu.Unlock()
-	if oe != nil && time.Since(refusedAt) < refusalHold {
+	if oe != nil && now.Sub(refusedAt) < refusalHold {
 		return &clockOffsetError{offset: -oe.Offset(), max: max,
 			why: fmt.Sprintf("this node's clock refused a reading %v ahead of it", oe.Offset())}
+	}
+	if step != 0 && now.Sub(stepAt) < refusalHold {
+		return &clockOffsetError{offset: step, max: max,
+			why: fmt.Sprintf("this node's clock stepped by %v; waiting for its peers to measure it again", step)}
 	}
 	st := g.monitor.Status(g.n.clock.PhysicalNow())
 	if !st.Healthy() {
@@ -115,6 +129,24 @@ func (g *clockGuard) check() error {
 			why: fmt.Sprintf("%d of %d peers measure this node's clock beyond %v of theirs", st.Beyond, st.Fresh, time.Duration(float64(max)*hlc.ToleratedFraction))}
 	}
 	return nil
+}
+
+// noteStepLocked notices a step of the physical clock since the last look:
+// its wall reading moved farther from the monotonic clock than the
+// tolerated offset. An oracle whose clock jumped ahead would otherwise
+// issue timestamps from the future until the next probes measured it (up
+// to a probe interval): every node would refuse them. A step in either
+// direction keeps the clock from serving for the refusal hold, after
+// which the offset monitor, with fresh measurements, decides.
+// REQUIRES: g.mu.
+func (g *clockGuard) noteStepLocked(now time.Time, wall int64, max time.Duration) {
+	if !g.lookedAt.IsZero() {
+		drift := time.Duration(wall-g.lookedWall) - now.Sub(g.lookedAt)
+		if drift > time.Duration(float64(max)*hlc.ToleratedFraction) || -drift > time.Duration(float64(max)*hlc.ToleratedFraction) {
+			g.step, g.stepAt = drift, now
+		}
+	}
+	g.lookedWall, g.lookedAt = wall, now
 }
 
 // checkCounted is check, counting a refusal (a request refused).

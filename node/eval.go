@@ -48,17 +48,31 @@ func batchCmd(req *kvpb.BatchRequest) *command.Command {
 	return c
 }
 
-func casCmd(req *kvpb.CompareAndSwapRequest) *command.Command {
-	return &command.Command{Kind: command.KindCAS, CAS: command.CAS{
+func casCmd(req *kvpb.CompareAndSwapRequest) (*command.Command, error) {
+	c := &command.Command{Kind: command.KindCAS, CAS: command.CAS{
 		Key: req.GetKey(), ExpectAbsent: req.GetExpectAbsent(), Expected: req.GetExpectedValue(),
 		Delete: req.GetDelete(), NewValue: req.GetNewValue(),
 	}}
+	ev, ok, err := timestampFromProto("expected_version", req.GetExpectedVersion())
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		c.CAS.ExpectVersion, c.CAS.ExpectedVersion = true, ev
+	}
+	return c, nil
 }
 
 // write proposes cmd to r's range with the request header's identity and
-// waits for it to apply. The returned error is a status for the client.
+// a proposal timestamp from the node's TimestampSource (after the header's
+// observed moved the clock), and waits for it to apply. The returned
+// error is a status for the client; the result's Version is the version
+// the write applied at.
 func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, cmd *command.Command) (command.Result, uint64, error) {
 	cmd.ClientID, cmd.RequestSeq = h.GetClientId(), h.GetRequestSeq()
+	if err := n.observeHeader(op, h); err != nil {
+		return command.Result{}, 0, err
+	}
 	if r.Frozen() {
 		return command.Result{}, 0, n.raftError(op, r.FrozenError())
 	}
@@ -76,6 +90,10 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if err != nil {
 		return command.Result{}, 0, err
 	}
+	if cmd.Timestamp, err = n.proposalTimestamp(ctx, op); err != nil {
+		release()
+		return command.Result{}, 0, err
+	}
 	res, idx, err := n.store.Propose(ctx, r.RangeID(), cmd)
 	release()
 	if err != nil {
@@ -84,5 +102,6 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if err := n.resultError(op, h, r, &res); err != nil {
 		return res, 0, err
 	}
+	n.observeVersion(ctx, res.Version)
 	return res, idx, nil
 }

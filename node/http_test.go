@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
@@ -92,12 +93,12 @@ func TestRestartKeepsDataAndIdentity(t *testing.T) {
 		t.Fatal("/healthz still answers after Stop")
 	}
 
-	db, err := storage.Open(tn.dir+"/engine", &storage.Options{ErrorIfMissing: true})
+	db, err := storage.Open(tn.dir+"/engine", keys.WithUserVersions(&storage.Options{ErrorIfMissing: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := db.Get(keys.UserKey([]byte("k"))); err != nil || string(v) != "v" {
-		t.Fatalf("engine key 0x03+k = %q, %v", v, err)
+	if kv, found, err := keys.UserKeyspace.Get(db, []byte("k"), hlc.MaxTimestamp); err != nil || !found || string(kv.Value) != "v" {
+		t.Fatalf("user key k in the versioned keyspace = %q %v, %v", kv.Value, found, err)
 	}
 	if _, err := db.Get([]byte("k")); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("the user key is stored without its prefix: %v", err)

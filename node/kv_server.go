@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/rangesm"
 )
 
 // kvServer implements kvpb.KVServer. Every write goes through the same
@@ -29,11 +30,11 @@ func (s *kvServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	_, idx, err := s.n.write(ctx, "Put", req.GetHeader(), r, putCmd(req))
+	res, idx, err := s.n.write(ctx, "Put", req.GetHeader(), r, putCmd(req))
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.PutResponse{Header: s.n.respHeader(r, idx)}, nil
+	return &kvpb.PutResponse{Header: s.n.respHeader(r, idx), Version: rangesm.TimestampProto(res.Version)}, nil
 }
 
 func (s *kvServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
@@ -47,11 +48,11 @@ func (s *kvServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	_, idx, err := s.n.write(ctx, "Delete", req.GetHeader(), r, deleteCmd(req))
+	res, idx, err := s.n.write(ctx, "Delete", req.GetHeader(), r, deleteCmd(req))
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.DeleteResponse{Header: s.n.respHeader(r, idx)}, nil
+	return &kvpb.DeleteResponse{Header: s.n.respHeader(r, idx), Version: rangesm.TimestampProto(res.Version)}, nil
 }
 
 func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.BatchResponse, error) {
@@ -80,11 +81,11 @@ func (s *kvServer) Batch(ctx context.Context, req *kvpb.BatchRequest) (*kvpb.Bat
 			return nil, err
 		}
 	}
-	_, idx, err := s.n.write(ctx, "Batch", req.GetHeader(), r, batchCmd(req))
+	res, idx, err := s.n.write(ctx, "Batch", req.GetHeader(), r, batchCmd(req))
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.BatchResponse{Header: s.n.respHeader(r, idx)}, nil
+	return &kvpb.BatchResponse{Header: s.n.respHeader(r, idx), Version: rangesm.TimestampProto(res.Version)}, nil
 }
 
 func (s *kvServer) DeleteRange(ctx context.Context, req *kvpb.DeleteRangeRequest) (*kvpb.DeleteRangeResponse, error) {
@@ -98,11 +99,11 @@ func (s *kvServer) DeleteRange(ctx context.Context, req *kvpb.DeleteRangeRequest
 	if err := s.n.checkSpan(req.GetHeader(), desc, req.GetStartKey(), req.GetEndKey()); err != nil {
 		return nil, err
 	}
-	_, idx, err := s.n.write(ctx, "DeleteRange", req.GetHeader(), r, deleteRangeCmd(req))
+	res, idx, err := s.n.write(ctx, "DeleteRange", req.GetHeader(), r, deleteRangeCmd(req))
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.DeleteRangeResponse{Header: s.n.respHeader(r, idx)}, nil
+	return &kvpb.DeleteRangeResponse{Header: s.n.respHeader(r, idx), Version: rangesm.TimestampProto(res.Version)}, nil
 }
 
 // CompareAndSwap is evaluated when its log entry applies, against the
@@ -119,13 +120,20 @@ func (s *kvServer) CompareAndSwap(ctx context.Context, req *kvpb.CompareAndSwapR
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	res, idx, err := s.n.write(ctx, "CompareAndSwap", req.GetHeader(), r, casCmd(req))
+	cmd, err := casCmd(req)
 	if err != nil {
 		return nil, err
 	}
-	resp := &kvpb.CompareAndSwapResponse{Header: s.n.respHeader(r, idx), Succeeded: res.Succeeded, Found: res.Found}
+	res, idx, err := s.n.write(ctx, "CompareAndSwap", req.GetHeader(), r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	resp := &kvpb.CompareAndSwapResponse{Header: s.n.respHeader(r, idx), Succeeded: res.Succeeded, Found: res.Found,
+		Version: rangesm.TimestampProto(res.Version)}
 	if res.Found {
 		resp.CurrentValue = append([]byte{}, res.Value...)
+		resp.CurrentVersion = rangesm.TimestampProto(res.CurrentVersion)
+		resp.CurrentCreateVersion = rangesm.TimestampProto(res.CurrentCreated)
 	}
 	return resp, nil
 }

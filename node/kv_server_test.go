@@ -59,7 +59,7 @@ func TestBatchAndBatchGet(t *testing.T) {
 	tn := startNode(t, "", Config{})
 	put(t, tn, "b", "old")
 	put(t, tn, "r2", "in range")
-	_, err := tn.kv.Batch(ctxT(t), &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
+	bresp, err := tn.kv.Batch(ctxT(t), &kvpb.BatchRequest{Mutations: []*kvpb.Mutation{
 		putOp([]byte("a"), []byte("1")),
 		putOp([]byte("a"), []byte("2")),
 		{Op: &kvpb.Mutation_Delete{Delete: &kvpb.DeleteOp{Key: []byte("b")}}},
@@ -77,9 +77,18 @@ func TestBatchAndBatchGet(t *testing.T) {
 		{Found: true, Value: []byte("2")}, {}, {}, {Found: true, Value: []byte("after the range delete")}, {Found: true, Value: []byte("2")},
 	}
 	for i := range want {
+		if want[i].Found {
+			// Every key the batch wrote has the batch's version.
+			want[i].Version = bresp.GetVersion()
+			want[i].CreateVersion = bresp.GetVersion()
+		}
 		if !proto.Equal(resp.Results[i], want[i]) {
 			t.Errorf("BatchGet[%d] = %v, want %v", i, resp.Results[i], want[i])
 		}
+	}
+	if rt, v := resp.GetHeader().GetReadTimestamp(), bresp.GetVersion(); v == nil || rt.GetWallNanos() < v.GetWallNanos() ||
+		(rt.GetWallNanos() == v.GetWallNanos() && rt.GetLogical() < v.GetLogical()) {
+		t.Errorf("BatchGet read at %v after a batch at version %v", rt, v)
 	}
 	if _, err := tn.kv.Batch(ctxT(t), &kvpb.BatchRequest{}); err != nil {
 		t.Fatalf("empty Batch: %v", err)

@@ -41,6 +41,12 @@ type metrics struct {
 	// impersonation counts claims of a node ID refused because the
 	// caller's certificate is bound to another node (peer_identity.go).
 	impersonation prometheus.Counter
+	// closes counts the Close commands proposed for reads above a
+	// range's frontier (read_close.go); followerReads the
+	// bounded-staleness reads served at a replica's frontier without the
+	// leader (read.go).
+	closes        prometheus.Counter
+	followerReads prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -66,12 +72,22 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_node_impersonation_refused_total",
 			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
 		}),
+		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_follower_reads_total",
+			Help: "Bounded-staleness reads this node served at a replica's frontier, without a leader barrier (on a follower or the leader).",
+		}),
+		closes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_closed_timestamps_proposed_total",
+			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
 		m.loadSplitsHeld,
 		m.foreignCluster,
 		m.impersonation,
+		m.closes,
+		m.followerReads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&engineCollector{n: n},

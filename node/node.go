@@ -24,6 +24,7 @@ import (
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
 	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
@@ -44,14 +45,19 @@ type Node struct {
 	sec    *security
 	db     *storage.DB
 	// data reads applied user data (the range state machine's read path).
-	data   rangesm.Reader
-	disk   *diskspace.Monitor // disk.go
-	writes *writeBudget       // memory.go
-	ident  raft.StoreIdent
-	store  *raft.Store
-	peers  *peerClients
-	live   liveness
-	awake  awake // quorum.go
+	data rangesm.Reader
+	// timestamps is the source of proposal timestamps (timestamps.go);
+	// closes coalesces the Close commands reads above a range's frontier
+	// wait for (read_close.go).
+	timestamps TimestampSource
+	closes     closer
+	disk       *diskspace.Monitor // disk.go
+	writes     *writeBudget       // memory.go
+	ident      raft.StoreIdent
+	store      *raft.Store
+	peers      *peerClients
+	live       liveness
+	awake      awake // quorum.go
 	// quorumProbes confirm that silent voters are unreachable (quorum.go).
 	quorumProbes quorumProbes
 	load         loadTracker
@@ -126,6 +132,8 @@ func New(cfg Config) (*Node, error) {
 	engineOpts := cfg.Engine
 	// A test build (faults_on.go) opens the engine over its fault layer.
 	engineOpts.FaultInjection = engineOpts.FaultInjection || faultInjectionBuilt
+	// The user keyspace holds versioned keys (store format 2).
+	keys.WithUserVersions(&engineOpts)
 	db, err := openEngine(engineDir, &engineOpts, disk)
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the engine in %s: %w", engineDir, err)
@@ -210,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.initClock()
+	n.timestamps = clockSource{n.clock}
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
 	n.mux = newMuxHub(n)
@@ -263,8 +272,9 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(5)
+	n.bgWG.Add(6)
 	go n.diskLoop()
+	go n.freshnessLoop() // read_close.go
 	go func() {
 		defer n.bgWG.Done()
 		n.clockGuard.loop(n.bgCtx)

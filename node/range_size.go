@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
@@ -85,14 +87,31 @@ func (n *Node) rangeSize(r *raft.Replica, sp keys.Span) (bytes, nkeys uint64, er
 }
 
 // scanLiveSize sums the key and value bytes and counts the live keys in
-// sp, stopping once the bytes pass limit (truncated).
+// sp, stopping once the bytes pass limit (truncated). In the versioned
+// user keyspace a key counts by its newest version, and not at all when
+// that is a deletion: older versions and deletions are history, which GC
+// removes, not live data.
 func scanLiveSize(db *storage.DB, sp keys.Span, limit uint64) (bytes, nkeys uint64, truncated bool, err error) {
-	it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+	versioned := len(sp.Start) > 0 && sp.Start[0] == keys.UserPrefix
+	opts := &storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End}
+	if versioned {
+		opts.VersionFloor = mvcc.VersionFloor(hlc.MaxTimestamp)
+	}
+	it, err := db.NewIter(opts)
 	if err != nil {
 		return 0, 0, false, err
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
+		if versioned {
+			e, err := keys.UserKeyspace.DecodeEntry(nil, it.UnsafeKey(), it.UnsafeValue())
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if !e.Live {
+				continue
+			}
+		}
 		bytes += uint64(len(it.UnsafeKey()) + len(it.UnsafeValue()))
 		nkeys++
 		if bytes > limit {

@@ -3,11 +3,20 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
 )
+
+// closeTimeout bounds a Close proposed for reads (read_close.go).
+const closeTimeout = 10 * time.Second
 
 // readBarrier waits until r may serve a read of the request's
 // consistency and returns the applied index the read will see at least:
@@ -35,6 +44,127 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 	return idx, nil
 }
 
+// readTimestamp decides the timestamp a read is served at on r and waits
+// until r may serve it (docs/versions.md, "The frontier rule"):
+//
+//   - read_timestamp set: refused below the range's GC threshold
+//     (FailedPrecondition, HistoryCompacted) or beyond the node's clock
+//     plus the maximum offset (InvalidArgument); at or below the replica's
+//     frontier F it is served as it is, by any replica, with no barrier
+//     (versions there never change); above F the leader closes it first
+//     (read_close.go) and a follower answers NotLeader.
+//   - none, STALE: the replica's F, with no barrier (the old stale read:
+//     whatever this replica has applied).
+//   - none, BOUNDED_STALE: the follower read (boundedStale).
+//   - none, a read of this range alone: the linearizable barrier, then the
+//     replica's F: every write acknowledged before the read began is at or
+//     below it. No extra round.
+//   - none, the first part of a read across ranges (multiRange: a Scan
+//     that goes on past this range, a BatchGet, whose other groups the
+//     client reads at the answer's timestamp): a timestamp from the
+//     node's TimestampSource, closed on this range first. The range's F
+//     would not do: another range may hold acknowledged writes above it,
+//     which the later parts, read at F, would miss.
+//
+// It returns the timestamp and the applied index the read sees at least.
+func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool) (hlc.Timestamp, uint64, error) {
+	if err := n.observeHeader(op, h); err != nil {
+		return hlc.Timestamp{}, 0, err
+	}
+	rt, explicit, err := timestampFromProto("header.read_timestamp", h.GetReadTimestamp())
+	if err != nil {
+		return hlc.Timestamp{}, 0, err
+	}
+	if !explicit && h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE {
+		return n.boundedStale(ctx, op, h, r)
+	}
+	if !explicit {
+		idx, err := n.readBarrier(ctx, op, h, r)
+		if err != nil {
+			return hlc.Timestamp{}, 0, err
+		}
+		if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
+			return mvccState(r).Frontier, idx, nil
+		}
+		st := mvccState(r)
+		if multiRange || st.Frontier.IsZero() {
+			// (A range never written is closed once, so that its answer
+			// names a timestamp later pages can read at.)
+			ts, err := n.timestamps.Now(ctx)
+			if err != nil {
+				return hlc.Timestamp{}, 0, unavailable(100*time.Millisecond, "%s: no timestamp to read at: %v", op, err)
+			}
+			if err := n.closeAt(ctx, op, r, ts); err != nil {
+				return hlc.Timestamp{}, 0, err
+			}
+			_ = n.clock.Update(ts) // issued by this node's source
+			return ts, r.AppliedIndex(), nil
+		}
+		// The clock follows what the node serves. (A refusal here would
+		// mean a frontier far ahead of this clock; the read is stable
+		// either way.)
+		_ = n.clock.Update(st.Frontier)
+		return st.Frontier, idx, nil
+	}
+	if limit := n.clock.PhysicalNow() + int64(n.clock.MaxOffset()); rt.WallTime > limit {
+		return hlc.Timestamp{}, 0, invalidArgument("header.read_timestamp",
+			"future timestamp %s: beyond this node's clock plus the maximum clock offset (%v)", rt, n.clock.MaxOffset())
+	}
+	st := mvccState(r)
+	if err := mvcc.CheckReadTimestamp(rt, st.GCThreshold); err != nil {
+		return hlc.Timestamp{}, 0, historyCompacted(op, r.RangeID(), rt, st.GCThreshold)
+	}
+	if st.Frontier.Less(rt) {
+		if err := n.closeAt(ctx, op, r, rt); err != nil {
+			return hlc.Timestamp{}, 0, err
+		}
+	}
+	_ = n.clock.Update(rt) // within the offset: checked above
+	return rt, r.AppliedIndex(), nil
+}
+
+// boundedStale serves a BOUNDED_STALE read (docs/versions.md, "Follower
+// reads"): any replica serves it at its frontier F, with no barrier and
+// without asking the leader, if F is no older than the node's clock minus
+// max_staleness_us. Otherwise a follower answers NotLeader (the client
+// goes to the leader), and the leader closes the current time first. A
+// leader that gets such reads keeps its range's F fresh for a while
+// (freshnessLoop), so that its followers can serve the next ones.
+func (n *Node) boundedStale(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (hlc.Timestamp, uint64, error) {
+	maxStale := time.Duration(h.GetMaxStalenessUs()) * time.Microsecond
+	idx := r.AppliedIndex()
+	st := mvccState(r)
+	if !st.Frontier.IsZero() && st.Frontier.WallTime >= n.clock.PhysicalNow()-int64(maxStale) {
+		n.metrics.followerReads.Inc()
+		_ = n.clock.Update(st.Frontier) // the clock follows what the node serves
+		return st.Frontier, idx, nil
+	}
+	if !r.IsLeader() {
+		return hlc.Timestamp{}, 0, n.raftError(op, r.NotLeaderError())
+	}
+	n.closes.wanted(r.RangeID(), time.Now())
+	ts := n.clock.Now()
+	if err := n.closeAt(ctx, op, r, ts); err != nil {
+		return hlc.Timestamp{}, 0, err
+	}
+	return ts, r.AppliedIndex(), nil
+}
+
+// historyCompacted refuses a read below a range's GC threshold.
+func historyCompacted(op string, rangeID uint64, rt, threshold hlc.Timestamp) error {
+	st := status.Newf(codes.FailedPrecondition, "%s: history compacted: read timestamp %s is below range %d's GC threshold %s",
+		op, rt, rangeID, threshold)
+	return withDetails(st, &kvpb.HistoryCompacted{RangeId: rangeID,
+		ReadTimestamp: rangesm.TimestampProto(rt), GcThreshold: rangesm.TimestampProto(threshold)})
+}
+
+// readHeader is the response header of a read served at ts.
+func (n *Node) readHeader(r *raft.Replica, idx uint64, ts hlc.Timestamp) *kvpb.ResponseHeader {
+	h := n.respHeader(r, idx)
+	h.ReadTimestamp = rangesm.TimestampProto(ts)
+	return h
+}
+
 // Get reads one key.
 func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
 	if err := s.n.limits.checkGet(req); err != nil {
@@ -47,15 +177,20 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	idx, err := s.n.readBarrier(ctx, "Get", req.GetHeader(), r)
+	ts, idx, err := s.n.readTimestamp(ctx, "Get", req.GetHeader(), r, false)
 	if err != nil {
 		return nil, err
 	}
-	v, found, err := s.n.data.Get(req.GetKey())
+	kv, found, err := s.n.data.Get(req.GetKey(), ts)
 	if err != nil {
 		return nil, readError("Get", err)
 	}
-	return &kvpb.GetResponse{Header: s.n.respHeader(r, idx), Found: found, Value: v}, nil
+	resp := &kvpb.GetResponse{Header: s.n.readHeader(r, idx, ts), Found: found}
+	if found {
+		resp.Value = kv.Value
+		resp.Version, resp.CreateVersion = rangesm.TimestampProto(kv.Version), rangesm.TimestampProto(kv.Created)
+	}
+	return resp, nil
 }
 
 // Scan reads one page of [start_key, end_key) from a consistent engine view
@@ -90,16 +225,17 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, err
 	}
-	idx, err := s.n.readBarrier(ctx, "Scan", req.GetHeader(), r)
+	_, multiRange := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
+	ts, idx, err := s.n.readTimestamp(ctx, "Scan", req.GetHeader(), r, multiRange)
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.n.data.Scan(rangesm.ScanOptions{Start: start, End: end, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
+	page, err := s.n.data.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
 		Limit: limit, MaxBytes: maxBytes})
 	if err != nil {
 		return nil, readError("Scan", err)
 	}
-	resp := &kvpb.ScanResponse{Header: s.n.respHeader(r, idx), Kvs: page.Kvs, More: page.More, ResumeKey: page.ResumeKey}
+	resp := &kvpb.ScanResponse{Header: s.n.readHeader(r, idx, ts), Kvs: page.Kvs, More: page.More, ResumeKey: page.ResumeKey}
 	if !page.More {
 		if rk, ok := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse()); ok {
 			// The range ended before the request did: the next range
@@ -128,22 +264,29 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 			return nil, err
 		}
 	}
-	idx, err := s.n.readBarrier(ctx, "BatchGet", req.GetHeader(), r)
+	// The client sends a BatchGet's keys by range, and reads every other
+	// group at this one's answer: a read across ranges.
+	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r, true)
 	if err != nil {
 		return nil, err
 	}
-	vals, err := s.n.data.MultiGet(req.Keys)
+	kvs, found, err := s.n.data.MultiGet(req.Keys, ts)
 	if err != nil {
 		return nil, readError("BatchGet", err)
 	}
-	resp := &kvpb.BatchGetResponse{Header: s.n.respHeader(r, idx), Results: make([]*kvpb.GetResult, len(vals))}
+	resp := &kvpb.BatchGetResponse{Header: s.n.readHeader(r, idx, ts), Results: make([]*kvpb.GetResult, len(kvs))}
 	total := 0
-	for i, v := range vals {
-		total += len(v)
-		resp.Results[i] = &kvpb.GetResult{Found: v != nil, Value: v}
+	for i, kv := range kvs {
+		total += len(kv.Value)
+		res := &kvpb.GetResult{Found: found[i]}
+		if found[i] {
+			res.Value = kv.Value
+			res.Version, res.CreateVersion = rangesm.TimestampProto(kv.Version), rangesm.TimestampProto(kv.Created)
+		}
+		resp.Results[i] = res
 	}
 	if total > s.n.limits.MaxResponseBytes {
-		return nil, limitExceeded("keys", fmt.Sprintf("the values of %d keys", len(vals)), "max_response_bytes",
+		return nil, limitExceeded("keys", fmt.Sprintf("the values of %d keys", len(kvs)), "max_response_bytes",
 			s.n.limits.MaxResponseBytes, total)
 	}
 	return resp, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/rangesm/command"
 )
 
@@ -160,7 +161,8 @@ func (n *Node) nodeDescriptor(id uint64) *kvpb.NodeDescriptor {
 // respHeader is the response header of a request served by r at applied
 // index applied.
 func (n *Node) respHeader(r *raft.Replica, applied uint64) *kvpb.ResponseHeader {
-	return &kvpb.ResponseHeader{RangeId: r.RangeID(), AppliedIndex: applied, NodeId: n.ident.NodeID}
+	return &kvpb.ResponseHeader{RangeId: r.RangeID(), AppliedIndex: applied, NodeId: n.ident.NodeID,
+		Now: rangesm.TimestampProto(n.clock.Now())}
 }
 
 // raftError maps an error of the replication layer to the status of

@@ -25,7 +25,8 @@ const splitKeyRounds = 48
 
 // sizeMiddleKey returns the user key at which span's bytes on disk, size
 // of them by the engine's estimate, are divided about in half, or nil if
-// span has no such key (fewer than two keys, or nothing on disk).
+// span has no such key (fewer than two user keys, or nothing on disk).
+// span is a span of the versioned user keyspace (keys.UserSpan).
 func sizeMiddleKey(db *storage.DB, sp keys.Span, size uint64) ([]byte, error) {
 	it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End, KeysOnly: true})
 	if err != nil {
@@ -66,19 +67,24 @@ func sizeMiddleKey(db *storage.DB, sp keys.Span, size uint64) ([]byte, error) {
 			hi = mid
 		}
 	}
-	// The first real key at or after hi. At the first key, the split
-	// would leave the left half empty: take the next one.
-	if !it.SeekGE(hi) {
-		return nil, it.Error()
-	}
-	if bytes.Equal(it.UnsafeKey(), first) && !it.Next() {
-		return nil, it.Error()
-	}
-	k, err := keys.DecodeUserKey(it.UnsafeKey())
+	// The user key of the first real key at or after hi: a split there
+	// puts all of that key's versions in the right half, so it never
+	// falls between two versions of one key. At the first user key, the
+	// split would leave the left half empty: take the next one.
+	firstKey, err := keys.DecodeUserKey(first)
 	if err != nil {
 		return nil, err
 	}
-	return bytes.Clone(k), nil
+	for ok := it.SeekGE(hi); ok; ok = it.Next() {
+		k, err := keys.DecodeUserKey(it.UnsafeKey())
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(k, firstKey) {
+			return k, nil
+		}
+	}
+	return nil, it.Error()
 }
 
 // keyBetween returns a key strictly between a and b (a < b), about

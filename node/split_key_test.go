@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
@@ -30,13 +32,14 @@ func TestKeyBetween(t *testing.T) {
 // halves a range's bytes on disk, also when the keys are unevenly spread
 // over the key space, and a real key of the range.
 func TestSizeMiddleKey(t *testing.T) {
-	db, err := storage.Open(t.TempDir(), &storage.Options{WriteBufferSize: 256 << 10})
+	db, err := storage.Open(t.TempDir(), keys.WithUserVersions(&storage.Options{WriteBufferSize: 256 << 10}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	// 20,000 keys "a/..." and 20,000 keys "z/..." (a gap between them in
-	// the key space), values of 100 random bytes, flushed to tables.
+	// the key space), values of 100 random bytes, flushed to tables; each
+	// key has two versions (and a split key must never fall between them).
 	value := make([]byte, 100)
 	b := storage.NewBatch(1 << 20)
 	var all [][]byte
@@ -46,7 +49,9 @@ func TestSizeMiddleKey(t *testing.T) {
 			for j := range value {
 				value[j] = byte(rand.Uint32())
 			}
-			b.Put(keys.UserKey(k), value)
+			for v := int64(1); v <= 2; v++ {
+				b.Put(append([]byte{keys.UserPrefix}, mvcc.EncodeKey(k, hlc.Timestamp{WallTime: v})...), value[:50*v])
+			}
 			all = append(all, k)
 			if b.Len() >= 1000 {
 				if err := db.Write(b, storage.WriteOptions{}); err != nil {

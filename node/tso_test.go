@@ -138,3 +138,41 @@ func TestOracleServiceRefusesBadCounts(t *testing.T) {
 		t.Fatalf("Timestamps(3) = %s..%s (%d)", first, last, resp.GetCount())
 	}
 }
+
+// TestOracleObserve: after Observe(ts) every timestamp is above ts (and
+// the persisted window covers it, so a later oracle's would be too); a
+// timestamp at or below one the oracle already handed out needs no call.
+func TestOracleObserve(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	ctx := ctxT(t)
+	c := tn.n.tsoClient
+	issued, err := c.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, before := c.Calls()
+	if err := c.Observe(ctx, issued.Prev()); err != nil {
+		t.Fatal(err)
+	}
+	if _, after := c.Calls(); after != before {
+		t.Fatalf("observing a timestamp below one issued made %d calls", after-before)
+	}
+	// Ahead of the oracle's clock and window (within the maximum offset).
+	ahead := hlc.Timestamp{WallTime: time.Now().Add(400 * time.Millisecond).UnixNano(), Logical: 7}
+	if err := c.Observe(ctx, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if _, after := c.Calls(); after != before+1 {
+		t.Fatalf("observing a timestamp ahead made %d calls, want 1", after-before)
+	}
+	if w, err := rangesm.TSOWindow(tn.n.db); err != nil || w < ahead.WallTime {
+		t.Fatalf("persisted window %d (%v) below the observed %s", w, err, ahead)
+	}
+	ts, err := c.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ahead.Less(ts) {
+		t.Fatalf("timestamp %s after observing %s", ts, ahead)
+	}
+}

@@ -72,6 +72,11 @@ func checkConsistency(h *kvpb.RequestHeader) error {
 	switch c := h.GetReadConsistency(); c {
 	case kvpb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE, kvpb.ReadConsistency_READ_CONSISTENCY_STALE:
 		return nil
+	case kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE:
+		if h.GetMaxStalenessUs() <= 0 && h.GetReadTimestamp() == nil {
+			return invalidArgument("header.max_staleness_us", "a BOUNDED_STALE read needs a positive max_staleness_us, not %d", h.GetMaxStalenessUs())
+		}
+		return nil
 	default:
 		return invalidArgument("header.read_consistency", "unknown read consistency %d", int32(c))
 	}

@@ -13,6 +13,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
@@ -113,7 +115,7 @@ func testApplyDeterministic(t *testing.T, seed uint64) {
 // is never started: the test calls the apply step itself.
 func applyOnlyReplica(t testing.TB, nodeID uint64, nodes []*kvpb.NodeDescriptor) *Replica {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), nil)
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), keys.WithUserVersions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +197,13 @@ func dumpSpans(t *testing.T, db *storage.DB, spans []keys.Span) []byte {
 }
 
 func dumpUser(t *testing.T, db *storage.DB) map[string]string {
-	sp := keys.UserSpan(nil, nil)
-	it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+	kvs, _, err := keys.UserKeyspace.Scan(db, nil, nil, hlc.MaxTimestamp, mvcc.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer it.Close()
 	m := map[string]string{}
-	for ok := it.First(); ok; ok = it.Next() {
-		m[string(it.UnsafeKey()[1:])] = string(it.UnsafeValue())
+	for _, kv := range kvs {
+		m[string(kv.Key)] = string(kv.Value)
 	}
 	return m
 }

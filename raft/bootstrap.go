@@ -56,6 +56,9 @@ func ReadStoreIdent(db *storage.DB) (*StoreIdent, error) {
 		return nil, fmt.Errorf("raft: reading the store identity: %w", err)
 	}
 	id, err := keys.DecodeStoreIdent(v)
+	if errors.Is(err, keys.ErrStoreFormat) {
+		return nil, fmt.Errorf("raft: opening the store: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", logstore.ErrCorruptState, err)
 	}

@@ -116,7 +116,7 @@ func TestDestroyWaitsForStagedLogWrites(t *testing.T) {
 	// Stopping the store waits for the log writer's batch in flight, so
 	// every write staged before the destruction is in the engine then.
 	c.stop(victim)
-	db, err := storage.Open(c.node(victim).dir, nil)
+	db, err := storage.Open(c.node(victim).dir, keys.WithUserVersions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

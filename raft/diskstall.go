@@ -1,7 +1,7 @@
 package raft
 
 import (
-	"sync"
+	"sync/atomic"
 	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
@@ -42,37 +42,38 @@ const minDiskStallThreshold = 500 * time.Millisecond
 // leadership back.
 const stallHoldTimeouts = 2
 
-// diskStall is what the log writer records for stall detection. It is
-// safe for concurrent use.
+// diskStall is what the log writer records for stall detection. Every
+// read asks it (a leader on a stalled disk uses no lease), so it is
+// lock-free: times are nanoseconds since base, on the Store's clock (its
+// monotonic reading, for the wall clock).
 type diskStall struct {
-	mu sync.Mutex
-	// writing: when the write in progress started (zero: none).
-	writing time.Time
+	base time.Time
+	// writing: when the write in progress started, plus one (0: none).
+	writing atomic.Int64
 	// counted: the write in progress was already counted as a stall.
-	counted bool
-	// until: the disk counts as stalled until then (monotonic clock).
-	until time.Time
+	counted atomic.Bool
+	// until: the disk counts as stalled until then.
+	until atomic.Int64
 }
+
+func (d *diskStall) since(now time.Time) int64 { return int64(now.Sub(d.base)) }
 
 // beginLogWrite records that a log write starts at now.
 func (s *Store) beginLogWrite(now time.Time) {
-	s.stall.mu.Lock()
-	s.stall.writing, s.stall.counted = now, false
-	s.stall.mu.Unlock()
+	s.stall.counted.Store(false)
+	s.stall.writing.Store(s.stall.since(now) + 1)
 }
 
 // endLogWrite records that the log write in progress ended at now.
 func (s *Store) endLogWrite(now time.Time) {
 	thr := s.cfg.DiskStallThreshold
-	s.stall.mu.Lock()
-	defer s.stall.mu.Unlock()
-	if thr > 0 && now.Sub(s.stall.writing) > thr {
-		if !s.stall.counted {
+	t := s.stall.since(now)
+	if w := s.stall.writing.Swap(0); w != 0 && thr > 0 && t-(w-1) > int64(thr) {
+		if s.stall.counted.CompareAndSwap(false, true) {
 			s.metrics.diskStalls.Inc()
 		}
-		s.stall.until = now.Add(stallHoldTimeouts * s.cfg.electionTimeout())
+		s.stall.until.Store(t + int64(stallHoldTimeouts*s.cfg.electionTimeout()))
 	}
-	s.stall.writing, s.stall.counted = time.Time{}, false
 }
 
 // DiskStalled reports whether this node's disk counts as stalled at now: a
@@ -84,18 +85,16 @@ func (s *Store) DiskStalled(now time.Time) bool {
 	if thr <= 0 {
 		return false
 	}
-	s.stall.mu.Lock()
-	defer s.stall.mu.Unlock()
-	if !s.stall.writing.IsZero() && now.Sub(s.stall.writing) > thr {
-		if !s.stall.counted {
-			s.stall.counted = true
+	t := s.stall.since(now)
+	if w := s.stall.writing.Load(); w != 0 && t-(w-1) > int64(thr) {
+		if s.stall.counted.CompareAndSwap(false, true) {
 			s.metrics.diskStalls.Inc()
 			s.cfg.Logger.Warn("Raft log write stalled: shedding leadership and leases",
-				"waiting", now.Sub(s.stall.writing).Round(time.Millisecond), "threshold", thr)
+				"waiting", time.Duration(t-(w-1)).Round(time.Millisecond), "threshold", thr)
 		}
 		return true
 	}
-	return now.Before(s.stall.until)
+	return t < s.stall.until.Load()
 }
 
 // shedForStallLocked is the leader's part on a stalled disk: drop the

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
@@ -64,7 +65,7 @@ func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
 		descs = append(descs, &kvpb.NodeDescriptor{NodeId: i, Address: c.addrs[i]})
 	}
 	for i := uint64(1); i <= uint64(n); i++ {
-		db, err := storage.Open(c.nodes[i].dir, nil)
+		db, err := storage.Open(c.nodes[i].dir, keys.WithUserVersions(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func (c *testCluster) start(id uint64) {
 	c.t.Helper()
 	n := c.node(id)
 	if n.db == nil {
-		db, err := storage.Open(n.dir, nil)
+		db, err := storage.Open(n.dir, keys.WithUserVersions(nil))
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func (c *testCluster) stopAll() {
 func (c *testCluster) addJoiningNode(id uint64) *testNode {
 	n := &testNode{id: id, dir: filepath.Join(c.t.TempDir(), fmt.Sprint("n", id)), lis: c.listen()}
 	n.addr = n.lis.addr()
-	db, err := storage.Open(n.dir, nil)
+	db, err := storage.Open(n.dir, keys.WithUserVersions(nil))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -301,14 +302,11 @@ func (c *testCluster) get(id uint64, key string) (string, bool) {
 	c.mu.Lock()
 	db := c.nodes[id].db
 	c.mu.Unlock()
-	v, err := db.Get(keys.UserKey([]byte(key)))
-	if errors.Is(err, storage.ErrNotFound) {
-		return "", false
-	}
+	kv, found, err := keys.UserKeyspace.Get(db, []byte(key), hlc.MaxTimestamp)
 	if err != nil {
 		c.t.Fatalf("node %d: get %q: %v", id, key, err)
 	}
-	return string(v), true
+	return string(kv.Value), found
 }
 
 // waitApplied waits until every running replica of rangeID has applied at

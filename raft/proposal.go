@@ -9,6 +9,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/rangesm/command"
 )
 
@@ -96,6 +97,10 @@ func (r *Replica) propose(ctx context.Context, cmd *command.Command, forward boo
 	cmd.ProposerNode = s.cfg.NodeID
 	cmd.ProposalID = s.nextProposalID()
 	cmd.ProposerTime = r.store.now().UnixNano()
+	if cmd.Timestamp.IsZero() {
+		// No proposal timestamp from the caller: the proposer's clock.
+		cmd.Timestamp = hlc.Timestamp{WallTime: max(cmd.ProposerTime, 0)}
+	}
 	data, err := cmd.Encode(make([]byte, 0, 64))
 	if err != nil {
 		return command.Result{}, 0, err

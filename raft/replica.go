@@ -289,6 +289,11 @@ func (r *Replica) publishLocked(bs etcdraft.BasicStatus) {
 	}
 }
 
+// StateMachine returns the replica's range state machine (fixed for the
+// replica's life). Callers use only what it documents as safe without the
+// replica's raftMu.
+func (r *Replica) StateMachine() apply.StateMachine { return r.sm }
+
 // RangeID returns the range's ID.
 func (r *Replica) RangeID() uint64 { return r.rangeID }
 

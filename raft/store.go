@@ -142,6 +142,7 @@ func NewStore(cfg Config) (*Store, error) {
 		snapSem:     make(chan struct{}, 2),
 		snapMem:     newSnapshotMemory(cfg.SnapshotMemoryBytes),
 		entryCaches: logstore.NewCacheBudget(cfg.EntryCacheNodeBytes),
+		stall:       diskStall{base: cfg.Clock.Now()},
 	}
 	if cfg.testSnapshotMemory != nil {
 		s.snapMem = cfg.testSnapshotMemory

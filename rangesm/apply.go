@@ -35,6 +35,7 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 	for _, e := range ents {
 		out = append(out, apply.Applied{})
 		a := &out[len(out)-1]
+		r.applying = e.GetIndex()
 		var err error
 		switch e.GetType() {
 		case pb.EntryNormal:
@@ -42,12 +43,19 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 				// The empty entry a new leader appends.
 				continue
 			}
+			if k, ok := command.PeekKind(e.GetData()); ok && r.skipApplied(e.GetIndex(), k) {
+				// Applied before a restart, its writes written with the
+				// MVCC state (mvcc_state.go); nobody waits for it.
+				continue
+			}
 			var cmd command.Command
 			a.Result, err = r.applyNormal(e, &cmd)
 			if err != nil {
 				return out, err
 			}
-			if !cmd.Kind.IsWrite() {
+			if cmd.Kind == command.KindClose {
+				// Changes the MVCC state only.
+			} else if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
 				// change the dedup state behind the cache; any of them may
 				// change the descriptor.
@@ -71,6 +79,7 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			return out, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
 	}
+	r.stageMVCCState()
 	return out, nil
 }
 
@@ -91,7 +100,7 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 			return false
 		}
 		switch k {
-		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS:
+		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose:
 		default:
 			return false
 		}
@@ -131,43 +140,41 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 				return res, nil
 			}
 		}
+		v, ok := r.nextVersion(cmd.Timestamp)
+		if !ok {
+			return frontierAtMax(), nil
+		}
+		w := r.writer()
 		for i := range cmd.Mutations {
 			m := &cmd.Mutations[i]
+			var err error
 			switch m.Kind {
 			case command.KindPut:
-				a.put(keys.UserKey(m.Key), m.Value)
+				err = w.Put(m.Key, v, m.Value)
 			case command.KindDelete:
-				a.del(keys.UserKey(m.Key))
+				_, err = w.Delete(m.Key, v)
 			case command.KindDeleteRange:
-				span := keys.UserSpan(m.Key, m.Value)
-				a.delRange(span.Start, span.End)
+				var end []byte
+				if len(m.Value) > 0 {
+					end = m.Value
+				}
+				_, err = w.DeleteRange(m.Key, end, v)
+			}
+			if err != nil {
+				// v is above every version of the range (the frontier
+				// rule), so this is local state contradicting the log.
+				return command.Result{}, fmt.Errorf("%v at %s: %w", cmd.Kind, v, err)
 			}
 		}
-		return command.Result{}, nil
+		r.advance(v)
+		return command.Result{Version: v}, nil
 
 	case command.KindCAS:
-		c := &cmd.CAS
-		if !keys.ContainsUserKey(desc, c.Key) {
-			return outOfRange(desc, c.Key), nil
-		}
-		k := keys.UserKey(c.Key)
-		cur, found, err := a.get(k)
-		if err != nil {
-			return command.Result{}, fmt.Errorf("CAS read of %q: %w", c.Key, err)
-		}
-		res := command.Result{Found: found}
-		if found {
-			res.Value = append([]byte(nil), cur...)
-		}
-		if (c.ExpectAbsent && !found) || (!c.ExpectAbsent && found && string(cur) == string(c.Expected)) {
-			res.Succeeded = true
-			if c.Delete {
-				a.del(k)
-			} else {
-				a.put(k, c.NewValue)
-			}
-		}
-		return res, nil
+		return r.applyCAS(cmd)
+
+	case command.KindClose:
+		r.advance(cmd.Close)
+		return command.Result{}, nil
 
 	case command.KindDedupGC:
 		return r.applyDedupGC(cmd)
@@ -215,6 +222,57 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }
 
+// applyCAS compares and maybe swaps one key, at apply time: on its value
+// (or absence), or on its newest version when the command asks.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
+	c := &cmd.CAS
+	if !keys.ContainsUserKey(r.desc, c.Key) {
+		return outOfRange(r.desc, c.Key), nil
+	}
+	w := r.writer()
+	cur, found, err := w.Get(c.Key)
+	if err != nil {
+		return command.Result{}, fmt.Errorf("CAS read of %q: %w", c.Key, err)
+	}
+	res := command.Result{Found: found}
+	if found {
+		res.Value = append([]byte(nil), cur.Value...)
+		res.CurrentVersion, res.CurrentCreated = cur.Version, cur.Created
+	}
+	var swap bool
+	switch {
+	case c.ExpectVersion:
+		swap = found && cur.Version == c.ExpectedVersion
+	case c.ExpectAbsent:
+		swap = !found
+	default:
+		swap = found && string(cur.Value) == string(c.Expected)
+	}
+	if !swap {
+		return res, nil
+	}
+	v, ok := r.nextVersion(cmd.Timestamp)
+	if !ok {
+		return frontierAtMax(), nil
+	}
+	if c.Delete {
+		_, err = w.Delete(c.Key, v)
+	} else {
+		err = w.Put(c.Key, v, c.NewValue)
+	}
+	if err != nil {
+		return command.Result{}, fmt.Errorf("CAS at %s: %w", v, err)
+	}
+	r.advance(v)
+	res.Succeeded, res.Version = true, v
+	return res, nil
+}
+
+func frontierAtMax() command.Result {
+	return command.Result{Code: command.CodeMalformed, Message: "the range's frontier is at the largest timestamp: no version is above it"}
+}
+
 // checkMutationInRange rejects a mutation whose keys are outside d.
 func checkMutationInRange(d *kvpb.RangeDescriptor, m *command.Mutation) (command.Result, bool) {
 	switch m.Kind {
@@ -252,7 +310,7 @@ func (r *Range) applyPutNode(cmd *command.Command) (command.Result, error) {
 	}
 	if n.GetNodeId() == 0 {
 		// Same address registered already? Scan the registry (small).
-		if err := a.flush(); err != nil {
+		if err := r.flush(); err != nil {
 			return command.Result{}, err
 		}
 		nodes, err := readNodes(a.db)
@@ -323,7 +381,7 @@ func (r *Range) applyPutDescriptor(cmd *command.Command) (command.Result, error)
 	if d.GetRangeId() == 0 {
 		return command.Result{Code: command.CodeMalformed, Message: "descriptor without a range ID"}, nil
 	}
-	if err := a.flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
 	old, oldKey, err := findMetaDescriptor(a.db, d.GetRangeId())

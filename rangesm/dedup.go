@@ -141,7 +141,7 @@ func (r *Range) applyDedupGC(cmd *command.Command) (command.Result, error) {
 	a := &r.ov
 	// The scan reads the engine: write what is staged first (a batch cut),
 	// so it sees every earlier entry.
-	if err := a.flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
 	cutoff := cmd.ProposerTime

@@ -97,7 +97,7 @@ func (r *Range) dedupClient(client uint64) (*dedupClient, error) {
 		return c, nil
 	}
 	a := &r.ov
-	if err := a.flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return nil, err
 	}
 	c := &dedupClient{}

@@ -68,10 +68,13 @@ func loadFreeze(r logstore.Reader, rangeID uint64) (*freezeRecord, error) {
 	return f, nil
 }
 
-// refusedWhileFrozen reports whether a frozen range must reject kind.
+// refusedWhileFrozen reports whether a frozen range must reject kind. A
+// close is refused too: the merge takes over the frontier as of the
+// freeze, on every replica alike (whether or not this node's replica has
+// applied entries after the freeze when the merge applies).
 func refusedWhileFrozen(k command.Kind) bool {
 	switch k {
-	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge:
+	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge, command.KindClose:
 		return true
 	}
 	return k.IsWrite()
@@ -182,7 +185,7 @@ func (r *Range) applyMerge(cmd *command.Command) (command.Result, error) {
 		return reject(command.CodeDescriptorChanged, "ranges %d and %d are not on the same nodes", r.rangeID, right.GetRangeId())
 	}
 	a := &r.ov
-	if err := a.flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
 	// Replication locks its replica of the right-hand range until the
@@ -206,8 +209,9 @@ func (r *Range) applyMerge(cmd *command.Command) (command.Result, error) {
 
 // stageTakeOver stages what taking over range rightID needs besides the
 // descriptor: its dedup records (where this range has none for the same
-// request) and floors (the higher of the two), then the deletion of its
-// replicated state (replication deletes its Raft state).
+// request) and floors (the higher of the two), its MVCC state (the higher
+// frontier and GC threshold), then the deletion of its replicated state
+// (replication deletes its Raft state).
 // REQUIRES: the raftMu of both replicas, and the apply batch flushed.
 func (r *Range) stageTakeOver(rightID uint64) error {
 	a := &r.ov
@@ -250,6 +254,17 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		if err != nil {
 			return fmt.Errorf("copying the dedup state of range %d: %w", rightID, err)
 		}
+	}
+	// The merged range holds the right-hand range's versions and may have
+	// served reads up to its frontier there: it keeps the higher frontier
+	// (and GC threshold) of the two.
+	rst, err := loadMVCCState(a.db, rightID)
+	if err != nil {
+		return err
+	}
+	if r.st.frontier.Less(rst.frontier) || r.st.gcThreshold.Less(rst.gcThreshold) {
+		r.st.gcThreshold = r.st.gcThreshold.Forward(rst.gcThreshold)
+		r.advance(rst.frontier)
 	}
 	ls := keys.RangeLocalSpan(rightID)
 	a.delRange(ls.Start, ls.End)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -19,7 +20,7 @@ import (
 // (read by scanning) to hundreds (read through the index), and the
 // overlay is reset and reused between them.
 func TestOverlayReadsItsOwnWrites(t *testing.T) {
-	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), nil)
+	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), keys.WithUserVersions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

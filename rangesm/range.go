@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/apply"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/storage"
 )
@@ -78,6 +81,36 @@ type Range struct {
 	pendingSplit *kvpb.RangeDescriptor
 	// ov is the apply batch and the overlay that reads through it.
 	ov overlay
+	// w adds the versions of user keys to ov's batch; created on first use
+	// and dropped when the batch is written (it reads the engine state the
+	// batch applies over, plus its own writes).
+	w *mvcc.Writer
+	// st is the MVCC state as applied so far (mvcc_state.go); stDirty says
+	// it changed since it was last staged; applying is the index of the
+	// entry being applied.
+	st       mvccState
+	stDirty  bool
+	applying uint64
+	// published is st as of the last batch written: what reads go by.
+	published atomic.Pointer[MVCCState]
+}
+
+// writer returns the Writer of user versions into the apply batch.
+// REQUIRES: the replica's raftMu.
+func (r *Range) writer() *mvcc.Writer {
+	if r.w == nil {
+		r.w = keys.UserKeyspace.NewWriter(r.db, r.ov.batch)
+	}
+	return r.w
+}
+
+// flush writes the apply batch before a command reads the engine
+// directly, with the MVCC state of the entries in it.
+// REQUIRES: the replica's raftMu.
+func (r *Range) flush() error {
+	r.stageMVCCState()
+	r.w = nil
+	return r.ov.flush()
 }
 
 // Descriptor implements apply.StateMachine.
@@ -94,12 +127,17 @@ func (r *Range) Frozen() (left, leftGeneration uint64, frozen bool) {
 // Batch implements apply.StateMachine.
 func (r *Range) Batch() *storage.Batch { return r.ov.batch }
 
-// Written implements apply.StateMachine.
-func (r *Range) Written() { r.ov.reset() }
+// Written implements apply.StateMachine: the batch is in the engine, so
+// the MVCC state it carried is published to readers.
+func (r *Range) Written() {
+	r.ov.reset()
+	r.w = nil
+	r.publish()
+}
 
-// Restore implements apply.StateMachine: the descriptor and the freeze are
-// read again and the dedup cache is emptied (a snapshot replaced the dedup
-// state).
+// Restore implements apply.StateMachine: the descriptor, the freeze and the
+// MVCC state are read again and the dedup cache is emptied (a snapshot
+// replaced the dedup state).
 func (r *Range) Restore() error {
 	desc, err := logstore.LoadDescriptor(r.db, r.rangeID)
 	if err != nil {
@@ -109,7 +147,13 @@ func (r *Range) Restore() error {
 	if err != nil {
 		return fmt.Errorf("range %d: %w", r.rangeID, err)
 	}
-	r.desc, r.frozen = desc, frozen
+	st, err := loadMVCCState(r.db, r.rangeID)
+	if err != nil {
+		return err
+	}
+	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
+	r.w = nil
 	r.dedup.clear()
+	r.publish()
 	return nil
 }

@@ -1,9 +1,11 @@
 package rangesm
 
 import (
-	"errors"
+	"bytes"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
@@ -15,35 +17,30 @@ import (
 // before they start (each is one engine call or one iterator: a consistent
 // view).
 
-// Reader reads applied user data from the engine of one node.
+// Reader reads applied user data from the engine of one node, at a
+// timestamp: each read sees, of every key, its newest version at or below
+// the timestamp (keys.UserKeyspace, package mvcc). The caller picks a
+// timestamp the serving range's MVCC state allows (at or below its
+// frontier, at or above its GC threshold; Range.MVCCState), so what it
+// reads never changes.
 type Reader struct {
 	db *storage.DB
 }
 
 // NewReader returns a Reader of db, the engine the node's state machines
-// apply into.
+// apply into. db must be opened with keys.WithUserVersions.
 func NewReader(db *storage.DB) Reader { return Reader{db: db} }
 
-// Get returns the value of user key k; found is false when it has none.
-func (r Reader) Get(k []byte) (value []byte, found bool, err error) {
-	v, err := r.db.Get(keys.UserKey(k))
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, err
-	}
-	return v, true, nil
+// Get returns user key k as of ts; found is false when it has no live
+// version at or below ts.
+func (r Reader) Get(k []byte, ts hlc.Timestamp) (kv mvcc.KeyValue, found bool, err error) {
+	return keys.UserKeyspace.Get(r.db, k, ts)
 }
 
-// MultiGet returns the values of the user keys ks at one consistent point,
-// nil for a key with none.
-func (r Reader) MultiGet(ks [][]byte) ([][]byte, error) {
-	eks := make([][]byte, len(ks))
-	for i, k := range ks {
-		eks[i] = keys.UserKey(k)
-	}
-	return r.db.MultiGet(eks)
+// MultiGet returns the user keys ks as of ts, from one engine view:
+// found[i] and kvs[i] are Get's answer for ks[i].
+func (r Reader) MultiGet(ks [][]byte, ts hlc.Timestamp) (kvs []mvcc.KeyValue, found []bool, err error) {
+	return keys.UserKeyspace.GetMany(r.db, ks, ts)
 }
 
 // ScanOptions says what one page of a scan holds.
@@ -51,6 +48,8 @@ type ScanOptions struct {
 	// Start and End bound the scan, [Start, End) in user keys (nil End:
 	// to the end of the keyspace).
 	Start, End []byte
+	// Timestamp is the read's: each key as of it.
+	Timestamp hlc.Timestamp
 	// Reverse scans from End down to Start.
 	Reverse bool
 	// KeysOnly returns keys without values.
@@ -64,6 +63,7 @@ type ScanOptions struct {
 
 // ScanPage is one page of a scan.
 type ScanPage struct {
+	// Kvs carry their version and create_version.
 	Kvs []*kvpb.KeyValue
 	// More is set when the page stopped at Limit or MaxBytes; ResumeKey
 	// is then where to continue: the next key for a forward scan (the
@@ -73,54 +73,132 @@ type ScanPage struct {
 	ResumeKey []byte
 }
 
-// Scan reads one page of user keys from a consistent engine view.
-func (r Reader) Scan(o ScanOptions) (ScanPage, error) {
+// Scan reads one page of user keys as of o.Timestamp from one engine view.
+func (r Reader) Scan(o ScanOptions) (page ScanPage, err error) {
 	span := keys.UserSpan(o.Start, o.End)
-	it, err := r.db.NewIter(&storage.IterOptions{LowerBound: span.Start, UpperBound: span.End, KeysOnly: o.KeysOnly})
+	opts := &storage.IterOptions{LowerBound: span.Start, UpperBound: span.End}
+	if !o.Reverse {
+		// The engine yields each key's newest version at or below the
+		// timestamp and steps over the rest.
+		opts.VersionFloor = mvcc.VersionFloor(o.Timestamp)
+	}
+	it, err := r.db.NewIter(opts)
 	if err != nil {
 		return ScanPage{}, err
 	}
-	defer it.Close()
-	var page ScanPage
-	step := it.Next
-	valid := false
-	if o.Reverse {
-		step = it.Prev
-		valid = it.Last()
-	} else {
-		valid = it.First()
-	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	vi := versionIter{it: it, ts: o.Timestamp, reverse: o.Reverse}
 	size := 0
-	for ; valid; valid = step() {
-		k, err := keys.DecodeUserKey(it.UnsafeKey())
+	for {
+		e, ok, err := vi.next()
 		if err != nil {
 			return ScanPage{}, err
 		}
-		entry := len(k) + len(it.UnsafeValue())
-		if len(page.Kvs) == o.Limit || (len(page.Kvs) > 0 && size+entry > o.MaxBytes) {
-			break
+		if !ok {
+			return page, nil
 		}
-		kv := &kvpb.KeyValue{Key: append([]byte{}, k...)}
+		entry := len(e.Key) + len(e.Value)
+		if len(page.Kvs) == o.Limit || (len(page.Kvs) > 0 && size+entry > o.MaxBytes) {
+			page.More = true
+			if o.Reverse {
+				page.ResumeKey = page.Kvs[len(page.Kvs)-1].Key
+			} else {
+				page.ResumeKey = e.Key
+			}
+			return page, nil
+		}
+		kv := &kvpb.KeyValue{Key: e.Key, Version: TimestampProto(e.Version), CreateVersion: TimestampProto(e.Created)}
 		if !o.KeysOnly {
-			kv.Value = it.Value()
+			kv.Value = append([]byte{}, e.Value...)
 		}
 		page.Kvs = append(page.Kvs, kv)
 		size += entry
 	}
-	if err := it.Error(); err != nil {
-		return ScanPage{}, err
+}
+
+// versionIter yields the live versions a read at ts sees, one per key, in
+// key order or its reverse. Forward, the iterator has a version floor and
+// yields just those versions (tombstones too); in reverse, a key's
+// versions come oldest first and the newest at or below ts is kept until
+// the key changes.
+type versionIter struct {
+	it      *storage.Iterator
+	ts      hlc.Timestamp
+	reverse bool
+	started bool
+	valid   bool
+	// pending is, in reverse, the key being gathered and its newest
+	// version at or below ts so far (has: one was seen).
+	pending mvcc.Entry
+	has     bool
+}
+
+func (v *versionIter) step() {
+	switch {
+	case !v.started && v.reverse:
+		v.valid = v.it.Last()
+	case !v.started:
+		v.valid = v.it.First()
+	case v.reverse:
+		v.valid = v.it.Prev()
+	default:
+		v.valid = v.it.Next()
 	}
-	if valid {
-		page.More = true
-		if o.Reverse {
-			page.ResumeKey = page.Kvs[len(page.Kvs)-1].Key
-		} else {
-			k, err := keys.DecodeUserKey(it.UnsafeKey())
-			if err != nil {
-				return ScanPage{}, err
+	v.started = true
+}
+
+// next returns the next live version; the entry's slices are the caller's
+// (Key) or valid until the next call (Value).
+func (v *versionIter) next() (mvcc.Entry, bool, error) {
+	for {
+		v.step()
+		if !v.valid {
+			if err := v.it.Error(); err != nil {
+				return mvcc.Entry{}, false, err
 			}
-			page.ResumeKey = append([]byte{}, k...)
+			if v.reverse && v.has {
+				v.has = false
+				if v.pending.Live {
+					return v.pending, true, nil
+				}
+			}
+			return mvcc.Entry{}, false, nil
+		}
+		e, err := keys.UserKeyspace.DecodeEntry(nil, v.it.UnsafeKey(), v.it.UnsafeValue())
+		if err != nil {
+			return mvcc.Entry{}, false, err
+		}
+		if !v.reverse {
+			if e.Live && e.Version.LessEq(v.ts) {
+				return e, true, nil
+			}
+			continue
+		}
+		var out mvcc.Entry
+		emit := false
+		if v.has && !bytes.Equal(v.pending.Key, e.Key) {
+			out, emit = v.pending, v.pending.Live
+			v.has = false
+		}
+		if e.Version.LessEq(v.ts) {
+			// Older versions of the key came first: this one is newer.
+			e.Value = append([]byte{}, e.Value...)
+			v.pending, v.has = e, true
+		}
+		if emit {
+			return out, true, nil
 		}
 	}
-	return page, nil
+}
+
+// TimestampProto returns ts on the wire (nil for the zero timestamp).
+func TimestampProto(ts hlc.Timestamp) *kvpb.Timestamp {
+	if ts.IsZero() {
+		return nil
+	}
+	return &kvpb.Timestamp{WallNanos: ts.WallTime, Logical: uint32(ts.Logical)}
 }

@@ -50,7 +50,7 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 	// Write what the batch holds so far (the entries before this one), so
 	// that the dedup state can be read from the engine; everything the
 	// split writes then goes with the applied index, atomically.
-	if err := a.flush(); err != nil {
+	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
 	v, err := logstore.EncodeDescriptor(left)
@@ -75,7 +75,7 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 // stageRightHandState stages the replicated state of this node's replica
 // of a split's right-hand range into the apply batch: its descriptor and
 // the dedup state as applied before this entry (replication adds its Raft
-// state).
+// state, and the MVCC state).
 // REQUIRES: the replica's raftMu, and the apply batch flushed before the
 // split's first write.
 func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor) error {
@@ -86,6 +86,10 @@ func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor) error {
 		return err
 	}
 	a.put(keys.DescriptorKey(id), v)
+	// The right-hand range holds versions up to this range's frontier and
+	// may have served reads up to it: it starts from the same MVCC state.
+	rst := mvccState{frontier: r.st.frontier, gcThreshold: r.st.gcThreshold}
+	a.put(keys.MVCCStateKey(id), rst.encode())
 	// The caller flushed the batch; the split itself writes no dedup
 	// record.
 	for _, sp := range []keys.Span{keys.DedupRecordSpan(r.rangeID), keys.DedupFloorSpan(r.rangeID)} {

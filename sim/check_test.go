@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
 )
@@ -30,7 +32,7 @@ func TestReplicaCheckSeesDivergence(t *testing.T) {
 			t.Fatalf("violations before the stray write: %v", s.res.Violations)
 		}
 		b := storage.NewBatch(64)
-		b.Put(keys.UserKey([]byte("k1")), []byte("stray"))
+		b.Put(append([]byte{keys.UserPrefix}, mvcc.EncodeKey([]byte("k1"), hlc.Timestamp{WallTime: 1})...), []byte("stray"))
 		if err := s.nodes[0].db.Write(b, storage.NoSync); err != nil {
 			t.Fatal(err)
 		}

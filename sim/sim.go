@@ -19,6 +19,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
@@ -280,7 +281,7 @@ func (s *Sim) bootstrap() {
 }
 
 func (s *Sim) openDB(nd *node) *storage.DB {
-	db, err := storage.Open(nd.dir, &storage.Options{WriteBufferSize: 4 << 20})
+	db, err := storage.Open(nd.dir, keys.WithUserVersions(&storage.Options{WriteBufferSize: 4 << 20}))
 	if err != nil {
 		s.t.Fatalf("sim: opening node %d's engine: %v", nd.id, err)
 	}

@@ -323,14 +323,17 @@ func runAttempt(o *op, st *raft.Store, db *storage.DB) attemptResult {
 		if r.Frozen() {
 			return attemptResult{err: r.FrozenError()}
 		}
-		v, found, err := rangesm.NewReader(db).Get(key)
+		// After the barrier, the replica's frontier covers every write
+		// that applied before the read began.
+		ts := r.StateMachine().(*rangesm.Range).MVCCState().Frontier
+		kv, found, err := rangesm.NewReader(db).Get(key, ts)
 		if err != nil {
 			return attemptResult{err: err}
 		}
 		if !found {
 			return attemptResult{}
 		}
-		return attemptResult{found: true, value: v}
+		return attemptResult{found: true, value: kv.Value}
 	}
 	cmd := &command.Command{Header: command.Header{ClientID: uint64(1000 + o.id), RequestSeq: 1}}
 	switch o.kind {

@@ -132,71 +132,81 @@ func (c *testCluster) waitMetric(id uint64, name string, value float64, timeout 
 }
 
 // TestClusterClockSkewStopsAndResumes sets the clock of the node serving
-// as the oracle 2 s back (four times the maximum offset): it must report
-// its clock beyond bounds, hand the meta range (and the oracle) to
-// another node, refuse to issue, while the others go on issuing above
-// everything issued before; once its clock is right again it reports
-// within bounds by itself.
+// as the oracle 2 s back, then (once it is back) 2 s ahead: four times the
+// maximum offset. Each time it must report its clock beyond bounds, hand
+// the meta range (and the oracle) to another node and refuse to issue,
+// while the others go on issuing above everything issued before and the
+// skewed node hands out nothing from the future; once its clock is right
+// again it reports within bounds by itself.
 func TestClusterClockSkewStopsAndResumes(t *testing.T) {
 	c := newFaultsCluster(t, 3)
 	start := time.Now()
 	step := func(what string) { t.Logf("%v: %s", time.Since(start).Round(time.Millisecond), what) }
-	const skewed = 3
 	_, admin, done := c.raw(1)
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.TransferLeader(ctx, &kvpb.TransferLeaderRequest{RangeId: 1, TargetNodeId: skewed}); err != nil {
-		t.Fatalf("moving meta to node %d: %v", skewed, err)
-	}
-	before, from := c.oracleTimestamp(30 * time.Second)
-	if from != skewed {
-		t.Fatalf("node %d issued; meta was moved to node %d", from, skewed)
-	}
-	step("meta moved")
-	if err := c.setClockOffset(skewed, -2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.waitMetric(skewed, "shale_clock_offset_exceeded", 1, 15*time.Second)
-	step("skewed node reports it")
-	for _, id := range []uint64{1, 2} {
-		if v := c.metric(id, "shale_clock_offset_exceeded"); v != 0 {
-			t.Fatalf("node %d (clock right) reports its clock beyond bounds: %v", id, v)
-		}
-	}
-	// It hands meta away and issues nothing meanwhile.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var before hlc.Timestamp
+	// take takes a timestamp, which must be above the last one and not
+	// from the future (beyond the test's clock plus the maximum offset).
+	take := func() uint64 {
 		ts, from := c.oracleTimestamp(30 * time.Second)
 		if !before.Less(ts) {
 			t.Fatalf("node %d issued %s after %s", from, ts, before)
 		}
+		if limit := time.Now().Add(hlc.DefaultMaxOffset).UnixNano(); ts.WallTime > limit {
+			t.Fatalf("node %d issued %s, %v in the future", from, ts, time.Duration(ts.WallTime-time.Now().UnixNano()))
+		}
 		before = ts
-		if from != skewed {
-			break
+		return from
+	}
+	for _, tc := range []struct {
+		skewed uint64
+		off    time.Duration
+	}{{3, -2 * time.Second}, {2, 2 * time.Second}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := admin.TransferLeader(ctx, &kvpb.TransferLeaderRequest{RangeId: 1, TargetNodeId: tc.skewed})
+		cancel()
+		if err != nil {
+			t.Fatalf("moving meta to node %d: %v", tc.skewed, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the skewed node %d still serves as the oracle", skewed)
+		if from := take(); from != tc.skewed {
+			t.Fatalf("node %d issued; meta was moved to node %d", from, tc.skewed)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	step("meta handed away")
-	if _, err := c.oracleCall(skewed); err == nil {
-		t.Fatalf("the skewed node %d issued a timestamp", skewed)
-	}
-	if c.metric(skewed, "shale_clock_offset_refusals_total") <= 0 {
-		t.Fatalf("node %d refused nothing", skewed)
-	}
-	if !strings.Contains(c.node(skewed).log(), `"level":"ERROR","msg":"clock offset`) {
-		t.Fatalf("node %d did not log its clock offset at error level", skewed)
-	}
-	// Put right, it serves again by itself.
-	if err := c.setClockOffset(skewed, 0); err != nil {
-		t.Fatal(err)
-	}
-	c.waitMetric(skewed, "shale_clock_offset_exceeded", 0, 15*time.Second)
-	step("resumed")
-	if ts, _ := c.oracleTimestamp(30 * time.Second); !before.Less(ts) {
-		t.Fatalf("issued %s after %s", ts, before)
+		step(fmt.Sprintf("meta moved to node %d", tc.skewed))
+		if err := c.setClockOffset(tc.skewed, tc.off); err != nil {
+			t.Fatal(err)
+		}
+		// It hands meta away and issues nothing meanwhile (nothing from
+		// the future either).
+		deadline := time.Now().Add(15 * time.Second)
+		for take() == tc.skewed {
+			if time.Now().After(deadline) {
+				t.Fatalf("the skewed node %d still serves as the oracle", tc.skewed)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		step(fmt.Sprintf("node %d's clock %v: meta handed away", tc.skewed, tc.off))
+		c.waitMetric(tc.skewed, "shale_clock_offset_exceeded", 1, 15*time.Second)
+		step("the skewed node reports it")
+		for _, cn := range c.all() {
+			if cn.id != tc.skewed && c.metric(cn.id, "shale_clock_offset_exceeded") != 0 {
+				t.Fatalf("node %d (clock right) reports its clock beyond bounds", cn.id)
+			}
+		}
+		if _, err := c.oracleCall(tc.skewed); err == nil {
+			t.Fatalf("the skewed node %d issued a timestamp", tc.skewed)
+		}
+		if c.metric(tc.skewed, "shale_clock_offset_refusals_total") <= 0 {
+			t.Fatalf("node %d refused nothing", tc.skewed)
+		}
+		if !strings.Contains(c.node(tc.skewed).log(), `"level":"ERROR","msg":"clock offset`) {
+			t.Fatalf("node %d did not log its clock offset at error level", tc.skewed)
+		}
+		// Put right, it serves again by itself.
+		if err := c.setClockOffset(tc.skewed, 0); err != nil {
+			t.Fatal(err)
+		}
+		c.waitMetric(tc.skewed, "shale_clock_offset_exceeded", 0, 15*time.Second)
+		step("resumed")
+		take()
 	}
 }

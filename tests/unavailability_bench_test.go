@@ -1,9 +1,9 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -143,10 +143,6 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 			b.Fatalf("%s: finding the leader: %v", sys.name(), err)
 		}
 		var heal func() error
-		if fault == "stall-disk-leader" {
-			// Attaching takes a moment: the stall starts once it has.
-			heal, err = stallDisk(sys.pid(lead))
-		}
 		at := time.Now()
 		switch fault {
 		case "kill-leader":
@@ -159,6 +155,9 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 			// Running iptables takes a while on a busy machine: the
 			// fault starts once its rules are in.
 			at = time.Now()
+		case "stall-disk-leader":
+			// The stall starts once strace has attached.
+			heal, at, err = stallDisk(sys.pid(lead))
 		}
 		if err != nil {
 			b.Fatalf("%s: %s: %v", sys.name(), fault, err)
@@ -187,35 +186,48 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 
 // stallDisk makes every fsync and fdatasync of process pid (all its
 // threads) hang for stallFor, with strace's syscall delay injection,
-// until the returned function stops strace. It returns once strace has
-// attached.
-func stallDisk(pid int) (func() error, error) {
-	cmd := exec.Command("strace", "-f", "-qq", "-o", "/dev/null", "-p", strconv.Itoa(pid),
+// until the returned function stops strace. It returns when strace
+// reported attaching to the process (its threads follow within
+// milliseconds): the stall's start.
+func stallDisk(pid int) (func() error, time.Time, error) {
+	cmd := exec.Command("strace", "-f", "-o", "/dev/null", "-p", strconv.Itoa(pid),
 		"-e", "trace=fsync,fdatasync",
 		"-e", fmt.Sprintf("inject=fsync,fdatasync:delay_enter=%d", stallFor.Microseconds()))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	// strace says nothing with -qq; give the attach (every thread is
-	// stopped and resumed) a moment, and make sure it did not fail.
-	time.Sleep(300 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
-		msg, _ := io.ReadAll(stderr)
-		return nil, fmt.Errorf("strace -p %d: %v: %s", pid, err, msg)
-	}
-	go io.Copy(io.Discard, stderr)
-	return func() error {
+	// strace writes "Process N attached" per thread to stderr.
+	attached := make(chan time.Time, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "attached") {
+				select {
+				case attached <- time.Now():
+				default:
+				}
+			}
+		}
+	}()
+	heal := func() error {
 		// strace detaches on SIGTERM: the delayed calls go on.
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			return err
 		}
 		_ = cmd.Wait() // "signal: terminated"
 		return nil
-	}, nil
+	}
+	select {
+	case at := <-attached:
+		return heal, at, nil
+	case <-time.After(10 * time.Second):
+		_ = heal()
+		return nil, time.Time{}, fmt.Errorf("strace -p %d did not attach within 10s", pid)
+	}
 }
 
 // waitWritesFlow waits until a write succeeds, then lets the cluster

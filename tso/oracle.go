@@ -117,6 +117,13 @@ func (o *Oracle) Timestamps(ctx context.Context, n int) (first, last hlc.Timesta
 			o.raising = true
 		}
 		o.mu.Unlock()
+		if ahead := time.Duration(last.WallTime - o.cfg.Clock.PhysicalNow()); ahead > o.cfg.Clock.MaxOffset() {
+			// The clock ran ahead of the physical clock (it took a
+			// reading from a clock that was ahead, or its own physical
+			// clock stepped back): every node would refuse timestamps
+			// this far ahead. Hand out none.
+			return hlc.Timestamp{}, hlc.Timestamp{}, fmt.Errorf("%w: the oracle's clock is %v ahead of its physical clock; not issuing", hlc.ErrClockOffset, ahead)
+		}
 		if last.WallTime > window {
 			// The range runs past the window (never handed out): raise
 			// it first, then issue again.

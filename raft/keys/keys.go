@@ -23,12 +23,13 @@
 //	             | 0x01 'r' range_id 'd'                      range descriptor
 //	             | 0x01 'r' range_id 'f' client_id            dedup floor
 //	             | 0x01 'r' range_id 'q' client_id seq        dedup record
+//	             | 0x01 'r' range_id 'v'                      MVCC state (frontier, GC threshold)
 //	meta        := 0x02 'd' 0x00 end_key                      user range descriptor
 //	             | 0x02 'd' 0x01                              ... whose end is +inf
 //	             | 0x02 'm'                                   meta range descriptor
 //	             | 0x02 'n' node_id                           node registry entry
 //	             | 0x02 'c' name                              cluster-wide counter
-//	user        := 0x03 user_key
+//	user        := 0x03 versioned_key                         (package mvcc: key_enc version_suffix)
 //
 //	range_id, index, client_id, seq, node_id := fixed64, big-endian
 //
@@ -43,6 +44,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/shaledb/shale/mvcc"
+	"github.com/shaledb/shale/storage"
 )
 
 // Key kinds: the first byte of every engine key. DO NOT CHANGE.
@@ -70,6 +74,7 @@ const (
 	suffixDedupRecord  = 'q'
 	suffixMerged       = 'm'
 	suffixFreeze       = 'z'
+	suffixMVCCState    = 'v'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -316,36 +321,64 @@ func CounterKey(name string) []byte {
 // MetaSpan is the span of every meta key: the data of the meta range.
 func MetaSpan() Span { return Span{Start: []byte{MetaPrefix}, End: []byte{MetaPrefix + 1}} }
 
-// UserKey returns the engine key of user key k.
-func UserKey(k []byte) []byte {
-	return AppendUserKey(make([]byte, 0, 1+len(k)), k)
+// UserKeyspace is where user data lives (store format 2): every engine key
+// under UserPrefix is a versioned key of package mvcc, the user key escaped
+// (key_enc) and followed by a version suffix. key_enc preserves order and
+// no key_enc is a prefix of another, so a span of user keys is a span of
+// engine keys (UserSpan) and a key's versions are never split apart.
+var UserKeyspace = mvcc.Keyspace{Prefix: []byte{UserPrefix}}
+
+// UserKeyPrefix returns the engine key every version of user key k starts
+// with (0x03 key_enc(k)); it sorts below every one of them.
+func UserKeyPrefix(k []byte) []byte {
+	return mvcc.AppendKeyPrefix(append(make([]byte, 0, 3+len(k)), UserPrefix), k)
 }
 
-// AppendUserKey appends the engine key of user key k to dst.
-func AppendUserKey(dst, k []byte) []byte {
-	dst = append(dst, UserPrefix)
-	return append(dst, k...)
-}
-
-// DecodeUserKey returns the user key of an engine key in the user span. The
-// result aliases engineKey.
+// DecodeUserKey returns the user key of a versioned engine key in the user
+// span (a new slice), or an error for any other key.
 func DecodeUserKey(engineKey []byte) ([]byte, error) {
 	if len(engineKey) == 0 || engineKey[0] != UserPrefix {
 		return nil, fmt.Errorf("keys: %x is not a user key", engineKey)
 	}
-	return engineKey[1:], nil
+	k, _, err := mvcc.DecodeKey(nil, engineKey[1:])
+	if err != nil {
+		return nil, fmt.Errorf("keys: %x: %w", engineKey, err)
+	}
+	return k, nil
 }
 
-// UserSpan returns the engine span of user keys [start, end); an empty end
-// means the end of the user key space.
+// UserSpan returns the engine span of every version of the user keys
+// [start, end); an empty start means the beginning of the user key space
+// and an empty end its end.
 func UserSpan(start, end []byte) Span {
-	s := Span{Start: UserKey(start)}
-	if len(end) == 0 {
-		s.End = []byte{UserPrefix + 1}
-	} else {
-		s.End = UserKey(end)
+	s := Span{Start: []byte{UserPrefix}, End: []byte{UserPrefix + 1}}
+	if len(start) != 0 {
+		s.Start = UserKeyPrefix(start)
+	}
+	if len(end) != 0 {
+		s.End = UserKeyPrefix(end)
 	}
 	return s
+}
+
+// MVCCStateKey holds range rangeID's MVCC state: the frontier (the highest
+// version applied and timestamp closed on the range) and the GC threshold
+// (rangesm's mvcc_state.go).
+func MVCCStateKey(rangeID uint64) []byte {
+	return rangeKey(RangeLocalPrefix, rangeID, suffixMVCCState, 0)
+}
+
+// WithUserVersions returns o (a new Options if nil) set up for the user
+// keyspace: Bloom filters on user keys without their version suffix
+// (storage.Options.SplitVersionSuffix under UserPrefix), which versioned
+// scans also need. Every engine holding a store opens with it.
+func WithUserVersions(o *storage.Options) *storage.Options {
+	if o == nil {
+		o = &storage.Options{}
+	}
+	o.SplitVersionSuffix = true
+	o.VersionedKeyPrefix = []byte{UserPrefix}
+	return o
 }
 
 // Span is the half-open engine key span [Start, End).

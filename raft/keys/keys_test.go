@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 )
 
 // TestKindsAreDisjointSpans checks the property the layout exists for: every
@@ -118,9 +120,12 @@ func TestDecoders(t *testing.T) {
 	if err != nil || n != 12 {
 		t.Fatalf("DecodeNodeKey = %d %v", n, err)
 	}
-	u, err := DecodeUserKey(UserKey([]byte("abc")))
-	if err != nil || string(u) != "abc" {
+	u, err := DecodeUserKey(append([]byte{UserPrefix}, mvcc.EncodeKey([]byte("a\x00c"), hlc.Timestamp{WallTime: 5})...))
+	if err != nil || string(u) != "a\x00c" {
 		t.Fatalf("DecodeUserKey = %q %v", u, err)
+	}
+	if _, err := DecodeUserKey([]byte("\x03abc")); err == nil {
+		t.Fatal("DecodeUserKey accepted a plain (format 1) user key")
 	}
 	if _, err := DecodeUserKey(NodeKey(1)); err == nil {
 		t.Fatal("DecodeUserKey accepted a meta key")
@@ -154,10 +159,16 @@ func TestRangeContainment(t *testing.T) {
 		t.Errorf("DataSpan(meta) = %v", got)
 	}
 	ds := DataSpan(left)
-	if !ds.Contains(UserKey([]byte("a"))) || ds.Contains(UserKey([]byte("m"))) {
+	ver := func(k string) []byte {
+		return append([]byte{UserPrefix}, mvcc.EncodeKey([]byte(k), hlc.Timestamp{WallTime: 1})...)
+	}
+	if !ds.Contains(ver("a")) || ds.Contains(ver("m")) || !ds.Contains(ver("l\xff\xff")) {
 		t.Errorf("DataSpan(left) = %v", ds)
 	}
-	if !DataSpan(right).Contains(UserKey([]byte("\xff\xff"))) {
+	if !DataSpan(right).Contains(ver("m")) || DataSpan(right).Contains(ver("l\xff")) {
+		t.Errorf("DataSpan(right) = %v", DataSpan(right))
+	}
+	if !DataSpan(right).Contains(ver("\xff\xff")) {
 		t.Error("DataSpan(right) misses the end of the key space")
 	}
 }

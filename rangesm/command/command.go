@@ -10,18 +10,24 @@
 // and code below is frozen.
 //
 //	command   := version:u8 header kind:u8 body
-//	version   := 0x01
+//	version   := 0x02 (0x01 is still read, see below)
 //	header    := proposer_node:uvarint proposal_id:uvarint
 //	             client_id:uvarint request_seq:uvarint proposer_time:fixed64
+//	             timestamp
+//	timestamp := wall:uint64 big-endian logical:uint32 big-endian (hlc.Encode)
 //	body      := put | delete | delete_range | batch | cas | dedup_gc
 //	           | put_node | put_descriptor | change_replicas | remove_node
+//	           | split | alloc_range_id | put_descriptors | freeze
+//	           | unfreeze | merge | merge_abort | close
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
 //	batch          := count:uvarint mutation{count}                  (kind 4)
 //	mutation       := kind:u8 (put | delete | delete_range)
-//	cas            := flags:u8 key:bytes expected:bytes new_value:bytes (kind 5)
-//	                  flags: bit 0 expect_absent, bit 1 delete
+//	cas            := flags:u8 key:bytes expected:bytes new_value:bytes
+//	                  [expected_version:timestamp if flags bit 2]    (kind 5)
+//	                  flags: bit 0 expect_absent, bit 1 delete,
+//	                  bit 2 expect_version (version 2 only)
 //	dedup_gc       := (empty; proposer_time is the GC clock)         (kind 6)
 //	put_node       := node:bytes (kvpb.NodeDescriptor, protobuf)     (kind 7)
 //	put_descriptor := desc:bytes (kvpb.RangeDescriptor, protobuf)    (kind 8)
@@ -37,6 +43,7 @@
 //	merge          := expected_generation:uvarint freeze_index:uvarint
 //	                  right:bytes (kvpb.RangeDescriptor, protobuf)   (kind 16)
 //	merge_abort    := expected_generation:uvarint right_range_id:uvarint (kind 17)
+//	close          := timestamp                                      (kind 18)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
@@ -44,6 +51,12 @@
 // (proposer_time is an int64, Unix nanoseconds). Keys are user keys, without
 // the engine's 0x03 prefix. A command must be consumed exactly: trailing
 // bytes are malformed.
+//
+// The header's timestamp is the proposal timestamp T: a write applies at
+// version max(T, F.Next()) where F is the range's frontier (rangesm's
+// mvcc_state.go). A version 1 command has no timestamp field; it is read
+// with T's wall time = proposer_time (logical 0), and close, and the
+// expect_version flag, do not exist in it.
 //
 // change_replicas never appears in an EntryNormal: it is the Context of the
 // ConfChangeV2 it describes, so the descriptor change and the Raft
@@ -59,12 +72,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 )
 
 // Version is the encoding version this package writes. DO NOT CHANGE the
 // meaning of a version once released; a new layout gets a new version and
 // the decoder keeps reading the old ones.
-const Version byte = 0x01
+const Version byte = 0x02
+
+// version1 is the layout without the header timestamp, still decoded.
+const version1 byte = 0x01
 
 // Kind is the operation a command performs. DO NOT CHANGE the values: they
 // are stored in Raft logs.
@@ -88,6 +105,7 @@ const (
 	KindUnfreeze       Kind = 15
 	KindMerge          Kind = 16
 	KindMergeAbort     Kind = 17
+	KindClose          Kind = 18
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
@@ -130,6 +148,8 @@ func (k Kind) String() string {
 		return "Merge"
 	case KindMergeAbort:
 		return "MergeAbort"
+	case KindClose:
+		return "Close"
 	case KindTSOWindow:
 		return "TSOWindow"
 	}
@@ -161,6 +181,9 @@ type Header struct {
 	// ProposerTime is the proposer's wall clock (Unix nanoseconds) when it
 	// proposed. It only drives the deduplication window, never correctness.
 	ProposerTime int64
+	// Timestamp is the proposal timestamp T: a write applies at version
+	// max(T, F.Next()) of the range's frontier F. Zero asks for F.Next().
+	Timestamp hlc.Timestamp
 }
 
 // Mutation is one write of a Put, Delete, DeleteRange or Batch command.
@@ -182,6 +205,10 @@ type CAS struct {
 	// Delete: on success delete the key instead of writing NewValue.
 	Delete   bool
 	NewValue []byte
+	// ExpectVersion: succeed only if the key exists and its newest version
+	// is ExpectedVersion (ExpectAbsent and Expected are then ignored).
+	ExpectVersion   bool
+	ExpectedVersion hlc.Timestamp
 }
 
 // Command is one decoded command. Byte slices decoded from an entry alias
@@ -227,6 +254,9 @@ type Command struct {
 	// Descriptors is set for KindPutDescriptors: meta copies to store
 	// together, each only if newer than the one stored.
 	Descriptors []*kvpb.RangeDescriptor
+	// Close is set for KindClose: the timestamp the range closes (no
+	// version at or below it will ever be written on the range).
+	Close hlc.Timestamp
 	// TSOWindow is set for KindTSOWindow: the wall time (Unix nanoseconds)
 	// the oracle's persisted window is raised to, if it is below.
 	TSOWindow int64
@@ -247,6 +277,10 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, c.ClientID)
 	dst = binary.AppendUvarint(dst, c.RequestSeq)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(c.ProposerTime))
+	if !c.Timestamp.Valid() {
+		return nil, fmt.Errorf("command: invalid timestamp %s", c.Timestamp)
+	}
+	dst = c.Timestamp.AppendEncode(dst)
 	dst = append(dst, byte(c.Kind))
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
@@ -277,10 +311,19 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		if c.CAS.Delete {
 			flags |= casDelete
 		}
+		if c.CAS.ExpectVersion {
+			flags |= casExpectVersion
+			if !c.CAS.ExpectedVersion.Valid() {
+				return nil, fmt.Errorf("command: invalid expected version %s", c.CAS.ExpectedVersion)
+			}
+		}
 		dst = append(dst, flags)
 		dst = appendBytes(dst, c.CAS.Key)
 		dst = appendBytes(dst, c.CAS.Expected)
 		dst = appendBytes(dst, c.CAS.NewValue)
+		if c.CAS.ExpectVersion {
+			dst = c.CAS.ExpectedVersion.AppendEncode(dst)
+		}
 	case KindDedupGC:
 	case KindPutNode:
 		b, err := proto.Marshal(c.Node)
@@ -348,6 +391,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 	case KindMergeAbort:
 		dst = binary.AppendUvarint(dst, c.ExpectedGeneration)
 		dst = binary.AppendUvarint(dst, c.RightRangeID)
+	case KindClose:
+		if !c.Close.Valid() {
+			return nil, fmt.Errorf("command: invalid close timestamp %s", c.Close)
+		}
+		dst = c.Close.AppendEncode(dst)
 	case KindTSOWindow:
 		if c.TSOWindow <= 0 {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
@@ -360,8 +408,9 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 }
 
 const (
-	casExpectAbsent byte = 1 << 0
-	casDelete       byte = 1 << 1
+	casExpectAbsent  byte = 1 << 0
+	casDelete        byte = 1 << 1
+	casExpectVersion byte = 1 << 2 // version 2 only
 )
 
 func appendMutationBody(dst []byte, m *Mutation) []byte {
@@ -385,8 +434,9 @@ func Decode(data []byte, c *Command) error {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: empty", ErrMalformed)
 	}
-	if data[0] != Version {
-		return fmt.Errorf("%w %d (this build reads version %d)", ErrUnknownVersion, data[0], Version)
+	v := data[0]
+	if v != Version && v != version1 {
+		return fmt.Errorf("%w %d (this build reads versions %d and %d)", ErrUnknownVersion, v, version1, Version)
 	}
 	d := decoder{buf: data[1:]}
 	c.ProposerNode = d.uvarint()
@@ -394,6 +444,11 @@ func Decode(data []byte, c *Command) error {
 	c.ClientID = d.uvarint()
 	c.RequestSeq = d.uvarint()
 	c.ProposerTime = int64(d.fixed64())
+	if v == version1 {
+		c.Timestamp = hlc.Timestamp{WallTime: max(c.ProposerTime, 0)}
+	} else {
+		c.Timestamp = d.timestamp()
+	}
 	c.Kind = Kind(d.byte())
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
@@ -421,7 +476,11 @@ func Decode(data []byte, c *Command) error {
 		}
 	case KindCAS:
 		flags := d.byte()
-		if flags&^(casExpectAbsent|casDelete) != 0 {
+		known := casExpectAbsent | casDelete
+		if v != version1 {
+			known |= casExpectVersion
+		}
+		if flags&^known != 0 {
 			d.fail("unknown CAS flags %#x", flags)
 		}
 		c.CAS.ExpectAbsent = flags&casExpectAbsent != 0
@@ -429,6 +488,10 @@ func Decode(data []byte, c *Command) error {
 		c.CAS.Key = d.bytes()
 		c.CAS.Expected = d.bytes()
 		c.CAS.NewValue = d.bytes()
+		if flags&casExpectVersion != 0 {
+			c.CAS.ExpectVersion = true
+			c.CAS.ExpectedVersion = d.timestamp()
+		}
 	case KindDedupGC:
 	case KindPutNode:
 		b := d.bytes()
@@ -479,6 +542,12 @@ func Decode(data []byte, c *Command) error {
 	case KindMergeAbort:
 		c.ExpectedGeneration = d.uvarint()
 		c.RightRangeID = d.uvarint()
+	case KindClose:
+		if v == version1 {
+			d.fail("close in a version 1 command")
+			break
+		}
+		c.Close = d.timestamp()
 	case KindTSOWindow:
 		c.TSOWindow = int64(d.fixed64())
 		if d.err == nil && c.TSOWindow <= 0 {
@@ -548,6 +617,23 @@ func (d *decoder) fixed64() uint64 {
 	return v
 }
 
+func (d *decoder) timestamp() hlc.Timestamp {
+	if d.err != nil {
+		return hlc.Timestamp{}
+	}
+	if len(d.buf) < hlc.EncodedLen {
+		d.fail("truncated")
+		return hlc.Timestamp{}
+	}
+	ts, err := hlc.Decode(d.buf[:hlc.EncodedLen])
+	if err != nil {
+		d.fail("timestamp: %v", err)
+		return hlc.Timestamp{}
+	}
+	d.buf = d.buf[hlc.EncodedLen:]
+	return ts
+}
+
 func (d *decoder) bytes() []byte {
 	n := d.uvarint()
 	if d.err != nil {
@@ -585,9 +671,9 @@ func (d *decoder) mutationBody(k Kind) Mutation {
 }
 
 // PeekKind returns the kind of an encoded command without decoding its
-// body (false if data is not a command of this version).
+// body (false if data is not a command of a version this build reads).
 func PeekKind(data []byte) (Kind, bool) {
-	if len(data) == 0 || data[0] != Version {
+	if len(data) == 0 || (data[0] != Version && data[0] != version1) {
 		return 0, false
 	}
 	d := decoder{buf: data[1:]}
@@ -595,6 +681,9 @@ func PeekKind(data []byte) (Kind, bool) {
 		d.uvarint()
 	}
 	d.fixed64()
+	if data[0] != version1 {
+		d.timestamp()
+	}
 	k := Kind(d.byte())
 	return k, d.err == nil
 }

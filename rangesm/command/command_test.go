@@ -9,10 +9,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
 )
 
 func sampleCommands() []Command {
-	h := Header{ProposerNode: 3, ProposalID: 1<<62 + 5, ClientID: 99, RequestSeq: 7, ProposerTime: -1}
+	h := Header{ProposerNode: 3, ProposalID: 1<<62 + 5, ClientID: 99, RequestSeq: 7, ProposerTime: -1,
+		Timestamp: hlc.Timestamp{WallTime: 1 << 61, Logical: 3}}
 	desc := &kvpb.RangeDescriptor{RangeId: 2, Generation: 4, NextReplicaId: 5,
 		Replicas: []*kvpb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}, {NodeId: 4, ReplicaId: 4, Type: kvpb.ReplicaType_REPLICA_TYPE_LEARNER}}}
 	return []Command{
@@ -36,6 +38,8 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindUnfreeze, LeftRangeID: 2, LeftGeneration: 7},
 		{Header: h, Kind: KindMerge, ExpectedGeneration: 7, FreezeIndex: 1 << 40, Right: desc},
 		{Header: h, Kind: KindMergeAbort, ExpectedGeneration: 7, RightRangeID: 3},
+		{Header: h, Kind: KindCAS, CAS: CAS{Key: []byte("k"), ExpectVersion: true, ExpectedVersion: hlc.Timestamp{WallTime: 77, Logical: 1}, NewValue: []byte("n")}},
+		{Header: h, Kind: KindClose, Close: hlc.Timestamp{WallTime: 1 << 62, Logical: 9}},
 		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
 	}
 }
@@ -65,13 +69,61 @@ func TestFrozenEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{0x01, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0x01, 1, 'k', 1, 'v'}
+	c.Timestamp = hlc.Timestamp{WallTime: 0x0102, Logical: 3}
+	got, err = c.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0x02, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 3, 0x01, 1, 'k', 1, 'v'}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoding changed:\n got %x\nwant %x", got, want)
 	}
 	r := Result{Code: CodeOK, Succeeded: true, Found: true, Value: []byte("v"), NodeID: 9}
-	if got, want := r.Encode(nil), []byte{0x01, 0, 3, 9, 1, 'v', 0}; !bytes.Equal(got, want) {
+	if got, want := r.Encode(nil), []byte{0x02, 0, 3, 9, 1, 'v', 0}; !bytes.Equal(got, want) {
 		t.Fatalf("result encoding changed:\n got %x\nwant %x", got, want)
+	}
+	r.Version = hlc.Timestamp{WallTime: 1, Logical: 2}
+	r.CurrentVersion, r.CurrentCreated = hlc.Timestamp{WallTime: 3}, hlc.Timestamp{WallTime: 4}
+	want = []byte{0x02, 0, 0x0f, 9, 1, 'v', 0,
+		0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2,
+		0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0}
+	if got := r.Encode(nil); !bytes.Equal(got, want) {
+		t.Fatalf("result encoding with versions changed:\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestVersion1StillDecodes: Raft logs and dedup records written before
+// command version 2 keep applying; a version 1 command's timestamp is its
+// proposer time.
+func TestVersion1StillDecodes(t *testing.T) {
+	v1 := []byte{0x01, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0x01, 1, 'k', 1, 'v'}
+	var c Command
+	if err := Decode(v1, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Kind != KindPut || c.ProposerTime != 5 || c.Timestamp != (hlc.Timestamp{WallTime: 5}) ||
+		string(c.Mutations[0].Key) != "k" || string(c.Mutations[0].Value) != "v" {
+		t.Fatalf("version 1 command decoded as %+v", c)
+	}
+	if k, ok := PeekKind(v1); !ok || k != KindPut {
+		t.Fatalf("PeekKind(version 1) = %v %v", k, ok)
+	}
+	// Version 2 only: the expect_version flag and close.
+	casV1 := []byte{0x01, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, byte(KindCAS), casExpectVersion, 1, 'k', 0, 0}
+	if err := Decode(casV1, &c); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("version 1 CAS with expect_version: %v", err)
+	}
+	closeV1 := append([]byte{0x01, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, byte(KindClose)}, make([]byte, 12)...)
+	if err := Decode(closeV1, &c); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("version 1 close: %v", err)
+	}
+	res, err := DecodeResult([]byte{0x01, 0, 3, 9, 1, 'v', 0})
+	if err != nil || !res.Succeeded || !res.Found || string(res.Value) != "v" || res.NodeID != 9 || !res.Version.IsZero() {
+		t.Fatalf("version 1 result = %+v, %v", res, err)
+	}
+	if _, err := DecodeResult([]byte{0x01, 0, 0x04, 0, 0, 0}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("version 1 result with a version 2 flag: %v", err)
 	}
 }
 
@@ -119,8 +171,8 @@ func TestDecodeNeverPanics(t *testing.T) {
 			}
 		}
 	}
-	if err := Decode(append([]byte{0x02}, 0), new(Command)); !errors.Is(err, ErrUnknownVersion) {
-		t.Fatalf("version 2: %v", err)
+	if err := Decode(append([]byte{0x03}, 0), new(Command)); !errors.Is(err, ErrUnknownVersion) {
+		t.Fatalf("version 3: %v", err)
 	}
 	if err := Decode([]byte{0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(KindBatch), 0xff, 0xff, 0xff, 0xff, 0x0f}, new(Command)); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("huge batch count: %v", err)
@@ -132,13 +184,16 @@ func TestResultRoundTrip(t *testing.T) {
 		{},
 		{Code: CodeOK, Succeeded: true, Found: true, Value: []byte("old"), NodeID: 4},
 		{Code: CodeKeyOutOfRange, Message: "key \"z\" outside [a, m)"},
+		{Version: hlc.Timestamp{WallTime: 10, Logical: 1}},
+		{Found: true, Value: []byte("x"), CurrentVersion: hlc.Timestamp{WallTime: 8}, CurrentCreated: hlc.Timestamp{WallTime: 2, Logical: 5}},
 	} {
 		got, err := DecodeResult(r.Encode(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Code != r.Code || got.Message != r.Message || got.Succeeded != r.Succeeded ||
-			got.Found != r.Found || !bytes.Equal(got.Value, r.Value) || got.NodeID != r.NodeID {
+			got.Found != r.Found || !bytes.Equal(got.Value, r.Value) || got.NodeID != r.NodeID ||
+			got.Version != r.Version || got.CurrentVersion != r.CurrentVersion || got.CurrentCreated != r.CurrentCreated {
 			t.Fatalf("round trip: got %+v want %+v", got, r)
 		}
 		if (got.Err() == nil) != (r.Code == CodeOK) {
@@ -158,7 +213,8 @@ func equal(a, b *Command) bool {
 	if a.Header != b.Header || a.Kind != b.Kind || len(a.Mutations) != len(b.Mutations) ||
 		a.ExpectedGeneration != b.ExpectedGeneration || a.NodeID != b.NodeID ||
 		a.LeftRangeID != b.LeftRangeID || a.LeftGeneration != b.LeftGeneration ||
-		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || a.TSOWindow != b.TSOWindow || !proto.Equal(a.Right, b.Right) {
+		a.FreezeIndex != b.FreezeIndex || a.RightRangeID != b.RightRangeID || a.TSOWindow != b.TSOWindow || !proto.Equal(a.Right, b.Right) ||
+		a.Close != b.Close || a.CAS.ExpectVersion != b.CAS.ExpectVersion || a.CAS.ExpectedVersion != b.CAS.ExpectedVersion {
 		return false
 	}
 	for i := range a.Mutations {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/shaledb/shale/hlc"
 )
 
 // Result is the outcome of applying one command. It is produced
@@ -11,13 +13,17 @@ import (
 // retry returns it again: its encoding is frozen too.
 //
 //	result := version:u8 code:u8 flags:u8 id:uvarint value:bytes message:bytes
-//	version := 0x01
-//	flags   := bit 0 succeeded (CAS), bit 1 found (CAS)
+//	          [version_written:timestamp if flags bit 2]
+//	          [current_version:timestamp current_created:timestamp if flags bit 3]
+//	version := 0x02 (0x01, without the timestamps, is still read)
+//	flags   := bit 0 succeeded (CAS), bit 1 found (CAS), bit 2 written,
+//	           bit 3 current
 //	id      := the node ID a PutNode registered, the range ID an
 //	           AllocRangeID allocated, the window a TSOWindow found
 //	           (0 otherwise)
 //	value   := the CAS key's value before the command (empty otherwise)
 //	message := why the command was rejected (code != 0)
+//	timestamp := hlc.Encode (12 bytes)
 type Result struct {
 	// Code is CodeOK or why the command was rejected. A rejected command
 	// changed nothing.
@@ -33,6 +39,13 @@ type Result struct {
 	// AllocRangeID allocated, or the persisted window (Unix nanoseconds) a
 	// TSOWindow found before it applied.
 	NodeID uint64
+	// Version is the version a client write applied at (every key it
+	// wrote has it), zero for other commands and a CAS that did not swap.
+	Version hlc.Timestamp
+	// CurrentVersion and CurrentCreated report a CAS key's newest version
+	// before the command and the version that created it (set when
+	// Found).
+	CurrentVersion, CurrentCreated hlc.Timestamp
 }
 
 // Code classifies a deterministic rejection. DO NOT CHANGE the values:
@@ -82,11 +95,16 @@ func (c Code) String() string {
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }
 
-const resultVersion byte = 0x01
+const (
+	resultVersion  byte = 0x02
+	resultVersion1 byte = 0x01
+)
 
 const (
 	resultSucceeded byte = 1 << 0
 	resultFound     byte = 1 << 1
+	resultWritten   byte = 1 << 2
+	resultCurrent   byte = 1 << 3
 )
 
 // Encode appends the encoding of r to dst.
@@ -98,10 +116,24 @@ func (r *Result) Encode(dst []byte) []byte {
 	if r.Found {
 		flags |= resultFound
 	}
+	if !r.Version.IsZero() {
+		flags |= resultWritten
+	}
+	if !r.CurrentVersion.IsZero() {
+		flags |= resultCurrent
+	}
 	dst = append(dst, resultVersion, byte(r.Code), flags)
 	dst = binary.AppendUvarint(dst, r.NodeID)
 	dst = appendBytes(dst, r.Value)
-	return appendBytes(dst, []byte(r.Message))
+	dst = appendBytes(dst, []byte(r.Message))
+	if flags&resultWritten != 0 {
+		dst = r.Version.AppendEncode(dst)
+	}
+	if flags&resultCurrent != 0 {
+		dst = r.CurrentVersion.AppendEncode(dst)
+		dst = r.CurrentCreated.AppendEncode(dst)
+	}
+	return dst
 }
 
 // DecodeResult decodes a result. Value aliases data.
@@ -110,17 +142,32 @@ func DecodeResult(data []byte) (Result, error) {
 	if len(data) < 3 {
 		return r, fmt.Errorf("%w: result of %d bytes", ErrMalformed, len(data))
 	}
-	if data[0] != resultVersion {
-		return r, fmt.Errorf("%w %d in a result", ErrUnknownVersion, data[0])
+	v := data[0]
+	if v != resultVersion && v != resultVersion1 {
+		return r, fmt.Errorf("%w %d in a result", ErrUnknownVersion, v)
 	}
 	r.Code = Code(data[1])
 	flags := data[2]
+	known := resultSucceeded | resultFound
+	if v != resultVersion1 {
+		known |= resultWritten | resultCurrent
+	}
+	if flags&^known != 0 {
+		return r, fmt.Errorf("%w: unknown result flags %#x", ErrMalformed, flags)
+	}
 	r.Succeeded = flags&resultSucceeded != 0
 	r.Found = flags&resultFound != 0
 	d := decoder{buf: data[3:]}
 	r.NodeID = d.uvarint()
 	r.Value = d.bytes()
 	r.Message = string(d.bytes())
+	if flags&resultWritten != 0 {
+		r.Version = d.timestamp()
+	}
+	if flags&resultCurrent != 0 {
+		r.CurrentVersion = d.timestamp()
+		r.CurrentCreated = d.timestamp()
+	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail("%d trailing bytes in a result", len(d.buf))
 	}

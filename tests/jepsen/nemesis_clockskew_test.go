@@ -30,13 +30,6 @@ import (
 // misjudges its clock fails the run (TestClockSkewCheckCatchesPlantedBug
 // plants one). It is not part of combined: under a partition a node
 // cannot measure its peers, so its verdict is not checkable.
-//
-// A shift beyond bounds moves the clock of the meta range's leader (the
-// oracle) backwards only: an oracle whose clock jumps ahead hands out
-// timestamps from the future until the monitor notices (up to a probe
-// interval), which makes the other nodes refuse them and stop serving for
-// a while: a loss of availability, never of consistency, and not what
-// this nemesis is after (docs/versions.md).
 
 // clockPath is the clock fault endpoint of a faults build.
 const clockPath = "/debug/faults/clock"
@@ -104,7 +97,7 @@ func clockSkew(r *run, rng *rand.Rand) (fault, string, error) {
 	} else {
 		off = time.Duration(1000+rng.IntN(2001)) * time.Millisecond
 	}
-	if rng.IntN(2) == 0 || (off > clockTolerated && r.c.leaderOf(1) == nd.id) {
+	if rng.IntN(2) == 0 {
 		off = -off
 	}
 	f := clockSkewFault{nd: nd, off: off}

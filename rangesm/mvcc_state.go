@@ -1,0 +1,164 @@
+package rangesm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
+	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/storage"
+)
+
+// A range's MVCC state (docs/versions.md, "The frontier rule"): replicated,
+// changed only at apply time, the same on every replica at the same
+// applied index.
+//
+//   - The frontier F is the highest of every version applied on the range
+//     and every timestamp closed on it. A write command with proposal
+//     timestamp T applies at v = max(T, F.Next()), every mutation of it at
+//     v, and sets F = v; a Close(ts) sets F = max(F, ts). So versions
+//     within a range strictly increase in log order, and once a replica has
+//     applied up to a point where F >= ts, every version at or below ts the
+//     range will ever hold is there: a read at ts <= F is stable, and any
+//     replica that has applied that far may serve it.
+//   - The GC threshold G: reads below it are refused (versions below it
+//     may be gone). Only raised, by the GC queue's command (not built yet:
+//     the field is here so that the record does not change format then).
+//
+// The record lives at keys.MVCCStateKey, range-local, so snapshots carry
+// it; a split's right-hand range starts with its left-hand range's state,
+// a merge keeps the higher of each.
+//
+//	mvcc state := 0x01 through:uvarint frontier:timestamp gc_threshold:timestamp
+//	timestamp  := hlc.Encode (12 bytes)
+//
+// through is the index of the last entry that changed the state (a write
+// or a close; so the record depends on the log alone). The record is
+// staged into the batch that holds that entry's writes (at the end of the
+// group of entries, or before a batch cut early), so an entry at or below
+// through that a restart applies again (a crash after an early cut and
+// before the group's applied index was written) already has its versions
+// in the engine: a client write or a close there is skipped rather than
+// applied a second time at a higher version.
+type mvccState struct {
+	through     uint64
+	frontier    hlc.Timestamp
+	gcThreshold hlc.Timestamp
+}
+
+const mvccStateVersion byte = 0x01
+
+func (s *mvccState) encode() []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+2*hlc.EncodedLen)
+	b = append(b, mvccStateVersion)
+	b = binary.AppendUvarint(b, s.through)
+	b = s.frontier.AppendEncode(b)
+	return s.gcThreshold.AppendEncode(b)
+}
+
+func decodeMVCCState(v []byte) (mvccState, error) {
+	if len(v) < 2 || v[0] != mvccStateVersion {
+		return mvccState{}, fmt.Errorf("mvcc state of %d bytes, version %x", len(v), v[:min(len(v), 1)])
+	}
+	through, n := binary.Uvarint(v[1:])
+	if n <= 0 || len(v) != 1+n+2*hlc.EncodedLen {
+		return mvccState{}, fmt.Errorf("mvcc state of %d bytes", len(v))
+	}
+	rest := v[1+n:]
+	f, err := hlc.Decode(rest[:hlc.EncodedLen])
+	if err != nil {
+		return mvccState{}, fmt.Errorf("mvcc state frontier: %w", err)
+	}
+	g, err := hlc.Decode(rest[hlc.EncodedLen:])
+	if err != nil {
+		return mvccState{}, fmt.Errorf("mvcc state GC threshold: %w", err)
+	}
+	return mvccState{through: through, frontier: f, gcThreshold: g}, nil
+}
+
+// loadMVCCState reads rangeID's MVCC state (the zero state if it has
+// none: a new range).
+func loadMVCCState(r logstore.Reader, rangeID uint64) (mvccState, error) {
+	v, err := r.Get(keys.MVCCStateKey(rangeID))
+	if errors.Is(err, storage.ErrNotFound) {
+		return mvccState{}, nil
+	}
+	if err != nil {
+		return mvccState{}, err
+	}
+	s, err := decodeMVCCState(v)
+	if err != nil {
+		return mvccState{}, fmt.Errorf("range %d: %w", rangeID, err)
+	}
+	return s, nil
+}
+
+// MVCCState is a range's MVCC state as of the last batch its replica
+// wrote to the engine (Range.MVCCState): every version at or below
+// Frontier the range will ever hold is in the engine.
+type MVCCState struct {
+	// Frontier: reads at or below it are stable and may be served by this
+	// replica.
+	Frontier hlc.Timestamp
+	// GCThreshold: reads below it are refused (mvcc.CheckReadTimestamp).
+	GCThreshold hlc.Timestamp
+}
+
+// MVCCState returns the range's MVCC state as of its last written batch.
+// Safe to call without the replica's raftMu (the serving path does).
+func (r *Range) MVCCState() MVCCState {
+	if p := r.published.Load(); p != nil {
+		return *p
+	}
+	return MVCCState{}
+}
+
+// publish makes the applied MVCC state visible to readers.
+// REQUIRES: the replica's raftMu, and every write it covers in the engine.
+func (r *Range) publish() {
+	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold}
+	if old := r.published.Load(); old != nil && *old == *p {
+		return
+	}
+	r.published.Store(p)
+}
+
+// nextVersion returns the version a write with proposal timestamp t
+// applies at, max(t, F.Next()), or false if the frontier is at the largest
+// timestamp (no version is above it; a close that high is refused by the
+// node, so this is only a guard).
+// REQUIRES: the replica's raftMu.
+func (r *Range) nextVersion(t hlc.Timestamp) (hlc.Timestamp, bool) {
+	if r.st.frontier == hlc.MaxTimestamp {
+		return hlc.Timestamp{}, false
+	}
+	return t.Forward(r.st.frontier.Next()), true
+}
+
+// advance records that the entry being applied changed the state.
+// REQUIRES: the replica's raftMu.
+func (r *Range) advance(frontier hlc.Timestamp) {
+	r.st.frontier = r.st.frontier.Forward(frontier)
+	r.st.through = r.applying
+	r.stDirty = true
+}
+
+// stageMVCCState stages the record if it changed since it was last staged.
+// REQUIRES: the replica's raftMu.
+func (r *Range) stageMVCCState() {
+	if !r.stDirty {
+		return
+	}
+	r.stDirty = false
+	r.ov.put(keys.MVCCStateKey(r.rangeID), r.st.encode())
+}
+
+// skipApplied reports whether entry index, of kind k, had its writes
+// written with the MVCC state already (see through above).
+// REQUIRES: the replica's raftMu.
+func (r *Range) skipApplied(index uint64, k command.Kind) bool {
+	return index <= r.st.through && (k.IsWrite() || k == command.KindClose)
+}
