@@ -5,12 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -29,11 +31,13 @@ const maxManifestBytes = 16 << 20
 // values), well below the gRPC message limit.
 const entriesPerMessage = 1 << 20
 
-// ExportRange writes one range's span as of one timestamp to an SST. It
-// reads through the KV service's own Scan, page by page, so the export is
-// served exactly as a client's scan would be: by the leader, at the first
-// page's read timestamp for every later page, refused below the GC
-// threshold.
+// ExportRange writes one range's span as of one timestamp to an SST: the
+// request's read_timestamp, or when it has none a fresh one from the
+// node's timestamp source (so the backup holds every write acknowledged
+// before it began). It reads through the KV service's own Scan, page by
+// page at that timestamp, so the export is served exactly as a client's
+// scan would be: by the leader, closing the timestamp on the range first
+// when needed, refused below the GC threshold.
 func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeRequest) (*kvpb.ExportRangeResponse, error) {
 	const op = "ExportRange"
 	if req.GetFile() == "" {
@@ -58,7 +62,18 @@ func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeReq
 		w.Close()
 		os.Remove(tmp)
 	}()
-	at := newExportPager(&kvServer{n: s.n}, req, nil)
+	var readTS *kvpb.Timestamp
+	if req.GetHeader().GetReadTimestamp() == nil {
+		// The first range of a backup is read at a fresh timestamp, not at
+		// its frontier: other ranges may hold acknowledged writes above
+		// that, which the later ranges, read at it, would miss.
+		ts, err := s.n.timestamps.Now(ctx)
+		if err != nil {
+			return nil, unavailable(100*time.Millisecond, "%s: no timestamp to read at: %v", op, err)
+		}
+		readTS = rangesm.TimestampProto(ts)
+	}
+	at := newExportPager(&kvServer{n: s.n}, req, readTS)
 	var since *exportPager
 	if req.GetSince() != nil {
 		since = newExportPager(&kvServer{n: s.n}, req, req.GetSince())

@@ -41,6 +41,7 @@ func TestBackupRestore(t *testing.T) {
 	defer w.finish()
 	waitFor(t, 30*time.Second, "writes under way", func() bool { return w.count() > 20 })
 
+	ackedBefore := w.snapshot()
 	full, err := cl.Backup(ctx, "full", nil)
 	if err != nil {
 		t.Fatalf("backup: %v", err)
@@ -49,6 +50,21 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("backup has %d files, want one per range (>= 4)", len(full.Files))
 	}
 	wantFull := scanAt(t, cl, full.ReadTimestamp.Timestamp())
+	// The backup holds every write acknowledged before it began.
+	for k, v := range ackedBefore {
+		if wantFull[k] != v {
+			t.Fatalf("key %q = %q was acknowledged before the backup began; at the backup's timestamp it reads %q", k, v, wantFull[k])
+		}
+	}
+	for i := 0; i < 400; i++ {
+		if k := fmt.Sprintf("bk-%d-%04d", i%4, i); wantFull[k] == "" {
+			t.Fatalf("key %q, written before the backup began, is not in it", k)
+		}
+	}
+	if full.Entries != uint64(len(wantFull)) {
+		t.Fatalf("the backup holds %d entries; the scan at its timestamp %d", full.Entries, len(wantFull))
+	}
+	w.finish() // the incremental's size is then bounded
 
 	// Deletes and overwrites, then an incremental backup on the full one.
 	for i := 0; i < 400; i += 7 {
@@ -77,7 +93,6 @@ func TestBackupRestore(t *testing.T) {
 			incr.Base, incr.Since, incr.Entries, full.Entries)
 	}
 	wantIncr := scanAt(t, cl, incr.ReadTimestamp.Timestamp())
-	w.finish()
 
 	// A damaged copy of the full backup.
 	damaged := filepath.Join(shared, "damaged")
@@ -109,7 +124,7 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := dcl.Restore(ctx, "full", nil); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("a restore into a span that holds keys: %v, want a refusal", err)
 	}
-	if err := dcl.DeleteRange(ctx, nil, nil); err != nil {
+	if err := dcl.DeleteRange(ctx, []byte{0}, nil); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code = runCtl(t, dst.node(1).grpcAddr, "restore", "incr")
@@ -212,4 +227,15 @@ func flipByte(t *testing.T, path string) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// snapshot returns a copy of what the writer has had acknowledged so far.
+func (w *writer) snapshot() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.acked))
+	for k, v := range w.acked {
+		out[k] = v
+	}
+	return out
 }
