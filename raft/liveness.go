@@ -13,28 +13,71 @@ import (
 // from the range whether their leader is still there. Instead every node
 // sends, each tick, one node heartbeat to every node it shares a range
 // with: a RangeMessage with range 0 and no message, batched by the
-// transport with whatever else goes to that node. Any batch received from
-// a node (heartbeat or not) counts it live for livenessTimeout. One
-// heartbeat per node pair and tick, however many ranges the pair shares.
+// transport with whatever else goes to that node. One heartbeat per node
+// pair and tick, however many ranges the pair shares.
 //
-// A quiescent follower whose leader's node is no longer live is woken
-// (tickReplicas), counts the time it slept as ticks (wakeLocked), and
+// Liveness is counted in ticks, as Raft counts its election timeout: a
+// node from which no batch (heartbeat or not) arrived during ElectionTicks
+// ticks in a row is not live. Counting ticks rather than reading the
+// clock keeps a node whose own ticker was starved of CPU from finding its
+// peers dead when it runs again (the ticker drops the ticks it missed),
+// just as its awake ranges do not campaign then.
+//
+// A quiescent follower whose leader's node is not live is woken
+// (tickReplicas), counts the ticks it slept through (wakeLocked), and
 // elects a new leader as if the range had never slept.
 
 // heartbeatPeersEvery is how many ticks the set of nodes to heartbeat is
 // kept before it is computed again from the replicas' descriptors.
 const heartbeatPeersEvery = 10
 
-// livenessTimeout is how long after the last batch from a node it is
-// still counted live: one election timeout, the time a follower of an
-// awake range waits for its leader before campaigning.
-func (s *Store) livenessTimeout() time.Duration { return s.cfg.electionTimeout() }
+// peerSilence is what the ticker knows of one peer's liveness.
+type peerSilence struct {
+	contact time.Time // the peer's last contact as of the last tick
+	ticks   int       // ticks in a row without a newer contact
+}
 
-// nodeLive reports whether node id sent this node anything within the
-// liveness timeout before now.
-func (s *Store) nodeLive(id uint64, now time.Time) bool {
-	last := s.LastContact(id)
-	return !last.IsZero() && now.Sub(last) < s.livenessTimeout()
+// noteSilencesLocked counts, for each of peers, the ticks in a row
+// without contact, and publishes the peers silent for an election
+// timeout (nodeLive).
+// REQUIRES: s.tick.mu.
+func (s *Store) noteSilencesLocked(peers []uint64) map[uint64]bool {
+	t := &s.tick
+	if t.silence == nil {
+		t.silence = make(map[uint64]*peerSilence)
+	}
+	var dead map[uint64]bool
+	for _, n := range peers {
+		ps := t.silence[n]
+		if ps == nil {
+			ps = &peerSilence{}
+			t.silence[n] = ps
+		}
+		if c := s.LastContact(n); c.After(ps.contact) {
+			ps.contact, ps.ticks = c, 0
+			continue
+		}
+		if ps.ticks++; ps.ticks >= s.cfg.ElectionTicks {
+			if dead == nil {
+				dead = make(map[uint64]bool, 1)
+			}
+			dead[n] = true
+		}
+	}
+	if len(dead) > 0 {
+		s.deadNodes.Store(&dead)
+	} else if s.deadNodes.Load() != nil {
+		s.deadNodes.Store(nil)
+	}
+	return dead
+}
+
+// nodeLive reports whether node id is live as of the last tick: it has
+// sent this node something within the last ElectionTicks ticks, or the
+// ticker does not watch it (a node it shares no range with).
+func (s *Store) nodeLive(id uint64) bool {
+	d := s.deadNodes.Load()
+	return d == nil || !(*d)[id]
 }
 
 // heartbeatPeersLocked returns the nodes this node shares a range with,

@@ -40,11 +40,11 @@ import (
 // is what the leader lease relies on (read.go). A follower woken while its
 // leader's node is not live (or by a vote request from its own leader,
 // which means that replica lost its leadership, e.g. in a restart) counts
-// the ticks it slept through, one per full TickInterval since it went to
-// sleep and at most ElectionTicks-1, so it grants votes and campaigns
-// about as soon as it would have without sleeping. Each tick counted
-// stands for a full TickInterval of wall time, so the follower's promise
-// holds as before and the lease stays correct. A follower woken while its
+// the ticks it slept through: the node's ticker's ticks since it went to
+// sleep, at most ElectionTicks-1, so it grants votes and campaigns about
+// as soon as it would have without sleeping. They are the very ticks it
+// would have counted awake, so the follower's promise holds as before and
+// the lease stays correct. A follower woken while its
 // leader's node is live counts none: sleeping then delays its vote, never
 // hastens it. Leaders count none either.
 
@@ -99,7 +99,7 @@ func (r *Replica) maybeQuiesceLeaderLocked(now time.Time) bool {
 			Term: new(st.GetTerm()), Commit: new(last),
 		})
 	}
-	r.sleepLocked(now, r.store.cfg.NodeID)
+	r.sleepLocked(r.store.cfg.NodeID)
 	return true
 }
 
@@ -108,7 +108,7 @@ func (r *Replica) maybeQuiesceLeaderLocked(now time.Time) bool {
 // applied, everything the leader committed, with nothing else to do, and
 // reports whether it did.
 // REQUIRES: raftMu.
-func (r *Replica) maybeQuiesceFollowerLocked(now time.Time, m *pb.Message, fromNode uint64) bool {
+func (r *Replica) maybeQuiesceFollowerLocked(m *pb.Message, fromNode uint64) bool {
 	if !r.atRestLocked() {
 		return false
 	}
@@ -121,7 +121,7 @@ func (r *Replica) maybeQuiesceFollowerLocked(now time.Time, m *pb.Message, fromN
 	if fromNode == 0 {
 		fromNode = r.nodeForLocked(m.GetFrom())
 	}
-	r.sleepLocked(now, fromNode)
+	r.sleepLocked(fromNode)
 	return true
 }
 
@@ -137,8 +137,8 @@ func (r *Replica) atRestLocked() bool {
 // sleepLocked marks the replica asleep; leaderNode is the node of its
 // leader (its own for a leader), which the ticker watches.
 // REQUIRES: raftMu.
-func (r *Replica) sleepLocked(now time.Time, leaderNode uint64) {
-	r.quiescedAt = now
+func (r *Replica) sleepLocked(leaderNode uint64) {
+	r.quiescedTick = r.store.ticks.Load()
 	r.sleepLeaderNode.Store(leaderNode)
 	r.asleep.Store(true)
 	r.store.metrics.quiescent.Inc()
@@ -149,7 +149,7 @@ func (r *Replica) sleepLocked(now time.Time, leaderNode uint64) {
 // messages) or because its leader's node is not live (leaderDead), and
 // counts the ticks slept through when its leader is gone (see above).
 // REQUIRES: raftMu, r asleep.
-func (r *Replica) wakeLocked(now time.Time, msgs []*pb.Message, leaderDead bool) {
+func (r *Replica) wakeLocked(msgs []*pb.Message, leaderDead bool) {
 	r.asleep.Store(false)
 	r.idleTicks = 0
 	r.store.metrics.quiescent.Dec()
@@ -170,8 +170,8 @@ func (r *Replica) wakeLocked(now time.Time, msgs []*pb.Message, leaderDead bool)
 			fromLeader = true
 		}
 	}
-	if leaderDead || leaderCampaigns || !r.store.nodeLive(r.sleepLeaderNode.Load(), now) {
-		n := min(int(now.Sub(r.quiescedAt)/r.store.cfg.TickInterval), r.store.cfg.ElectionTicks-1)
+	if leaderDead || leaderCampaigns || !r.store.nodeLive(r.sleepLeaderNode.Load()) {
+		n := int(min(r.store.ticks.Load()-r.quiescedTick, uint64(r.store.cfg.ElectionTicks-1)))
 		for i := 0; i < n; i++ {
 			r.rn.TickQuiesced()
 		}

@@ -23,11 +23,7 @@ func (c *testCluster) waitQuiescent(rangeID uint64) {
 }
 
 // ticks returns how many times s's ticker has run.
-func (s *Store) ticks() uint64 {
-	s.tick.mu.Lock()
-	defer s.tick.mu.Unlock()
-	return s.tick.count
-}
+func (s *Store) tickCount() uint64 { return s.ticks.Load() }
 
 // TestRangeQuiescesAndWakesOnWrite: an idle range goes to rest on every
 // replica, sends no Raft message while at rest (only node heartbeats,
@@ -48,11 +44,11 @@ func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 	from := map[uint64]uint64{}
 	for id, s := range c.running() {
 		sent[id] = counterValue(s.metrics.messagesSent)
-		from[id] = s.ticks()
+		from[id] = s.tickCount()
 	}
 	waitFor(t, 20*time.Second, "20 ticks on every node", func() bool {
 		for id, s := range c.running() {
-			if s.ticks() < from[id]+20 {
+			if s.tickCount() < from[id]+20 {
 				return false
 			}
 		}
@@ -118,11 +114,11 @@ func TestQuiescenceOff(t *testing.T) {
 	}
 	from := map[uint64]uint64{}
 	for id, s := range c.running() {
-		from[id] = s.ticks()
+		from[id] = s.tickCount()
 	}
 	waitFor(t, 20*time.Second, "20 ticks on every node", func() bool {
 		for id, s := range c.running() {
-			if s.ticks() < from[id]+20 {
+			if s.tickCount() < from[id]+20 {
 				return false
 			}
 		}

@@ -105,14 +105,15 @@ type Replica struct {
 	lastMetaCheck time.Time
 	// Quiescence (quiesce.go), under raftMu: idleTicks counts the ticks
 	// since the log last grew (it was idleLast long) or work came in;
-	// quiescedAt is when the replica went to sleep; quiesceOut and
+	// quiescedTick is the store's tick count when the replica went to
+	// sleep; quiesceOut and
 	// wakeOut are the quiesce heartbeats and the wake-up message to send
 	// this round; metaOKGen is the generation meta was last found to
 	// hold. asleep and sleepLeaderNode (the node of the leader when it
 	// went to sleep) are read by the ticker without raftMu.
 	idleTicks       int
 	idleLast        uint64
-	quiescedAt      time.Time
+	quiescedTick    uint64
 	quiesceOut      []*pb.Message
 	wakeOut         []*pb.Message
 	metaOKGen       uint64

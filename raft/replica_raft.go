@@ -42,7 +42,7 @@ func (r *Replica) handleInboxLocked() {
 		if !work && !leaderDead && r.quiesceRepeatLocked(qmsgs) {
 			return
 		}
-		r.wakeLocked(now, msgs, leaderDead)
+		r.wakeLocked(msgs, leaderDead)
 		ticks = 0 // the time slept is counted by wakeLocked, if at all
 	}
 	r.noteActivityLocked(len(props) > 0 || len(reads) > 0)
@@ -51,7 +51,7 @@ func (r *Replica) handleInboxLocked() {
 		return
 	}
 	for i, m := range qmsgs {
-		if !work && i == len(qmsgs)-1 && r.maybeQuiesceFollowerLocked(now, m, qfrom[i]) {
+		if !work && i == len(qmsgs)-1 && r.maybeQuiesceFollowerLocked(m, qfrom[i]) {
 			return
 		}
 		msgs, from = append(msgs, m), append(from, qfrom[i])

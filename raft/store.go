@@ -93,8 +93,13 @@ type Store struct {
 		reps     []*Replica
 		peers    []uint64 // nodes to heartbeat, sorted
 		peersAge int      // ticks since peers was computed
-		count    uint64   // ticks run, for tests
+		silence  map[uint64]*peerSilence
 	}
+	// ticks counts the ticker's ticks (quiesce.go counts the ticks a
+	// replica slept through with it).
+	ticks atomic.Uint64
+	// deadNodes are the peers not live as of the last tick (liveness.go).
+	deadNodes atomic.Pointer[map[uint64]bool]
 }
 
 // LastContact returns when node nodeID last sent this node a Raft message
@@ -526,11 +531,10 @@ func (s *Store) tickLoop() {
 // longer live (liveness.go, quiesce.go). A quiescent replica costs a
 // flag test here and nothing else.
 func (s *Store) tickReplicas() {
-	now := s.now()
 	t := &s.tick
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.count++
+	s.ticks.Add(1)
 	s.mu.RLock()
 	t.reps = t.reps[:0]
 	for _, r := range s.mu.replicas {
@@ -539,15 +543,7 @@ func (s *Store) tickReplicas() {
 	s.mu.RUnlock()
 	peers := s.heartbeatPeersLocked(t.reps)
 	s.sendNodeHeartbeats(peers)
-	var dead map[uint64]bool
-	for _, n := range peers {
-		if !s.nodeLive(n, now) {
-			if dead == nil {
-				dead = make(map[uint64]bool, 1)
-			}
-			dead[n] = true
-		}
-	}
+	dead := s.noteSilencesLocked(peers)
 	for _, r := range t.reps {
 		if r.asleep.Load() {
 			if dead[r.sleepLeaderNode.Load()] {
