@@ -305,6 +305,28 @@ void BlockIter::Seek(const Slice& target) {
     if (c < 0) {
       left = restart_index_;  // its key <= the current key < target
       left_is_less = true;
+      // A short seek forward (an MVCC scan stepping over a key's older
+      // versions): when the next restart point's key is >= target, or
+      // there is none, the answer is at most one interval ahead, so scan
+      // on from the current entry instead of from a restart point.
+      // (RestartKey rewrites raw_key_ under a global sequence number, which
+      // the scan from here needs: not then.)
+      if (global_seqno_ == 0) {
+        const uint32_t next = restart_index_ + 1;
+        Slice next_key;
+        bool near = next >= num_restarts_;
+        if (!near) {
+          if (!RestartKey(next, &next_key)) return;
+          near = comparator_->Compare(next_key, target) >= 0;
+          if (!near) left = next;  // its key < target
+        }
+        if (near) {
+          while (ParseNextKey()) {
+            if (comparator_->Compare(key_, target) >= 0) return;
+          }
+          return;
+        }
+      }
     } else {
       right = restart_index_;
     }

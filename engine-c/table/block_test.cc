@@ -188,6 +188,39 @@ TEST(BlockTest, RandomWalks) {
   }
 }
 
+// Seeks a few entries ahead of the current one (a scan stepping over a
+// key's versions), within a restart interval and across one or more:
+// each lands where a fresh seek does.
+TEST(BlockTest, ShortForwardSeeks) {
+  Random rnd(11);
+  for (int interval : {1, 2, 16}) {
+    const Model m = RandomModel(&rnd, 400);
+    const std::string bytes = BuildBlock(m, interval);
+    Block block = MakeBlock(bytes);
+    BlockIter it;
+    block.InitIter(BytewiseComparator(), 0, nullptr, 0, &it);
+    it.SeekToFirst();
+    auto pos = m.begin();
+    while (pos != m.end()) {
+      auto ahead = pos;
+      const int steps = static_cast<int>(rnd.Uniform(interval * 3 + 2));
+      for (int i = 0; i < steps && ahead != m.end(); i++) ++ahead;
+      std::string target =
+          ahead == m.end() ? std::string("\xff\xff\xff") : ahead->first;
+      if (rnd.OneIn(3) && ahead != m.end()) target.push_back('\x01');
+      if (rnd.OneIn(4)) target = pos->first;  // the current key itself
+      it.Seek(target);
+      pos = m.lower_bound(target);
+      ExpectAt(m, pos, it);
+      if (pos != m.end() && rnd.OneIn(2)) {
+        it.Next();
+        ++pos;
+        ExpectAt(m, pos, it);
+      }
+    }
+  }
+}
+
 TEST(BlockTest, GlobalSeqnoReplacesTrailer) {
   // Internal-key-shaped keys: user key + fixed64(seq << 8 | type).
   BlockBuilder builder(2);

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "util/comparator.h"
+
 namespace shale {
 
 Status TableIterator::Init() {
@@ -16,6 +18,20 @@ Status TableIterator::Init() {
 
 void TableIterator::Seek(const Slice& target) {
   status_ = Status::OK();
+  // A short seek forward (an MVCC scan stepping over a key's older
+  // versions) usually lands in the current block: at or after the current
+  // entry and at or before the block's separator in the index, the first
+  // entry >= target is in this block or starts the next one, so the index
+  // search and the block lookup are skipped.
+  if (has_data_ && data_iter_.Valid() && index_iter_.Valid()) {
+    const Comparator* cmp = rep_->options.comparator;
+    if (cmp->Compare(target, data_iter_.key()) >= 0 &&
+        cmp->Compare(target, index_iter_.key()) <= 0) {
+      data_iter_.Seek(target);
+      SkipEmptyBlocksForward();
+      return;
+    }
+  }
   index_iter_.Seek(target);
   if (LoadDataBlock()) data_iter_.Seek(target);
   SkipEmptyBlocksForward();
