@@ -152,7 +152,7 @@ func (b *batchGetter) group(ctx context.Context, idx []int, first bool) {
 			resp       *kvpb.BatchGetResponse
 		}
 		at0 := b.at
-		p, err := routedRead(b.c, ctx, "BatchGet", readHedge(b.o, at0), routeKey{key: b.keys[idx[0]]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (part, error) {
+		p, err := routedRead(b.c, ctx, "BatchGet", readHedge(b.o, at0), routeKey{key: b.keys[idx[0]], spread: b.o.stale}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (part, error) {
 			var p part
 			req := &kvpb.BatchGetRequest{Header: routeHeader(b.c.readHeaderAt(b.o, at0), d)}
 			for _, i := range idx {

@@ -39,6 +39,8 @@ type Client struct {
 	dialOpts    []grpc.DialOption
 	extra       extraConns
 	replicaTurn atomic.Uint64
+	// spreadTurn spreads bounded-staleness reads over replicas (route.go).
+	spreadTurn atomic.Uint64
 	// suspects are nodes that just failed to answer an attempt in time
 	// (attempt.go).
 	suspects suspects

@@ -23,7 +23,9 @@
 //
 // A read is served at a timestamp. Without options it is the newest
 // state, and linearizable; AtTimestamp(ts) reads as of ts, within the
-// retention window (older: ErrHistoryCompacted); ServedAt(&ts) reports
+// retention window (older: ErrHistoryCompacted); StaleRead(maxStaleness)
+// lets any replica serve it at a timestamp at most that old (a follower
+// read, spread over the replicas); ServedAt(&ts) reports
 // the timestamp a read was served at, so that a later read AtTimestamp(ts)
 // sees exactly the same. A Scan or BatchGet over many ranges reads every
 // range and every page at one timestamp: the first answer's.

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
 )
@@ -13,10 +15,11 @@ type ReadOption func(*readOptions)
 
 // readOptions are a read's options once applied.
 type readOptions struct {
-	at       Timestamp // AtTimestamp; zero: none
-	atSet    bool
-	stale    bool // StaleRead
-	servedAt *Timestamp
+	at           Timestamp // AtTimestamp; zero: none
+	atSet        bool
+	stale        bool // StaleRead
+	maxStaleness time.Duration
+	servedAt     *Timestamp
 }
 
 // AtTimestamp reads as of ts: exactly the versions at or below ts, the
@@ -30,12 +33,19 @@ func AtTimestamp(ts Timestamp) ReadOption {
 	return func(o *readOptions) { o.at, o.atSet = ts, true }
 }
 
-// StaleRead lets any replica answer from its applied state: cheaper and
-// available without a leader, but it may miss recent writes (it never
-// returns a value that was never written). Reads are linearizable without
-// it.
-func StaleRead() ReadOption {
-	return func(o *readOptions) { o.stale = true }
+// StaleRead makes a bounded-staleness read (a follower read): any replica
+// of the range may serve it, without asking the leader, at its closed
+// timestamp (a timestamp no write will ever land at or below), provided
+// that is no older than maxStaleness. So the answer is a consistent
+// snapshot, at most maxStaleness old, that may miss the latest writes; it
+// never shows a value that was never written. A replica too far behind
+// sends the client to the leader, which serves it. The client spreads
+// such reads over the range's replicas. maxStaleness must be positive
+// and above the cluster's closed-timestamp lag (docs/versions.md) to be
+// served by followers; ServedAt reports the timestamp. Reads are
+// linearizable without it.
+func StaleRead(maxStaleness time.Duration) ReadOption {
+	return func(o *readOptions) { o.stale, o.maxStaleness = true, maxStaleness }
 }
 
 // ServedAt stores in *dst the timestamp the read was served at: every
@@ -55,6 +65,9 @@ func readOpts(op string, opts []ReadOption) (readOptions, *Error) {
 			f(&o)
 		}
 	}
+	if o.stale && o.maxStaleness < time.Microsecond {
+		return o, &Error{Op: op, Msg: fmt.Sprintf("StaleRead needs a positive staleness bound of at least 1µs, not %v", o.maxStaleness), kind: ErrInvalidArgument}
+	}
 	if o.atSet {
 		if e := checkTimestamp(op, "AtTimestamp", o.at); e != nil {
 			return o, e
@@ -72,7 +85,11 @@ func readOpts(op string, opts []ReadOption) (readOptions, *Error) {
 func (c *Client) readHeaderAt(o readOptions, at Timestamp) *kvpb.RequestHeader {
 	h := c.header(false)
 	if o.stale && at.IsZero() {
-		h.ReadConsistency = kvpb.ReadConsistency_READ_CONSISTENCY_STALE
+		// Later parts of a stale read go at the first one's timestamp: a
+		// read at a timestamp, which any replica that has reached it
+		// serves.
+		h.ReadConsistency = kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE
+		h.MaxStalenessUs = int64(o.maxStaleness / time.Microsecond)
 	}
 	h.ReadTimestamp = toProto(at)
 	return h
@@ -121,7 +138,7 @@ func (c *Client) getVersioned(ctx context.Context, op string, key []byte, opts [
 	}
 	// Each run builds its own request: a hedged read runs it on several
 	// nodes at once (hedge.go).
-	resp, err := routedRead(c, ctx, op, readHedge(o, o.at), routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (*kvpb.GetResponse, error) {
+	resp, err := routedRead(c, ctx, op, readHedge(o, o.at), routeKey{key: key, spread: o.stale}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (*kvpb.GetResponse, error) {
 		return e.kv.Get(ctx, &kvpb.GetRequest{Header: routeHeader(c.readHeaderAt(o, o.at), d), Key: key})
 	})
 	if err != nil {

@@ -32,6 +32,10 @@ import (
 type routeKey struct {
 	key    []byte
 	before bool
+	// spread: a bounded-staleness read, which any replica may serve; its
+	// first attempt goes to the replicas in turn rather than the leader
+	// (later attempts, after a replica sent it to the leader, as usual).
+	spread bool
 }
 
 // lookupPrefetch is how many following ranges a RangeLookup asks for.
@@ -217,6 +221,25 @@ func (c *Client) target(ent *rangeEntry) string {
 	return suspect
 }
 
+// spreadTarget returns the replica of ent that the next bounded-staleness
+// read goes to: the replicas (voters and learners) in turn, passing over
+// suspects and replicas with no known address; fallback when none is
+// left.
+func (c *Client) spreadTarget(ent *rangeEntry, fallback string) string {
+	reps := ent.desc.GetReplicas()
+	if len(reps) == 0 {
+		return fallback
+	}
+	start := int(c.spreadTurn.Add(1) % uint64(len(reps)))
+	for i := range reps {
+		rd := reps[(start+i)%len(reps)]
+		if a := c.cache.address(rd.GetNodeId()); a != "" && !c.suspects.has(a) {
+			return a
+		}
+	}
+	return fallback
+}
+
 // routed runs call against the range for rk until it succeeds, fails for
 // good, or ctx ends. call gets the range it is routed to; it must put the
 // range's ID and generation in its request header (routeHeader).
@@ -266,6 +289,9 @@ func (c *Client) route(ctx context.Context, op string, write bool, hedge hedgeMo
 			last = &Error{Op: op, Msg: "meta holds no range for the key yet", kind: ErrUnavailable}
 		default:
 			addr := c.target(ent)
+			if rk.spread && attempt == 0 {
+				addr = c.spreadTarget(ent, addr)
+			}
 			var e *endpoint
 			if addr == "" {
 				last = &Error{Op: op, Msg: "no address known for any replica of the range", kind: ErrUnavailable}

@@ -31,8 +31,6 @@ type ScanOptions struct {
 	// PageSize is the number of entries fetched per request
 	// (Options.ScanPageSize).
 	PageSize uint32
-	// Stale lets any replica serve the pages (see StaleRead).
-	Stale bool
 }
 
 // Scan returns an iterator over the entries in [start, end), where an empty
@@ -59,9 +57,6 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions,
 	if o.PageSize == 0 {
 		o.PageSize = c.opts.ScanPageSize
 	}
-	if o.Stale {
-		ropts = append(ropts[:len(ropts):len(ropts)], StaleRead())
-	}
 	ro, bad := readOpts("Scan", ropts)
 	return func(yield func(KeyValue, error) bool) {
 		if bad != nil {
@@ -75,9 +70,9 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, opts *ScanOptions,
 			if o.Limit > 0 {
 				page = uint32(min(int(page), o.Limit-returned))
 			}
-			rk := routeKey{key: start}
+			rk := routeKey{key: start, spread: ro.stale}
 			if o.Reverse {
-				rk = routeKey{key: end, before: true}
+				rk = routeKey{key: end, before: true, spread: ro.stale}
 			}
 			// Each run builds its own request: a hedged read runs it on
 			// several nodes at once (hedge.go).

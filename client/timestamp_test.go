@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
@@ -113,9 +114,11 @@ func TestReadOptions(t *testing.T) {
 		t.Fatalf("readOpts = %+v, %v", o, err)
 	}
 	for name, opts := range map[string][]ReadOption{
-		"zero":         {AtTimestamp(Timestamp{})},
-		"negative":     {AtTimestamp(Timestamp{WallTime: -1})},
-		"at and stale": {AtTimestamp(ts), StaleRead()},
+		"zero":            {AtTimestamp(Timestamp{})},
+		"negative":        {AtTimestamp(Timestamp{WallTime: -1})},
+		"at and stale":    {AtTimestamp(ts), StaleRead(time.Second)},
+		"stale, no bound": {StaleRead(0)},
+		"stale, negative": {StaleRead(-time.Second)},
 	} {
 		if _, err := readOpts("Get", opts); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: readOpts = %v, want ErrInvalidArgument", name, err)
@@ -129,5 +132,19 @@ func TestReadOptions(t *testing.T) {
 	}
 	if h := c.header(true); h.GetReadTimestamp() != nil || h.GetObserved().GetWallNanos() != 40 {
 		t.Fatalf("write header = %v", h)
+	}
+	// A stale read asks for bounded staleness; its later parts go at the
+	// first part's timestamp, as plain reads at a timestamp.
+	so, err := readOpts("Scan", []ReadOption{StaleRead(1500 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.readHeaderAt(so, Timestamp{}); h.GetReadConsistency() != kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE ||
+		h.GetMaxStalenessUs() != 1_500_000 || h.GetReadTimestamp() != nil {
+		t.Fatalf("stale header = %v", h)
+	}
+	if h := c.readHeaderAt(so, ts); h.GetReadConsistency() != kvpb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE ||
+		h.GetReadTimestamp().GetWallNanos() != 10 {
+		t.Fatalf("stale read's later part header = %v", h)
 	}
 }

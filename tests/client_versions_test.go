@@ -158,7 +158,7 @@ func TestClientVersions(t *testing.T) {
 		t.Errorf("Get at the zero timestamp: %v, want ErrInvalidArgument", err)
 	}
 	var scanErr error
-	for _, err := range c.Scan(ctx, nil, nil, nil, client.AtTimestamp(client.Timestamp{WallTime: 5}), client.StaleRead()) {
+	for _, err := range c.Scan(ctx, nil, nil, nil, client.AtTimestamp(client.Timestamp{WallTime: 5}), client.StaleRead(time.Second)) {
 		scanErr = err
 		break
 	}

@@ -52,7 +52,7 @@ func TestClusterHedgedStaleReadsPassOverAPausedNode(t *testing.T) {
 		c.waitApplied(cn.id, userRange, rs.GetRaft().GetAppliedIndex(), 10*time.Second)
 	}
 	// The client's cache names the leader: its reads go there first.
-	if _, _, err := cl.Get(ctx, keys[0], client.StaleRead()); err != nil {
+	if _, _, err := cl.Get(ctx, keys[0], client.StaleRead(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	cn := c.node(lead)
@@ -79,7 +79,7 @@ func TestClusterHedgedStaleReadsPassOverAPausedNode(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		timed(fmt.Sprintf("stale Get %d", i), func(ctx context.Context) error {
-			v, found, err := cl.Get(ctx, keys[i], client.StaleRead())
+			v, found, err := cl.Get(ctx, keys[i], client.StaleRead(time.Minute))
 			if err == nil && (!found || string(v) != "v") {
 				err = fmt.Errorf("got %q, %v", v, found)
 			}
@@ -87,7 +87,7 @@ func TestClusterHedgedStaleReadsPassOverAPausedNode(t *testing.T) {
 		})
 	}
 	timed("stale BatchGet", func(ctx context.Context) error {
-		res, err := cl.BatchGet(ctx, keys, client.StaleRead())
+		res, err := cl.BatchGet(ctx, keys, client.StaleRead(time.Minute))
 		for i, r := range res {
 			if err == nil && (!r.Found || string(r.Value) != "v") {
 				err = fmt.Errorf("key %s: %+v", keys[i], r)
@@ -97,7 +97,7 @@ func TestClusterHedgedStaleReadsPassOverAPausedNode(t *testing.T) {
 	})
 	timed("stale Scan", func(ctx context.Context) error {
 		n := 0
-		for _, err := range cl.Scan(ctx, []byte("h"), []byte("i"), &client.ScanOptions{Stale: true}) {
+		for _, err := range cl.Scan(ctx, []byte("h"), []byte("i"), nil, client.StaleRead(time.Minute)) {
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"time"
 
 	"github.com/shaledb/shale/client"
 	"github.com/spf13/cobra"
@@ -32,11 +33,26 @@ func (g *globals) printWritten(cmd *cobra.Command, v client.Timestamp) error {
 // atUsage is the help of --at TS (get, scan).
 const atUsage = "read as of this timestamp: wall nanoseconds[,logical] (--json's wallNanos and logical) or an RFC 3339 time[,logical] (as --versions prints, e.g. 2026-11-27T16:55:30.123456789Z,3); within the retention window"
 
-// readOptions turns --at into read options.
-func readOptions(at string, stale bool) ([]client.ReadOption, error) {
+// staleFlag adds --stale[=BOUND] to cmd: a bounded-staleness read
+// (client.StaleRead), defaultStaleness when given without a bound.
+func staleFlag(cmd *cobra.Command, bound *time.Duration) {
+	cmd.Flags().DurationVar(bound, "stale", 0, "read from any replica at a timestamp at most this old (--stale alone: "+defaultStaleness.String()+"; give a bound as --stale=2s), possibly missing the latest writes")
+	cmd.Flags().Lookup("stale").NoOptDefVal = defaultStaleness.String()
+}
+
+// defaultStaleness is --stale's bound when none is given: well above the
+// closed-timestamp lag (docs/versions.md), so that followers serve.
+const defaultStaleness = 10 * time.Second
+
+// readOptions turns --at and --stale into read options.
+func readOptions(at string, staleness time.Duration) ([]client.ReadOption, error) {
 	var opts []client.ReadOption
+	stale := staleness != 0
+	if staleness < 0 {
+		return nil, fmt.Errorf("--stale=%v: the bound must be positive", staleness)
+	}
 	if stale {
-		opts = append(opts, client.StaleRead())
+		opts = append(opts, client.StaleRead(staleness))
 	}
 	if at != "" {
 		ts, err := client.ParseTimestamp(at)
@@ -95,15 +111,17 @@ argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var stale, raw, versions bool
+	var raw, versions bool
 	var at string
+	var stale time.Duration
 	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print KEY's value (exit status 1 if the key does not exist)",
 		Long: `get prints KEY's value: as text when it is printable UTF-8, else
 Go-quoted; hex with --hex; with --raw the value's bytes alone, nothing
 added (for binary values: shalectl get --raw KEY > FILE). --stale reads
-from any replica, possibly missing the latest writes.
+from any replica at a timestamp at most 10s old (--stale=BOUND for
+another bound), possibly missing the latest writes.
 
 --at TS reads the value KEY had at timestamp TS ("as of"), within the
 cluster's retention window (10 minutes by default). TS is wall-clock
@@ -164,7 +182,7 @@ at; --at it to read the same again).`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
+	staleFlag(cmd, &stale)
 	cmd.Flags().BoolVar(&raw, "raw", false, "print the value's bytes exactly, with no newline (binary values)")
 	cmd.Flags().StringVar(&at, "at", "", atUsage)
 	cmd.Flags().BoolVar(&versions, "versions", false, "print the value's version after a tab")
@@ -213,7 +231,7 @@ func newScanCmd(g *globals) *cobra.Command {
 		limit    int
 		reverse  bool
 		keysOnly bool
-		stale    bool
+		stale    time.Duration
 		versions bool
 		at       string
 	)
@@ -222,7 +240,8 @@ func newScanCmd(g *globals) *cobra.Command {
 		Short: "List keys in [START, END) in order (everything by default)",
 		Long: "List the entries whose keys are in [START, END), one per line: the key, a tab, the value.\n" +
 			"An empty or missing START or END is unbounded. With --json, one JSON object per line.\n" +
-			"--stale reads each range from any replica, possibly missing the latest writes.\n\n" +
+			"--stale[=BOUND] reads each range from any replica at one timestamp at most BOUND (10s) old,\n" +
+			"possibly missing the latest writes.\n\n" +
 			"Every range is read at one timestamp, so the listing is the key space at one moment.\n" +
 			"--at TS lists it as of TS (the syntax is get's: nanoseconds[,logical] or RFC 3339[,logical]).\n" +
 			"--versions adds each value's version as a third column; --json has \"version\" and\n" +
@@ -286,7 +305,7 @@ func newScanCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "stop after this many entries (0: no limit)")
 	f.BoolVar(&reverse, "reverse", false, "descending key order")
 	f.BoolVar(&keysOnly, "keys-only", false, "print keys only")
-	f.BoolVar(&stale, "stale", false, "read from any replica, possibly missing the latest writes")
+	staleFlag(cmd, &stale)
 	f.StringVar(&at, "at", "", atUsage)
 	f.BoolVar(&versions, "versions", false, "print each value's version after a tab")
 	return cmd

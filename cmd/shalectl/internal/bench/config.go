@@ -30,7 +30,8 @@ type Config struct {
 	// BatchSize is the keys per BatchGet of multiget and the entries per
 	// Scan of readseq (32).
 	BatchSize int
-	// Stale makes reads stale (served by any replica) instead of
+	// Stale makes reads bounded-stale (follower reads, served by any
+	// replica at a timestamp at most StaleBound old) instead of
 	// linearizable.
 	Stale bool
 	// Load writes every key of the key space before the timed phase, so
@@ -155,3 +156,7 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// StaleBound is the staleness bound of stale reads: well above the
+// closed-timestamp lag (docs/versions.md), so that followers serve them.
+const StaleBound = 10 * time.Second

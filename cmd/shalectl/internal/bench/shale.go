@@ -49,7 +49,7 @@ func (d *shaleDriver) PutMany(ctx context.Context, keys, values [][]byte) error 
 
 func (d *shaleDriver) Get(ctx context.Context, key []byte, stale bool) ([]byte, bool, error) {
 	if stale {
-		return d.c.GetStale(ctx, key)
+		return d.c.Get(ctx, key, client.StaleRead(StaleBound))
 	}
 	return d.c.Get(ctx, key)
 }
@@ -58,7 +58,7 @@ func (d *shaleDriver) GetMany(ctx context.Context, keys [][]byte, stale bool) (i
 	var res []client.GetResult
 	var err error
 	if stale {
-		res, err = d.c.BatchGetStale(ctx, keys)
+		res, err = d.c.BatchGet(ctx, keys, client.StaleRead(StaleBound))
 	} else {
 		res, err = d.c.BatchGet(ctx, keys)
 	}
