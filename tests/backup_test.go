@@ -14,7 +14,7 @@ import (
 )
 
 // TestBackupRestore: a backup taken while writers run, restored into a
-// fresh cluster of another size, holds exactly what a consistent scan of
+// fresh cluster with other ranges, holds exactly what a consistent scan of
 // the source at the backup's timestamp returns, key by key; so does an
 // incremental backup on top of it (with deletes), restored as a chain; a
 // damaged file is reported by verify and refused by restore, which then
@@ -99,9 +99,13 @@ func TestBackupRestore(t *testing.T) {
 	copyDir(t, filepath.Join(shared, "full"), damaged)
 	flipByte(t, filepath.Join(damaged, full.Files[1].Name))
 
-	// The fresh cluster sees the same backup directory and has one node.
-	dst := newCluster(t, 1, "--backup-dir", shared)
+	// A fresh 3-node cluster that sees the same backup directory, split
+	// at other keys than the source.
+	dst := newCluster(t, 3, "--backup-dir", shared)
 	dcl := dst.client()
+	if _, _, err := dcl.Split(ctx, []byte("bk-1-0200")); err != nil {
+		t.Fatal(err)
+	}
 	out, errOut, code = runCtl(t, dst.node(1).grpcAddr, "backup", "verify", "damaged")
 	if code == 0 || !strings.Contains(out, full.Files[1].Name) {
 		t.Fatalf("verify of a damaged backup: exit %d, want 1 naming %s\n%s%s", code, full.Files[1].Name, out, errOut)
