@@ -53,12 +53,14 @@ type endpoint struct {
 	kv    kvpb.KVClient // mux, or unary when multiplexing is disabled
 	mux   *muxKV        // nil when multiplexing is disabled
 	admin kvpb.AdminClient
+	// backup serves backup and restore (backup.go).
+	backup kvpb.BackupClient
 }
 
 // newEndpoint wraps a connection to addr: KV calls go over its Multiplex
 // stream unless Options.DisableMultiplexing (mux_kv.go).
 func (c *Client) newEndpoint(addr string, cc *grpc.ClientConn) *endpoint {
-	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc)}
+	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc), backup: kvpb.NewBackupClient(cc)}
 	if !c.opts.DisableMultiplexing {
 		e.mux = newMuxKV(e.kv)
 		e.kv = e.mux

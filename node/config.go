@@ -76,6 +76,12 @@ type Config struct {
 	MemoryBudgetBytes int64
 	// Logger receives the node's logs (nil: slog.Default()).
 	Logger *slog.Logger
+
+	// BackupDir is where backups are written and read (the Backup
+	// service): a directory every node of the cluster sees at the same
+	// path, such as a shared volume. Requests name directories inside it.
+	// Empty: the node serves no backup requests.
+	BackupDir string
 }
 
 // DefaultDiskReserve is the default disk reserve: room for a memtable's

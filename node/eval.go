@@ -102,6 +102,8 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if err := n.resultError(op, h, r, &res); err != nil {
 		return res, 0, err
 	}
-	n.observeVersion(ctx, res.Version)
+	if err := n.observeVersion(ctx, op, res.Version); err != nil {
+		return res, 0, err
+	}
 	return res, idx, nil
 }

@@ -218,7 +218,7 @@ func New(cfg Config) (*Node, error) {
 	n.writes = newWriteBudget(budget, n.limits.MaxWriteBytes)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.initClock()
-	n.timestamps = clockSource{n.clock}
+	n.timestamps = oracleSource{n: n}
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
 	n.mux = newMuxHub(n)
@@ -245,6 +245,7 @@ func New(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer(opts...)
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
+	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)

@@ -3,8 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
@@ -17,9 +21,10 @@ import (
 // it serves, a version it applies. Responses carry its reading (now).
 //
 // A write's proposal timestamp, and the timestamp a read starts from, come
-// from the node's TimestampSource: for now the node's clock; the
-// timestamp oracle of docs/versions.md implements the same interface and
-// replaces it without the serving path changing.
+// from the node's TimestampSource: the timestamp oracle of
+// docs/versions.md, through the node's batching client (oracleSource,
+// tso.go). A node's own clock would not do: it gives no real-time order
+// across nodes.
 
 // TimestampSource issues the timestamps writes are proposed at.
 type TimestampSource interface {
@@ -31,13 +36,6 @@ type TimestampSource interface {
 	// acknowledged only after Observe of its version returns.
 	Observe(ctx context.Context, ts hlc.Timestamp) error
 }
-
-// clockSource is the TimestampSource of a node's own clock.
-type clockSource struct{ c *hlc.Clock }
-
-func (s clockSource) Now(context.Context) (hlc.Timestamp, error) { return s.c.Now(), nil }
-
-func (s clockSource) Observe(_ context.Context, ts hlc.Timestamp) error { return s.c.Update(ts) }
 
 // timestampFromProto reads a wire timestamp; nil and the zero timestamp
 // are "none" (ok false).
@@ -100,21 +98,27 @@ func (n *Node) proposalTimestamp(ctx context.Context, op string) (hlc.Timestamp,
 }
 
 // observeVersion tells the clock and the timestamp source about a version
-// a write applied at, before the write is acknowledged. The write has
-// applied whatever happens here, so a refusal is logged, not returned.
-func (n *Node) observeVersion(ctx context.Context, v hlc.Timestamp) {
+// a write applied at, before the write is acknowledged: a version above
+// the oracle timestamp the write was proposed at must be observed by the
+// oracle first, or a write that starts after this one is acknowledged
+// could get a lower timestamp (docs/versions.md, "Observe"). The write has
+// applied whatever happens here: when the oracle cannot be told, the
+// outcome is reported unknown (Unknown + AmbiguousResult) rather than
+// acknowledged; a clock refusal is logged.
+func (n *Node) observeVersion(ctx context.Context, op string, v hlc.Timestamp) error {
 	if v.IsZero() {
-		return
+		return nil
 	}
 	if err := n.clockGuard.update(v); err != nil {
 		n.log.Warn("an applied version is beyond the clock's maximum offset", "version", v.String(), "err", err)
 	}
-	if _, isClock := n.timestamps.(clockSource); isClock {
-		return
-	}
 	if err := n.timestamps.Observe(ctx, v); err != nil {
-		n.log.Warn("the timestamp source refused an applied version", "version", v.String(), "err", err)
+		n.log.Warn("the timestamp oracle could not observe an applied version", "version", v.String(), "err", err)
+		reason := fmt.Sprintf("applied at version %s, but the timestamp oracle could not be moved past it: %v", v, err)
+		st := status.Newf(codes.Unknown, "%s: %s", op, reason)
+		return withDetails(st, &kvpb.AmbiguousResult{Reason: reason})
 	}
+	return nil
 }
 
 // observeFrontier moves the node's clock to a frontier one of its replicas

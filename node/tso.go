@@ -243,3 +243,21 @@ func (t *oracleTransport) target(attempt int) uint64 {
 	}
 	return ms[attempt%len(ms)].GetNodeId()
 }
+
+// oracleSource is the node's TimestampSource (timestamps.go): timestamps
+// from the oracle, through the node's batching client. A node whose clock
+// may not serve takes none.
+type oracleSource struct{ n *Node }
+
+// Now implements TimestampSource.
+func (s oracleSource) Now(ctx context.Context) (hlc.Timestamp, error) {
+	if err := s.n.clockGuard.checkCounted(); err != nil {
+		return hlc.Timestamp{}, s.n.clockOffsetStatus("timestamp", err)
+	}
+	return s.n.tsoClient.Now(ctx)
+}
+
+// Observe implements TimestampSource.
+func (s oracleSource) Observe(ctx context.Context, ts hlc.Timestamp) error {
+	return s.n.tsoClient.Observe(ctx, ts)
+}

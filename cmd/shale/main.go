@@ -109,6 +109,7 @@ func run(args []string) error {
 		NodeID:            s.nodeID,
 		DataDir:           s.dataDir,
 		DiskReserveBytes:  s.diskReserve,
+		BackupDir:         s.backupDir,
 		MemoryBudgetBytes: s.memoryBudget,
 		AdvertiseAddr:     adv,
 		AdvertiseHTTPAddr: advHTTP,

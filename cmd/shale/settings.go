@@ -27,6 +27,7 @@ type settings struct {
 	clusterID       string
 	dataDir         string
 	diskReserve     int64
+	backupDir       string
 	memoryBudget    int64
 	logLevel        string
 	logFormat       string
@@ -56,6 +57,7 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.clusterID, "cluster-id", "", "the cluster's ID (default: random, made by the initial member with the lowest ID and learnt by the others); refuses a data directory or cluster of another ID")
 	fs.StringVar(&s.dataDir, "data-dir", "data/node1", "directory for the node's data")
 	fs.Int64Var(&s.memoryBudget, "memory-budget", 0, "memory budget of the node's Go process in bytes: client writes in flight may hold an eighth of it (more wait, then fail Unavailable), and it is the Go soft memory limit unless GOMEMLIMIT is set; 0: GOMEMLIMIT if set, else 2 GiB")
+	fs.StringVar(&s.backupDir, "backup-dir", "", "directory that backups are written to and restored from: every node of the cluster must see the same directory at this path (a shared volume); empty: the node serves no backup requests")
 	fs.Int64Var(&s.diskReserve, "disk-reserve", node.DefaultDiskReserve, "bytes of disk kept free: below this much available space the node refuses writes, and a reserve file this large gives writes in flight room on a disk that filled anyway; negative: no reserve")
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&s.logFormat, "log-format", "text", "log format: text or json")

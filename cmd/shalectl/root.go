@@ -30,6 +30,9 @@ type globals struct {
 	json      bool
 	noMux     bool
 	security  securityFlags // security.go
+	// attemptTimeout, when set by a command, replaces the client's
+	// per-attempt timeout (long-running calls such as a range export).
+	attemptTimeout time.Duration
 }
 
 // commandFactories are the top-level commands, added by register.
@@ -115,7 +118,7 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *client.Client, 
 	// of a long --timeout.
 	dialCtx, dialCancel := context.WithTimeout(ctx, min(g.timeout, dialTimeout))
 	defer dialCancel()
-	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout, DisableMultiplexing: g.noMux})
+	opts, err := g.security.options(client.Options{RequestTimeout: g.timeout, DisableMultiplexing: g.noMux, AttemptTimeout: g.attemptTimeout})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
