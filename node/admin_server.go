@@ -86,12 +86,7 @@ func (n *Node) rangeStatus(r *raft.Replica) *kvpb.RangeStatus {
 		Qps:          n.load.qps(st.RangeID),
 	}
 	if st.Descriptor != nil {
-		// Live data, memtables included, deletes excluded
-		// (range_size.go).
-		sp := keys.DataSpan(st.Descriptor)
-		if b, k, err := n.rangeSize(r, sp); err == nil {
-			rs.ApproximateBytes, rs.ApproximateKeys = b, k
-		}
+		n.fillRangeSize(rs, r, st.Descriptor)
 	}
 	return rs
 }

@@ -49,6 +49,9 @@ type Config struct {
 	Raft RaftOptions
 	// Sharding tunes splits and placement (zero: the documented defaults).
 	Sharding ShardingOptions
+	// GC tunes history retention and garbage collection (zero: the
+	// documented defaults).
+	GC GCOptions
 	// Engine configures the storage engine (zero: the engine's defaults).
 	Engine storage.Options
 	// Limits bound requests (zero: DefaultLimits).
@@ -149,5 +152,8 @@ func (c *Config) setDefaults() error {
 		c.Logger = slog.Default()
 	}
 	c.Sharding.setDefaults()
+	if err := c.GC.setDefaults(); err != nil {
+		return err
+	}
 	return nil
 }

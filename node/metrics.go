@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/shaledb/shale/raft/keys"
 )
 
 // metrics are the node's Prometheus metrics, in a registry of its own (so
@@ -24,6 +26,7 @@ import (
 //	shale_ranges*                   replica, leader and leaderless counts of the node
 //	shale_node_host_cpu_busy_ratio  the host's CPU use (cpu.go)
 //	shale_load_splits_held_total    load splits waiting for spare CPU (splitter.go)
+//	shale_gc_*                      the GC queue (gc_queue.go)
 //	shale_clock_*, shale_tso_*      the clock guard and the oracle client (clock.go)
 //	go_*, process_*                 Go runtime and process
 type metrics struct {
@@ -41,6 +44,8 @@ type metrics struct {
 	// impersonation counts claims of a node ID refused because the
 	// caller's certificate is bound to another node (peer_identity.go).
 	impersonation prometheus.Counter
+	// gc are the GC queue's (gc_queue.go).
+	gc gcMetrics
 	// closes counts the Close commands proposed for reads above a
 	// range's frontier (read_close.go); followerReads the
 	// bounded-staleness reads served at a replica's frontier without the
@@ -72,6 +77,7 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_node_impersonation_refused_total",
 			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
 		}),
+		gc: newGCMetrics(),
 		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_follower_reads_total",
 			Help: "Bounded-staleness reads this node served at a replica's frontier, without a leader barrier (on a follower or the leader).",
@@ -86,6 +92,10 @@ func newMetrics(n *Node) *metrics {
 		m.loadSplitsHeld,
 		m.foreignCluster,
 		m.impersonation,
+		m.gc.versions,
+		m.gc.commands,
+		m.gc.failures,
+		m.gc.lag,
 		m.closes,
 		m.followerReads,
 		collectors.NewGoCollector(),
@@ -196,6 +206,12 @@ var (
 	rangeApplied = prometheus.NewDesc("shale_range_applied_index", "Applied index of this node's replica.", []string{"range"}, nil)
 	rangeLogSize = prometheus.NewDesc("shale_range_log_entries", "Entries in this node's Raft log of the range.", []string{"range"}, nil)
 	rangeLease   = prometheus.NewDesc("shale_range_lease_valid", "1 while this node holds the range's leader lease.", []string{"range"}, nil)
+	// The range's replicated MVCC stats and GC threshold (range_size.go).
+	rangeLiveBytes   = prometheus.NewDesc("shale_range_live_bytes", "Bytes of the range's live data (its keys' newest live versions).", []string{"range"}, nil)
+	rangeLiveKeys    = prometheus.NewDesc("shale_range_live_keys", "Keys of the range whose newest version is a live value.", []string{"range"}, nil)
+	rangeMVCCBytes   = prometheus.NewDesc("shale_range_mvcc_bytes", "Bytes of every version the range holds, history and deletions included.", []string{"range"}, nil)
+	rangeVersions    = prometheus.NewDesc("shale_range_versions", "Versions the range holds, deletions included.", []string{"range"}, nil)
+	rangeGCThreshold = prometheus.NewDesc("shale_range_gc_threshold_seconds", "The range's GC threshold as Unix seconds (0: never collected); reads below it are refused.", []string{"range"}, nil)
 
 	rangesReplicas   = prometheus.NewDesc("shale_ranges", "Replicas (ranges) on this node.", nil, nil)
 	rangesLeaders    = prometheus.NewDesc("shale_ranges_leader", "Ranges this node's replica leads.", nil, nil)
@@ -204,6 +220,7 @@ var (
 
 func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{rangeLeader, rangeTerm, rangeCommit, rangeApplied, rangeLogSize, rangeLease,
+		rangeLiveBytes, rangeLiveKeys, rangeMVCCBytes, rangeVersions, rangeGCThreshold,
 		rangesReplicas, rangesLeaders, rangesLeaderless} {
 		ch <- d
 	}
@@ -238,5 +255,14 @@ func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rangeApplied, prometheus.GaugeValue, float64(st.Applied), id)
 		ch <- prometheus.MustNewConstMetric(rangeLogSize, prometheus.GaugeValue, float64(st.LastIndex-st.Truncated), id)
 		ch <- prometheus.MustNewConstMetric(rangeLease, prometheus.GaugeValue, b(st.LeaseValid), id)
+		if st.Descriptor == nil || keys.IsMetaRange(st.Descriptor) {
+			continue
+		}
+		ms := mvccState(r)
+		ch <- prometheus.MustNewConstMetric(rangeLiveBytes, prometheus.GaugeValue, float64(ms.Stats.LiveBytes), id)
+		ch <- prometheus.MustNewConstMetric(rangeLiveKeys, prometheus.GaugeValue, float64(ms.Stats.LiveKeys), id)
+		ch <- prometheus.MustNewConstMetric(rangeMVCCBytes, prometheus.GaugeValue, float64(ms.Stats.Bytes), id)
+		ch <- prometheus.MustNewConstMetric(rangeVersions, prometheus.GaugeValue, float64(ms.Stats.Versions), id)
+		ch <- prometheus.MustNewConstMetric(rangeGCThreshold, prometheus.GaugeValue, float64(ms.GCThreshold.WallTime)/1e9, id)
 	}
 }

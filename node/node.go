@@ -65,7 +65,6 @@ type Node struct {
 	cpu          *cpuSampler
 	hb           heartbeats
 	merger       mergeCandidates
-	sizes        rangeSizes // range_size.go
 	metrics      *metrics
 	started      time.Time
 
@@ -82,6 +81,9 @@ type Node struct {
 	// splitMem is what the split loop carries from one pass to the next
 	// (splitter.go; the split loop's alone).
 	splitMem splitMemory
+	// gcWaiting is when each range whose last GC pass failed first wanted
+	// one (gc_queue.go; the GC loop's alone).
+	gcWaiting map[uint64]time.Time
 
 	grpc *grpc.Server
 	// unaryChain is the interceptor chain of every unary request, plain

@@ -123,6 +123,19 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 	return rt, r.AppliedIndex(), nil
 }
 
+// recheckGC refuses a read at ts that a GC overtook while it read. The
+// read's engine view was opened after readTimestamp checked ts against
+// the range's GC threshold; a GC applied since may have deleted versions
+// that view needed. A GC publishes its threshold before its deletes reach
+// the engine (rangesm/gc.go), so checking again after the read is done
+// sees the new threshold whenever the view could have missed versions.
+func recheckGC(op string, r *raft.Replica, ts hlc.Timestamp) error {
+	if g := mvccState(r).GCThreshold; ts.Less(g) {
+		return historyCompacted(op, r.RangeID(), ts, g)
+	}
+	return nil
+}
+
 // boundedStale serves a BOUNDED_STALE read (docs/versions.md, "Follower
 // reads"): any replica serves it at its frontier F, with no barrier and
 // without asking the leader, if F is no older than the node's clock minus
@@ -185,6 +198,9 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err != nil {
 		return nil, readError("Get", err)
 	}
+	if err := recheckGC("Get", r, ts); err != nil {
+		return nil, err
+	}
 	resp := &kvpb.GetResponse{Header: s.n.readHeader(r, idx, ts), Found: found}
 	if found {
 		resp.Value = kv.Value
@@ -235,6 +251,9 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, readError("Scan", err)
 	}
+	if err := recheckGC("Scan", r, ts); err != nil {
+		return nil, err
+	}
 	resp := &kvpb.ScanResponse{Header: s.n.readHeader(r, idx, ts), Kvs: page.Kvs, More: page.More, ResumeKey: page.ResumeKey}
 	if !page.More {
 		if rk, ok := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse()); ok {
@@ -273,6 +292,9 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	kvs, found, err := s.n.data.MultiGet(req.Keys, ts)
 	if err != nil {
 		return nil, readError("BatchGet", err)
+	}
+	if err := recheckGC("BatchGet", r, ts); err != nil {
+		return nil, err
 	}
 	resp := &kvpb.BatchGetResponse{Header: s.n.readHeader(r, idx, ts), Results: make([]*kvpb.GetResult, len(kvs))}
 	total := 0

@@ -5,9 +5,9 @@ import "time"
 // ShardingOptions tune automatic splits and placement (docs/sharding.md).
 // Every zero field keeps its default.
 type ShardingOptions struct {
-	// SplitSizeBytes: a range whose approximate size (the engine's
-	// estimate from its files) exceeds this is split at the key that
-	// halves the estimate (64 MiB).
+	// SplitSizeBytes: a range whose live data (the bytes of its keys'
+	// newest live versions) exceeds this is split at the key that halves
+	// its bytes on disk (64 MiB).
 	SplitSizeBytes uint64
 	// SplitQPS: a range serving more requests per second than this, over
 	// SplitCheckInterval, is split at a key that divides its sampled
@@ -41,9 +41,9 @@ type ShardingOptions struct {
 	// DisablePlacement turns the controller off.
 	DisablePlacement bool
 
-	// MergeSizeBytes: two adjacent ranges each smaller than this (and
-	// together under half SplitSizeBytes) are merged once they have also
-	// been cold for MergeDelay (SplitSizeBytes/4).
+	// MergeSizeBytes: two adjacent ranges each with less live data than
+	// this (and together under half SplitSizeBytes) are merged once they
+	// have also been cold for MergeDelay (SplitSizeBytes/4).
 	MergeSizeBytes uint64
 	// MergeQPS: a range serving fewer requests per second than this is
 	// cold (SplitQPS/4; with load splits off, 625).

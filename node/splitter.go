@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 )
 
 // Automatic splits (docs/sharding.md, "Automatic splits"). Every
 // SplitCheckInterval each node looks at the user ranges it leads:
 //
-//   - by size: a range whose approximate size (the engine's estimate
-//     from its files, so data still in the memtable is not counted yet)
-//     exceeds SplitSizeBytes splits at the key that halves that size
-//     (split_key.go);
+//   - by size: a range whose live data (its MVCC stats' live bytes,
+//     range_size.go) exceeds SplitSizeBytes splits at the key that
+//     halves its bytes on disk by the engine's estimate (split_key.go;
+//     data still in the memtable is not in the estimate, so a range
+//     whose data is all there waits for a flush);
 //   - by load: a range that served more than SplitQPS requests per second,
 //     and more than loadSplitShare times its fair share of this node's
 //     load, in loadSplitWindows windows in a row splits at the median of
@@ -90,6 +92,7 @@ type splitMemory struct {
 
 // rangeWindow is one led user range's finished load window.
 type rangeWindow struct {
+	r      *raft.Replica
 	id     uint64
 	d      *kvpb.RangeDescriptor
 	qps    float64
@@ -143,7 +146,7 @@ func (n *Node) splitPass(ctx context.Context) int {
 		if o.DisableAutoSplit || !r.IsLeader() {
 			continue
 		}
-		led = append(led, rangeWindow{id: r.RangeID(), d: d, qps: qps, sample: sample})
+		led = append(led, rangeWindow{r: r, id: r.RangeID(), d: d, qps: qps, sample: sample})
 	}
 	prev := n.splitMem
 	hot, next := hotRanges(prev, led, o.SplitQPS)
@@ -172,13 +175,17 @@ func (n *Node) splitPass(ctx context.Context) int {
 			}
 		}
 		if key == nil {
+			// By live data (range_size.go); the split key halves the
+			// range's bytes on disk by the engine's estimate.
 			sp := keys.DataSpan(d)
-			if size, _, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil && size > o.SplitSizeBytes {
-				k, err := sizeMiddleKey(n.db, sp, size)
-				if err != nil {
-					n.log.Warn("finding the middle of an oversized range", "range", id, "err", err)
+			if liveBytes(w.r) > o.SplitSizeBytes {
+				if size, _, err := n.db.ApproximateSize(sp.Start, sp.End); err == nil && size > 0 {
+					k, err := sizeMiddleKey(n.db, sp, size)
+					if err != nil {
+						n.log.Warn("finding the middle of an oversized range", "range", id, "err", err)
+					}
+					key, reason = k, "size"
 				}
-				key, reason = k, "size"
 			}
 		}
 		if key == nil || bytes.Compare(key, d.GetStartKey()) <= 0 || !keys.ContainsUserKey(d, key) {
@@ -261,8 +268,15 @@ func (n *Node) nodeCPU(ctx context.Context, id uint64) *kvpb.NodeCPU {
 }
 
 // startSharding starts the split checker, the placement controller, the
-// peer address refresh and the CPU sampler.
+// peer address refresh, the CPU sampler and the GC queue.
 func (n *Node) startSharding() {
+	if !n.cfg.GC.Disable {
+		n.bgWG.Add(1)
+		go func() {
+			defer n.bgWG.Done()
+			n.gcLoop(n.bgCtx)
+		}()
+	}
 	n.bgWG.Add(4)
 	go func() {
 		defer n.bgWG.Done()

@@ -53,8 +53,8 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			if err != nil {
 				return out, err
 			}
-			if cmd.Kind == command.KindClose {
-				// Changes the MVCC state only.
+			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC {
+				// Change the MVCC state (and a GC old versions) only.
 			} else if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
 				// change the dedup state behind the cache; any of them may
@@ -216,6 +216,8 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 	case command.KindMergeAbort:
 		return r.applyMergeAbort(cmd)
 
+	case command.KindGC:
+		return r.applyGC(cmd)
 	case command.KindTSOWindow:
 		return r.applyTSOWindow(cmd)
 	}

@@ -74,7 +74,7 @@ func loadFreeze(r logstore.Reader, rangeID uint64) (*freezeRecord, error) {
 // applied entries after the freeze when the merge applies).
 func refusedWhileFrozen(k command.Kind) bool {
 	switch k {
-	case command.KindSplit, command.KindDedupGC, command.KindFreeze, command.KindMerge, command.KindClose:
+	case command.KindSplit, command.KindDedupGC, command.KindGC, command.KindFreeze, command.KindMerge, command.KindClose:
 		return true
 	}
 	return k.IsWrite()
@@ -266,6 +266,12 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		r.st.gcThreshold = r.st.gcThreshold.Forward(rst.gcThreshold)
 		r.advance(rst.frontier)
 	}
+	// ... and the sum of their stats (mvcc_stats.go).
+	rstats, err := loadMVCCStats(a.db, rightID)
+	if err != nil {
+		return err
+	}
+	r.addStats(rstats)
 	ls := keys.RangeLocalSpan(rightID)
 	a.delRange(ls.Start, ls.End)
 	return nil

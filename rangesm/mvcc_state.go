@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/rangesm/command"
@@ -25,8 +26,8 @@ import (
 //     range will ever hold is there: a read at ts <= F is stable, and any
 //     replica that has applied that far may serve it.
 //   - The GC threshold G: reads below it are refused (versions below it
-//     may be gone). Only raised, by the GC queue's command (not built yet:
-//     the field is here so that the record does not change format then).
+//     may be gone). Only raised, by a GC command (gc.go), and never above
+//     F, so no write can land at or below it.
 //
 // The record lives at keys.MVCCStateKey, range-local, so snapshots carry
 // it; a split's right-hand range starts with its left-hand range's state,
@@ -35,14 +36,15 @@ import (
 //	mvcc state := 0x01 through:uvarint frontier:timestamp gc_threshold:timestamp
 //	timestamp  := hlc.Encode (12 bytes)
 //
-// through is the index of the last entry that changed the state (a write
-// or a close; so the record depends on the log alone). The record is
+// through is the index of the last entry that changed the state (a write,
+// a close or a GC; so the record depends on the log alone). The record is
 // staged into the batch that holds that entry's writes (at the end of the
 // group of entries, or before a batch cut early), so an entry at or below
 // through that a restart applies again (a crash after an early cut and
 // before the group's applied index was written) already has its versions
 // in the engine: a client write or a close there is skipped rather than
-// applied a second time at a higher version.
+// applied a second time at a higher version, and a GC rather than
+// collecting a second chunk that its other replicas did not.
 type mvccState struct {
 	through     uint64
 	frontier    hlc.Timestamp
@@ -104,7 +106,12 @@ type MVCCState struct {
 	// replica.
 	Frontier hlc.Timestamp
 	// GCThreshold: reads below it are refused (mvcc.CheckReadTimestamp).
+	// A GC raises it here as soon as it applies, before its deletes reach
+	// the engine (gc.go): a read must open its engine view first and
+	// check its timestamp against GCThreshold after.
 	GCThreshold hlc.Timestamp
+	// Stats are the MVCC stats of the range's user data (mvcc_stats.go).
+	Stats mvcc.Stats
 }
 
 // MVCCState returns the range's MVCC state as of its last written batch.
@@ -119,7 +126,7 @@ func (r *Range) MVCCState() MVCCState {
 // publish makes the applied MVCC state visible to readers.
 // REQUIRES: the replica's raftMu, and every write it covers in the engine.
 func (r *Range) publish() {
-	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold}
+	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats}
 	old := r.published.Load()
 	if old != nil && *old == *p {
 		return
@@ -150,9 +157,11 @@ func (r *Range) advance(frontier hlc.Timestamp) {
 	r.stDirty = true
 }
 
-// stageMVCCState stages the record if it changed since it was last staged.
+// stageMVCCState stages the record if it changed since it was last staged,
+// and the stats (mvcc_stats.go) likewise.
 // REQUIRES: the replica's raftMu.
 func (r *Range) stageMVCCState() {
+	r.stageMVCCStats()
 	if !r.stDirty {
 		return
 	}
@@ -164,5 +173,5 @@ func (r *Range) stageMVCCState() {
 // written with the MVCC state already (see through above).
 // REQUIRES: the replica's raftMu.
 func (r *Range) skipApplied(index uint64, k command.Kind) bool {
-	return index <= r.st.through && (k.IsWrite() || k == command.KindClose)
+	return index <= r.st.through && (k.IsWrite() || k == command.KindClose || k == command.KindGC)
 }

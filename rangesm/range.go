@@ -102,6 +102,12 @@ type Range struct {
 	// observe is told each new published frontier (Config.Observe).
 	published atomic.Pointer[MVCCState]
 	observe   func(hlc.Timestamp)
+	// stats are the MVCC stats as applied so far (mvcc_stats.go);
+	// statsDirty says they changed since they were last staged; wCounted
+	// is the part of w's delta already added to them.
+	stats      mvcc.Stats
+	statsDirty bool
+	wCounted   mvcc.Stats
 }
 
 // writer returns the Writer of user versions into the apply batch.
@@ -109,6 +115,7 @@ type Range struct {
 func (r *Range) writer() *mvcc.Writer {
 	if r.w == nil {
 		r.w = keys.UserKeyspace.NewWriter(r.db, r.ov.batch)
+		r.wCounted = mvcc.Stats{}
 	}
 	return r.w
 }
@@ -160,7 +167,12 @@ func (r *Range) Restore() error {
 	if err != nil {
 		return err
 	}
+	stats, err := loadMVCCStats(r.db, r.rangeID)
+	if err != nil {
+		return err
+	}
 	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
+	r.stats, r.statsDirty = stats, false
 	r.w = nil
 	r.dedup.clear()
 	r.publish()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
@@ -58,16 +59,27 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 		return command.Result{}, err
 	}
 	a.put(keys.DescriptorKey(r.rangeID), v)
+	// The halves' stats (mvcc_stats.go): the right-hand half's counted
+	// from its data, the rest left to the left-hand half.
+	var rightEnd []byte
+	if len(right.GetEndKey()) != 0 {
+		rightEnd = right.GetEndKey()
+	}
+	rightStats, err := keys.UserKeyspace.ComputeStats(a.db, right.GetStartKey(), rightEnd)
+	if err != nil {
+		return command.Result{}, fmt.Errorf("range %d: stats of the split's right-hand half: %w", r.rangeID, err)
+	}
 	create, err := r.host.CreatesSplitReplica(right)
 	if err != nil {
 		return command.Result{}, err
 	}
 	if create {
-		if err := r.stageRightHandState(right); err != nil {
+		if err := r.stageRightHandState(right, rightStats); err != nil {
 			return command.Result{}, err
 		}
 		r.pendingSplit = right
 	}
+	r.addStats(sub(mvcc.Stats{}, rightStats))
 	r.desc = left
 	return command.Result{}, nil
 }
@@ -78,7 +90,7 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 // state, and the MVCC state).
 // REQUIRES: the replica's raftMu, and the apply batch flushed before the
 // split's first write.
-func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor) error {
+func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor, stats mvcc.Stats) error {
 	a := &r.ov
 	id := right.GetRangeId()
 	v, err := logstore.EncodeDescriptor(right)
@@ -90,6 +102,7 @@ func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor) error {
 	// may have served reads up to it: it starts from the same MVCC state.
 	rst := mvccState{frontier: r.st.frontier, gcThreshold: r.st.gcThreshold}
 	a.put(keys.MVCCStateKey(id), rst.encode())
+	a.put(keys.MVCCStatsKey(id), encodeMVCCStats(stats))
 	// The caller flushed the batch; the split itself writes no dedup
 	// record.
 	for _, sp := range []keys.Span{keys.DedupRecordSpan(r.rangeID), keys.DedupFloorSpan(r.rangeID)} {

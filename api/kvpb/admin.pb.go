@@ -126,7 +126,7 @@ func (x ReplicaChange_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicaChange_Kind.Descriptor instead.
 func (ReplicaChange_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20, 0}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type StatusRequest struct {
@@ -284,15 +284,25 @@ func (x *RaftStatus) GetTruncatedIndex() uint64 {
 }
 
 type RangeStatus struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_      *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	Raft             *RaftStatus            `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"`
-	LeaderNodeId     uint64                 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
-	ApproximateBytes uint64                 `protobuf:"varint,4,opt,name=approximate_bytes,json=approximateBytes,proto3" json:"approximate_bytes,omitempty"`
-	ApproximateKeys  uint64                 `protobuf:"varint,5,opt,name=approximate_keys,json=approximateKeys,proto3" json:"approximate_keys,omitempty"`
-	Qps              float64                `protobuf:"fixed64,6,opt,name=qps,proto3" json:"qps,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Descriptor_  *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Raft         *RaftStatus            `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"`
+	LeaderNodeId uint64                 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	// approximate_bytes and approximate_keys are the range's live data: the
+	// bytes of its keys' newest live versions and the number of those keys
+	// (mvcc.live_bytes and mvcc.live_keys; older versions and deletions are
+	// not counted). Splits and merges go by them (docs/sharding.md).
+	ApproximateBytes uint64  `protobuf:"varint,4,opt,name=approximate_bytes,json=approximateBytes,proto3" json:"approximate_bytes,omitempty"`
+	ApproximateKeys  uint64  `protobuf:"varint,5,opt,name=approximate_keys,json=approximateKeys,proto3" json:"approximate_keys,omitempty"`
+	Qps              float64 `protobuf:"fixed64,6,opt,name=qps,proto3" json:"qps,omitempty"`
+	// mvcc is the range's replicated MVCC stats, exact as of the replica's
+	// applied index.
+	Mvcc *MVCCStats `protobuf:"bytes,7,opt,name=mvcc,proto3" json:"mvcc,omitempty"`
+	// gc_threshold: reads below it are refused with HistoryCompacted
+	// (docs/versions.md, "Retention window and garbage collection").
+	GcThreshold   *Timestamp `protobuf:"bytes,8,opt,name=gc_threshold,json=gcThreshold,proto3" json:"gc_threshold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeStatus) Reset() {
@@ -367,6 +377,98 @@ func (x *RangeStatus) GetQps() float64 {
 	return 0
 }
 
+func (x *RangeStatus) GetMvcc() *MVCCStats {
+	if x != nil {
+		return x.Mvcc
+	}
+	return nil
+}
+
+func (x *RangeStatus) GetGcThreshold() *Timestamp {
+	if x != nil {
+		return x.GcThreshold
+	}
+	return nil
+}
+
+// MVCCStats counts what a range holds (mvcc.Stats): live data, which range
+// sizes go by, and history, which GC collects.
+type MVCCStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          int64                  `protobuf:"varint,1,opt,name=keys,proto3" json:"keys,omitempty"`                            // user keys with at least one version
+	Versions      int64                  `protobuf:"varint,2,opt,name=versions,proto3" json:"versions,omitempty"`                    // versions, deletions included
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`                          // engine key + value bytes of every version
+	LiveKeys      int64                  `protobuf:"varint,4,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"`    // keys whose newest version is a live value
+	LiveBytes     int64                  `protobuf:"varint,5,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"` // engine key + value bytes of those newest versions
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MVCCStats) Reset() {
+	*x = MVCCStats{}
+	mi := &file_api_kvpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MVCCStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MVCCStats) ProtoMessage() {}
+
+func (x *MVCCStats) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MVCCStats.ProtoReflect.Descriptor instead.
+func (*MVCCStats) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MVCCStats) GetKeys() int64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *MVCCStats) GetVersions() int64 {
+	if x != nil {
+		return x.Versions
+	}
+	return 0
+}
+
+func (x *MVCCStats) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *MVCCStats) GetLiveKeys() int64 {
+	if x != nil {
+		return x.LiveKeys
+	}
+	return 0
+}
+
+func (x *MVCCStats) GetLiveBytes() int64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
+}
+
 type EngineStats struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
 	UserBytesWritten       uint64                 `protobuf:"varint,1,opt,name=user_bytes_written,json=userBytesWritten,proto3" json:"user_bytes_written,omitempty"`
@@ -389,7 +491,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[3]
+	mi := &file_api_kvpb_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +503,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[3]
+	mi := &file_api_kvpb_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +516,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EngineStats) GetUserBytesWritten() uint64 {
@@ -539,7 +641,7 @@ type NodeCPU struct {
 
 func (x *NodeCPU) Reset() {
 	*x = NodeCPU{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	mi := &file_api_kvpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +653,7 @@ func (x *NodeCPU) String() string {
 func (*NodeCPU) ProtoMessage() {}
 
 func (x *NodeCPU) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[4]
+	mi := &file_api_kvpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +666,7 @@ func (x *NodeCPU) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCPU.ProtoReflect.Descriptor instead.
 func (*NodeCPU) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeCPU) GetKnown() bool {
@@ -620,7 +722,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[5]
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +734,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[5]
+	mi := &file_api_kvpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +747,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StatusResponse) GetNode() *NodeDescriptor {
@@ -736,7 +838,7 @@ type NodeDisk struct {
 
 func (x *NodeDisk) Reset() {
 	*x = NodeDisk{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +850,7 @@ func (x *NodeDisk) String() string {
 func (*NodeDisk) ProtoMessage() {}
 
 func (x *NodeDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[6]
+	mi := &file_api_kvpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +863,7 @@ func (x *NodeDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDisk.ProtoReflect.Descriptor instead.
 func (*NodeDisk) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NodeDisk) GetFull() bool {
@@ -833,7 +935,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +947,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[7]
+	mi := &file_api_kvpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +960,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -896,7 +998,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1010,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[8]
+	mi := &file_api_kvpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1023,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RangeLookupResponse) GetRanges() []*RangeDescriptor {
@@ -953,7 +1055,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1067,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[9]
+	mi := &file_api_kvpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1080,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type RangesResponse struct {
@@ -990,7 +1092,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1104,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[10]
+	mi := &file_api_kvpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1117,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RangesResponse) GetRanges() []*RangeStatus {
@@ -1042,7 +1144,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1156,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[11]
+	mi := &file_api_kvpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1169,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeStatus) GetNode() *NodeDescriptor {
@@ -1134,7 +1236,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1248,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[12]
+	mi := &file_api_kvpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1261,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type NodesResponse struct {
@@ -1171,7 +1273,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1285,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[13]
+	mi := &file_api_kvpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1298,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodesResponse) GetNodes() []*NodeStatus {
@@ -1215,7 +1317,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1329,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[14]
+	mi := &file_api_kvpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1342,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitRequest) GetSplitKey() []byte {
@@ -1260,7 +1362,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1374,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[15]
+	mi := &file_api_kvpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1387,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1311,7 +1413,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1425,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[16]
+	mi := &file_api_kvpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1438,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MergeRequest) GetKey() []byte {
@@ -1355,7 +1457,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1469,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[17]
+	mi := &file_api_kvpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1482,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MergeResponse) GetMerged() *RangeDescriptor {
@@ -1400,7 +1502,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1514,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[18]
+	mi := &file_api_kvpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1527,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -1450,7 +1552,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1564,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[19]
+	mi := &file_api_kvpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1577,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type ReplicaChange struct {
@@ -1488,7 +1590,7 @@ type ReplicaChange struct {
 
 func (x *ReplicaChange) Reset() {
 	*x = ReplicaChange{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1602,7 @@ func (x *ReplicaChange) String() string {
 func (*ReplicaChange) ProtoMessage() {}
 
 func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[20]
+	mi := &file_api_kvpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1615,7 @@ func (x *ReplicaChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaChange.ProtoReflect.Descriptor instead.
 func (*ReplicaChange) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplicaChange) GetKind() ReplicaChange_Kind {
@@ -1545,7 +1647,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1659,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[21]
+	mi := &file_api_kvpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1672,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -1603,7 +1705,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1717,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[22]
+	mi := &file_api_kvpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1730,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ChangeReplicasResponse) GetDescriptor_() *RangeDescriptor {
@@ -1647,7 +1749,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1761,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[23]
+	mi := &file_api_kvpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1774,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddNodeRequest) GetNode() *NodeDescriptor {
@@ -1692,7 +1794,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1806,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[24]
+	mi := &file_api_kvpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1819,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddNodeResponse) GetNodeId() uint64 {
@@ -1744,7 +1846,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1858,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[25]
+	mi := &file_api_kvpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1871,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1794,7 +1896,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1908,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[26]
+	mi := &file_api_kvpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1921,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type DecommissionRequest struct {
@@ -1833,7 +1935,7 @@ type DecommissionRequest struct {
 
 func (x *DecommissionRequest) Reset() {
 	*x = DecommissionRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1947,7 @@ func (x *DecommissionRequest) String() string {
 func (*DecommissionRequest) ProtoMessage() {}
 
 func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[27]
+	mi := &file_api_kvpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1960,7 @@ func (x *DecommissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DecommissionRequest) GetNodeId() uint64 {
@@ -1884,7 +1986,7 @@ type DecommissionResponse struct {
 
 func (x *DecommissionResponse) Reset() {
 	*x = DecommissionResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1998,7 @@ func (x *DecommissionResponse) String() string {
 func (*DecommissionResponse) ProtoMessage() {}
 
 func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[28]
+	mi := &file_api_kvpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2011,7 @@ func (x *DecommissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DecommissionResponse) GetRemainingReplicas() uint64 {
@@ -1929,7 +2031,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2043,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[29]
+	mi := &file_api_kvpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2056,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompactRequest) GetStartKey() []byte {
@@ -1979,7 +2081,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2093,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[30]
+	mi := &file_api_kvpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2106,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type UpdateMetaRequest struct {
@@ -2017,7 +2119,7 @@ type UpdateMetaRequest struct {
 
 func (x *UpdateMetaRequest) Reset() {
 	*x = UpdateMetaRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[31]
+	mi := &file_api_kvpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2131,7 @@ func (x *UpdateMetaRequest) String() string {
 func (*UpdateMetaRequest) ProtoMessage() {}
 
 func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[31]
+	mi := &file_api_kvpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2144,7 @@ func (x *UpdateMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMetaRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateMetaRequest) GetDescriptors() []*RangeDescriptor {
@@ -2069,7 +2171,7 @@ type UpdateMetaResponse struct {
 
 func (x *UpdateMetaResponse) Reset() {
 	*x = UpdateMetaResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[32]
+	mi := &file_api_kvpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2183,7 @@ func (x *UpdateMetaResponse) String() string {
 func (*UpdateMetaResponse) ProtoMessage() {}
 
 func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[32]
+	mi := &file_api_kvpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2196,7 @@ func (x *UpdateMetaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMetaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMetaResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateMetaResponse) GetRangeId() uint64 {
@@ -2114,7 +2216,7 @@ type HotSpotsRequest struct {
 
 func (x *HotSpotsRequest) Reset() {
 	*x = HotSpotsRequest{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[33]
+	mi := &file_api_kvpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2228,7 @@ func (x *HotSpotsRequest) String() string {
 func (*HotSpotsRequest) ProtoMessage() {}
 
 func (x *HotSpotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[33]
+	mi := &file_api_kvpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2241,7 @@ func (x *HotSpotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotSpotsRequest.ProtoReflect.Descriptor instead.
 func (*HotSpotsRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HotSpotsRequest) GetLimit() uint32 {
@@ -2170,7 +2272,7 @@ type HotRange struct {
 
 func (x *HotRange) Reset() {
 	*x = HotRange{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[34]
+	mi := &file_api_kvpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2284,7 @@ func (x *HotRange) String() string {
 func (*HotRange) ProtoMessage() {}
 
 func (x *HotRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[34]
+	mi := &file_api_kvpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2297,7 @@ func (x *HotRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotRange.ProtoReflect.Descriptor instead.
 func (*HotRange) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HotRange) GetRangeId() uint64 {
@@ -2266,7 +2368,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[35]
+	mi := &file_api_kvpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2380,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[35]
+	mi := &file_api_kvpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2393,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HotKey) GetKey() []byte {
@@ -2346,7 +2448,7 @@ type HotSpotsResponse struct {
 
 func (x *HotSpotsResponse) Reset() {
 	*x = HotSpotsResponse{}
-	mi := &file_api_kvpb_admin_proto_msgTypes[36]
+	mi := &file_api_kvpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2460,7 @@ func (x *HotSpotsResponse) String() string {
 func (*HotSpotsResponse) ProtoMessage() {}
 
 func (x *HotSpotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_admin_proto_msgTypes[36]
+	mi := &file_api_kvpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2473,7 @@ func (x *HotSpotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotSpotsResponse.ProtoReflect.Descriptor instead.
 func (*HotSpotsResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HotSpotsResponse) GetNodeId() uint64 {
@@ -2413,7 +2515,7 @@ var File_api_kvpb_admin_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/kvpb/admin.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\",\n" +
+	"\x14api/kvpb/admin.proto\x12\vshale.kv.v1\x1a\x13api/kvpb/meta.proto\x1a\x18api/kvpb/timestamp.proto\",\n" +
 	"\rStatusRequest\x12\x1b\n" +
 	"\tnode_only\x18\x01 \x01(\bR\bnodeOnly\"\xac\x02\n" +
 	"\n" +
@@ -2428,7 +2530,7 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\b \x01(\x04R\tlastIndex\x12'\n" +
-	"\x0ftruncated_index\x18\t \x01(\x04R\x0etruncatedIndex\"\x88\x02\n" +
+	"\x0ftruncated_index\x18\t \x01(\x04R\x0etruncatedIndex\"\xef\x02\n" +
 	"\vRangeStatus\x12<\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
@@ -2437,7 +2539,16 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\x12+\n" +
 	"\x11approximate_bytes\x18\x04 \x01(\x04R\x10approximateBytes\x12)\n" +
 	"\x10approximate_keys\x18\x05 \x01(\x04R\x0fapproximateKeys\x12\x10\n" +
-	"\x03qps\x18\x06 \x01(\x01R\x03qps\"\xe9\x04\n" +
+	"\x03qps\x18\x06 \x01(\x01R\x03qps\x12*\n" +
+	"\x04mvcc\x18\a \x01(\v2\x16.shale.kv.v1.MVCCStatsR\x04mvcc\x129\n" +
+	"\fgc_threshold\x18\b \x01(\v2\x16.shale.kv.v1.TimestampR\vgcThreshold\"\x8d\x01\n" +
+	"\tMVCCStats\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\x03R\x04keys\x12\x1a\n" +
+	"\bversions\x18\x02 \x01(\x03R\bversions\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12\x1b\n" +
+	"\tlive_keys\x18\x04 \x01(\x03R\bliveKeys\x12\x1d\n" +
+	"\n" +
+	"live_bytes\x18\x05 \x01(\x03R\tliveBytes\"\xe9\x04\n" +
 	"\vEngineStats\x12,\n" +
 	"\x12user_bytes_written\x18\x01 \x01(\x04R\x10userBytesWritten\x12*\n" +
 	"\x11wal_bytes_written\x18\x02 \x01(\x04R\x0fwalBytesWritten\x12.\n" +
@@ -2622,111 +2733,115 @@ func file_api_kvpb_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_api_kvpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_api_kvpb_admin_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: shale.kv.v1.NodeState
 	(ReplicaChange_Kind)(0),        // 1: shale.kv.v1.ReplicaChange.Kind
 	(*StatusRequest)(nil),          // 2: shale.kv.v1.StatusRequest
 	(*RaftStatus)(nil),             // 3: shale.kv.v1.RaftStatus
 	(*RangeStatus)(nil),            // 4: shale.kv.v1.RangeStatus
-	(*EngineStats)(nil),            // 5: shale.kv.v1.EngineStats
-	(*NodeCPU)(nil),                // 6: shale.kv.v1.NodeCPU
-	(*StatusResponse)(nil),         // 7: shale.kv.v1.StatusResponse
-	(*NodeDisk)(nil),               // 8: shale.kv.v1.NodeDisk
-	(*RangeLookupRequest)(nil),     // 9: shale.kv.v1.RangeLookupRequest
-	(*RangeLookupResponse)(nil),    // 10: shale.kv.v1.RangeLookupResponse
-	(*RangesRequest)(nil),          // 11: shale.kv.v1.RangesRequest
-	(*RangesResponse)(nil),         // 12: shale.kv.v1.RangesResponse
-	(*NodeStatus)(nil),             // 13: shale.kv.v1.NodeStatus
-	(*NodesRequest)(nil),           // 14: shale.kv.v1.NodesRequest
-	(*NodesResponse)(nil),          // 15: shale.kv.v1.NodesResponse
-	(*SplitRequest)(nil),           // 16: shale.kv.v1.SplitRequest
-	(*SplitResponse)(nil),          // 17: shale.kv.v1.SplitResponse
-	(*MergeRequest)(nil),           // 18: shale.kv.v1.MergeRequest
-	(*MergeResponse)(nil),          // 19: shale.kv.v1.MergeResponse
-	(*TransferLeaderRequest)(nil),  // 20: shale.kv.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 21: shale.kv.v1.TransferLeaderResponse
-	(*ReplicaChange)(nil),          // 22: shale.kv.v1.ReplicaChange
-	(*ChangeReplicasRequest)(nil),  // 23: shale.kv.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 24: shale.kv.v1.ChangeReplicasResponse
-	(*AddNodeRequest)(nil),         // 25: shale.kv.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),        // 26: shale.kv.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),      // 27: shale.kv.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),     // 28: shale.kv.v1.RemoveNodeResponse
-	(*DecommissionRequest)(nil),    // 29: shale.kv.v1.DecommissionRequest
-	(*DecommissionResponse)(nil),   // 30: shale.kv.v1.DecommissionResponse
-	(*CompactRequest)(nil),         // 31: shale.kv.v1.CompactRequest
-	(*CompactResponse)(nil),        // 32: shale.kv.v1.CompactResponse
-	(*UpdateMetaRequest)(nil),      // 33: shale.kv.v1.UpdateMetaRequest
-	(*UpdateMetaResponse)(nil),     // 34: shale.kv.v1.UpdateMetaResponse
-	(*HotSpotsRequest)(nil),        // 35: shale.kv.v1.HotSpotsRequest
-	(*HotRange)(nil),               // 36: shale.kv.v1.HotRange
-	(*HotKey)(nil),                 // 37: shale.kv.v1.HotKey
-	(*HotSpotsResponse)(nil),       // 38: shale.kv.v1.HotSpotsResponse
-	(*RangeDescriptor)(nil),        // 39: shale.kv.v1.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 40: shale.kv.v1.NodeDescriptor
+	(*MVCCStats)(nil),              // 5: shale.kv.v1.MVCCStats
+	(*EngineStats)(nil),            // 6: shale.kv.v1.EngineStats
+	(*NodeCPU)(nil),                // 7: shale.kv.v1.NodeCPU
+	(*StatusResponse)(nil),         // 8: shale.kv.v1.StatusResponse
+	(*NodeDisk)(nil),               // 9: shale.kv.v1.NodeDisk
+	(*RangeLookupRequest)(nil),     // 10: shale.kv.v1.RangeLookupRequest
+	(*RangeLookupResponse)(nil),    // 11: shale.kv.v1.RangeLookupResponse
+	(*RangesRequest)(nil),          // 12: shale.kv.v1.RangesRequest
+	(*RangesResponse)(nil),         // 13: shale.kv.v1.RangesResponse
+	(*NodeStatus)(nil),             // 14: shale.kv.v1.NodeStatus
+	(*NodesRequest)(nil),           // 15: shale.kv.v1.NodesRequest
+	(*NodesResponse)(nil),          // 16: shale.kv.v1.NodesResponse
+	(*SplitRequest)(nil),           // 17: shale.kv.v1.SplitRequest
+	(*SplitResponse)(nil),          // 18: shale.kv.v1.SplitResponse
+	(*MergeRequest)(nil),           // 19: shale.kv.v1.MergeRequest
+	(*MergeResponse)(nil),          // 20: shale.kv.v1.MergeResponse
+	(*TransferLeaderRequest)(nil),  // 21: shale.kv.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 22: shale.kv.v1.TransferLeaderResponse
+	(*ReplicaChange)(nil),          // 23: shale.kv.v1.ReplicaChange
+	(*ChangeReplicasRequest)(nil),  // 24: shale.kv.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 25: shale.kv.v1.ChangeReplicasResponse
+	(*AddNodeRequest)(nil),         // 26: shale.kv.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),        // 27: shale.kv.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),      // 28: shale.kv.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 29: shale.kv.v1.RemoveNodeResponse
+	(*DecommissionRequest)(nil),    // 30: shale.kv.v1.DecommissionRequest
+	(*DecommissionResponse)(nil),   // 31: shale.kv.v1.DecommissionResponse
+	(*CompactRequest)(nil),         // 32: shale.kv.v1.CompactRequest
+	(*CompactResponse)(nil),        // 33: shale.kv.v1.CompactResponse
+	(*UpdateMetaRequest)(nil),      // 34: shale.kv.v1.UpdateMetaRequest
+	(*UpdateMetaResponse)(nil),     // 35: shale.kv.v1.UpdateMetaResponse
+	(*HotSpotsRequest)(nil),        // 36: shale.kv.v1.HotSpotsRequest
+	(*HotRange)(nil),               // 37: shale.kv.v1.HotRange
+	(*HotKey)(nil),                 // 38: shale.kv.v1.HotKey
+	(*HotSpotsResponse)(nil),       // 39: shale.kv.v1.HotSpotsResponse
+	(*RangeDescriptor)(nil),        // 40: shale.kv.v1.RangeDescriptor
+	(*Timestamp)(nil),              // 41: shale.kv.v1.Timestamp
+	(*NodeDescriptor)(nil),         // 42: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	39, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
-	40, // 2: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
-	4,  // 3: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	5,  // 4: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
-	40, // 5: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	6,  // 6: shale.kv.v1.StatusResponse.cpu:type_name -> shale.kv.v1.NodeCPU
-	8,  // 7: shale.kv.v1.StatusResponse.disk:type_name -> shale.kv.v1.NodeDisk
-	39, // 8: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
-	40, // 9: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
-	40, // 10: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
-	4,  // 11: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
-	40, // 12: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
-	0,  // 13: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
-	6,  // 14: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
-	13, // 15: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
-	39, // 16: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
-	39, // 17: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
-	39, // 18: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
-	1,  // 19: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
-	22, // 20: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	39, // 21: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
-	40, // 22: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
-	40, // 23: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
-	39, // 24: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
-	36, // 25: shale.kv.v1.HotSpotsResponse.ranges:type_name -> shale.kv.v1.HotRange
-	37, // 26: shale.kv.v1.HotSpotsResponse.keys:type_name -> shale.kv.v1.HotKey
-	2,  // 27: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
-	9,  // 28: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
-	11, // 29: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
-	14, // 30: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
-	16, // 31: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
-	18, // 32: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
-	20, // 33: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
-	23, // 34: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
-	25, // 35: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
-	27, // 36: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
-	29, // 37: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
-	31, // 38: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
-	33, // 39: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
-	35, // 40: shale.kv.v1.Admin.HotSpots:input_type -> shale.kv.v1.HotSpotsRequest
-	7,  // 41: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
-	10, // 42: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
-	12, // 43: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
-	15, // 44: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
-	17, // 45: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
-	19, // 46: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
-	21, // 47: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
-	24, // 48: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
-	26, // 49: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
-	28, // 50: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
-	30, // 51: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
-	32, // 52: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
-	34, // 53: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
-	38, // 54: shale.kv.v1.Admin.HotSpots:output_type -> shale.kv.v1.HotSpotsResponse
-	41, // [41:55] is the sub-list for method output_type
-	27, // [27:41] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	5,  // 2: shale.kv.v1.RangeStatus.mvcc:type_name -> shale.kv.v1.MVCCStats
+	41, // 3: shale.kv.v1.RangeStatus.gc_threshold:type_name -> shale.kv.v1.Timestamp
+	42, // 4: shale.kv.v1.StatusResponse.node:type_name -> shale.kv.v1.NodeDescriptor
+	4,  // 5: shale.kv.v1.StatusResponse.ranges:type_name -> shale.kv.v1.RangeStatus
+	6,  // 6: shale.kv.v1.StatusResponse.engine:type_name -> shale.kv.v1.EngineStats
+	42, // 7: shale.kv.v1.StatusResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	7,  // 8: shale.kv.v1.StatusResponse.cpu:type_name -> shale.kv.v1.NodeCPU
+	9,  // 9: shale.kv.v1.StatusResponse.disk:type_name -> shale.kv.v1.NodeDisk
+	40, // 10: shale.kv.v1.RangeLookupResponse.ranges:type_name -> shale.kv.v1.RangeDescriptor
+	42, // 11: shale.kv.v1.RangeLookupResponse.leaders:type_name -> shale.kv.v1.NodeDescriptor
+	42, // 12: shale.kv.v1.RangeLookupResponse.nodes:type_name -> shale.kv.v1.NodeDescriptor
+	4,  // 13: shale.kv.v1.RangesResponse.ranges:type_name -> shale.kv.v1.RangeStatus
+	42, // 14: shale.kv.v1.NodeStatus.node:type_name -> shale.kv.v1.NodeDescriptor
+	0,  // 15: shale.kv.v1.NodeStatus.state:type_name -> shale.kv.v1.NodeState
+	7,  // 16: shale.kv.v1.NodeStatus.cpu:type_name -> shale.kv.v1.NodeCPU
+	14, // 17: shale.kv.v1.NodesResponse.nodes:type_name -> shale.kv.v1.NodeStatus
+	40, // 18: shale.kv.v1.SplitResponse.left:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 19: shale.kv.v1.SplitResponse.right:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 20: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
+	1,  // 21: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
+	23, // 22: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
+	40, // 23: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	42, // 24: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
+	42, // 25: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
+	40, // 26: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor
+	37, // 27: shale.kv.v1.HotSpotsResponse.ranges:type_name -> shale.kv.v1.HotRange
+	38, // 28: shale.kv.v1.HotSpotsResponse.keys:type_name -> shale.kv.v1.HotKey
+	2,  // 29: shale.kv.v1.Admin.Status:input_type -> shale.kv.v1.StatusRequest
+	10, // 30: shale.kv.v1.Admin.RangeLookup:input_type -> shale.kv.v1.RangeLookupRequest
+	12, // 31: shale.kv.v1.Admin.Ranges:input_type -> shale.kv.v1.RangesRequest
+	15, // 32: shale.kv.v1.Admin.Nodes:input_type -> shale.kv.v1.NodesRequest
+	17, // 33: shale.kv.v1.Admin.Split:input_type -> shale.kv.v1.SplitRequest
+	19, // 34: shale.kv.v1.Admin.Merge:input_type -> shale.kv.v1.MergeRequest
+	21, // 35: shale.kv.v1.Admin.TransferLeader:input_type -> shale.kv.v1.TransferLeaderRequest
+	24, // 36: shale.kv.v1.Admin.ChangeReplicas:input_type -> shale.kv.v1.ChangeReplicasRequest
+	26, // 37: shale.kv.v1.Admin.AddNode:input_type -> shale.kv.v1.AddNodeRequest
+	28, // 38: shale.kv.v1.Admin.RemoveNode:input_type -> shale.kv.v1.RemoveNodeRequest
+	30, // 39: shale.kv.v1.Admin.Decommission:input_type -> shale.kv.v1.DecommissionRequest
+	32, // 40: shale.kv.v1.Admin.Compact:input_type -> shale.kv.v1.CompactRequest
+	34, // 41: shale.kv.v1.Admin.UpdateMeta:input_type -> shale.kv.v1.UpdateMetaRequest
+	36, // 42: shale.kv.v1.Admin.HotSpots:input_type -> shale.kv.v1.HotSpotsRequest
+	8,  // 43: shale.kv.v1.Admin.Status:output_type -> shale.kv.v1.StatusResponse
+	11, // 44: shale.kv.v1.Admin.RangeLookup:output_type -> shale.kv.v1.RangeLookupResponse
+	13, // 45: shale.kv.v1.Admin.Ranges:output_type -> shale.kv.v1.RangesResponse
+	16, // 46: shale.kv.v1.Admin.Nodes:output_type -> shale.kv.v1.NodesResponse
+	18, // 47: shale.kv.v1.Admin.Split:output_type -> shale.kv.v1.SplitResponse
+	20, // 48: shale.kv.v1.Admin.Merge:output_type -> shale.kv.v1.MergeResponse
+	22, // 49: shale.kv.v1.Admin.TransferLeader:output_type -> shale.kv.v1.TransferLeaderResponse
+	25, // 50: shale.kv.v1.Admin.ChangeReplicas:output_type -> shale.kv.v1.ChangeReplicasResponse
+	27, // 51: shale.kv.v1.Admin.AddNode:output_type -> shale.kv.v1.AddNodeResponse
+	29, // 52: shale.kv.v1.Admin.RemoveNode:output_type -> shale.kv.v1.RemoveNodeResponse
+	31, // 53: shale.kv.v1.Admin.Decommission:output_type -> shale.kv.v1.DecommissionResponse
+	33, // 54: shale.kv.v1.Admin.Compact:output_type -> shale.kv.v1.CompactResponse
+	35, // 55: shale.kv.v1.Admin.UpdateMeta:output_type -> shale.kv.v1.UpdateMetaResponse
+	39, // 56: shale.kv.v1.Admin.HotSpots:output_type -> shale.kv.v1.HotSpotsResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_admin_proto_init() }
@@ -2735,13 +2850,14 @@ func file_api_kvpb_admin_proto_init() {
 		return
 	}
 	file_api_kvpb_meta_proto_init()
+	file_api_kvpb_timestamp_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_admin_proto_rawDesc), len(file_api_kvpb_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -119,6 +119,7 @@ func run(args []string) error {
 		Raft:              s.raft,
 		Clock:             s.clock,
 		Sharding:          s.sharding,
+		GC:                s.gc,
 		Engine:            eng,
 		Logger:            logger,
 	}

@@ -38,6 +38,7 @@ type settings struct {
 	eng             node.EngineOptions
 	raft            node.RaftOptions
 	sharding        node.ShardingOptions
+	gc              node.GCOptions
 	clock           node.ClockOptions
 	sec             securityFlags // security.go
 }
@@ -105,6 +106,11 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.Int64Var(&s.raft.MaxSnapshotBytes, "max-snapshot-bytes", 1<<30, "largest incoming snapshot accepted (staged in memory)")
 	fs.BoolVar(&s.raft.DisableLeaseReads, "disable-lease-reads", false, "serve every linearizable read through a ReadIndex round, never the leader lease")
 	fs.BoolVar(&s.raft.DisableQuiescence, "disable-quiescence", false, "keep idle ranges ticking and heartbeating instead of putting them to rest")
+
+	// History retention and garbage collection (docs/versions.md).
+	fs.DurationVar(&s.gc.Retention, "history-retention", node.DefaultRetention, "how long old versions are kept: reads as of an older time fail with \"history compacted\" (at least 1s)")
+	fs.DurationVar(&s.gc.Interval, "history-gc-interval", 0, "how often leaders look for history to collect (0: a tenth of --history-retention, between 1s and 1m)")
+	fs.BoolVar(&s.gc.Disable, "disable-history-gc", false, "keep every version: GC thresholds stay where they are")
 
 	s.sec.register(fs)
 }

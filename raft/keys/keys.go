@@ -24,6 +24,7 @@
 //	             | 0x01 'r' range_id 'f' client_id            dedup floor
 //	             | 0x01 'r' range_id 'q' client_id seq        dedup record
 //	             | 0x01 'r' range_id 'v'                      MVCC state (frontier, GC threshold)
+//	             | 0x01 'r' range_id 's'                      MVCC stats of the range's user data
 //	meta        := 0x02 'd' 0x00 end_key                      user range descriptor
 //	             | 0x02 'd' 0x01                              ... whose end is +inf
 //	             | 0x02 'm'                                   meta range descriptor
@@ -75,6 +76,7 @@ const (
 	suffixMerged       = 'm'
 	suffixFreeze       = 'z'
 	suffixMVCCState    = 'v'
+	suffixMVCCStats    = 's'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -359,6 +361,12 @@ func UserSpan(start, end []byte) Span {
 		s.End = UserKeyPrefix(end)
 	}
 	return s
+}
+
+// MVCCStatsKey holds the mvcc.Stats of range rangeID's user data
+// (rangesm's mvcc_stats.go).
+func MVCCStatsKey(rangeID uint64) []byte {
+	return rangeKey(RangeLocalPrefix, rangeID, suffixMVCCStats, 0)
 }
 
 // MVCCStateKey holds range rangeID's MVCC state: the frontier (the highest

@@ -18,7 +18,7 @@
 //	body      := put | delete | delete_range | batch | cas | dedup_gc
 //	           | put_node | put_descriptor | change_replicas | remove_node
 //	           | split | alloc_range_id | put_descriptors | freeze
-//	           | unfreeze | merge | merge_abort | close
+//	           | unfreeze | merge | merge_abort | close | gc
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -44,6 +44,9 @@
 //	                  right:bytes (kvpb.RangeDescriptor, protobuf)   (kind 16)
 //	merge_abort    := expected_generation:uvarint right_range_id:uvarint (kind 17)
 //	close          := timestamp                                      (kind 18)
+//	gc             := threshold:timestamp start:bytes end:bytes
+//	                  max_deletes:uvarint max_keys:uvarint           (kind 19)
+//	                  (end empty: the range's end)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
@@ -55,7 +58,7 @@
 // The header's timestamp is the proposal timestamp T: a write applies at
 // version max(T, F.Next()) where F is the range's frontier (rangesm's
 // mvcc_state.go). A version 1 command has no timestamp field; it is read
-// with T's wall time = proposer_time (logical 0), and close, and the
+// with T's wall time = proposer_time (logical 0), and close, gc and the
 // expect_version flag, do not exist in it.
 //
 // change_replicas never appears in an EntryNormal: it is the Context of the
@@ -106,6 +109,7 @@ const (
 	KindMerge          Kind = 16
 	KindMergeAbort     Kind = 17
 	KindClose          Kind = 18
+	KindGC             Kind = 19
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
@@ -150,6 +154,8 @@ func (k Kind) String() string {
 		return "MergeAbort"
 	case KindClose:
 		return "Close"
+	case KindGC:
+		return "GC"
 	case KindTSOWindow:
 		return "TSOWindow"
 	}
@@ -257,9 +263,26 @@ type Command struct {
 	// Close is set for KindClose: the timestamp the range closes (no
 	// version at or below it will ever be written on the range).
 	Close hlc.Timestamp
+	// GC is set for KindGC.
+	GC GC
 	// TSOWindow is set for KindTSOWindow: the wall time (Unix nanoseconds)
 	// the oracle's persisted window is raised to, if it is below.
 	TSOWindow int64
+}
+
+// GC raises a range's GC threshold and collects one chunk of the versions
+// below it (rangesm/gc.go, docs/versions.md "Retention window and garbage
+// collection").
+type GC struct {
+	// Threshold is the GC threshold asked for: the range's rises to it
+	// (never falls).
+	Threshold hlc.Timestamp
+	// Start and End bound the user keys collected, [Start, End), clipped
+	// to the range's span at apply time; an empty End is the range's end.
+	Start, End []byte
+	// MaxDeletes and MaxKeys bound the chunk (mvcc.GCOptions); the result
+	// says where to resume.
+	MaxDeletes, MaxKeys uint64
 }
 
 // ErrMalformed is returned for a command that does not decode.
@@ -396,6 +419,15 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: invalid close timestamp %s", c.Close)
 		}
 		dst = c.Close.AppendEncode(dst)
+	case KindGC:
+		if !c.GC.Threshold.Valid() {
+			return nil, fmt.Errorf("command: GC threshold %s is invalid", c.GC.Threshold)
+		}
+		dst = c.GC.Threshold.AppendEncode(dst)
+		dst = appendBytes(dst, c.GC.Start)
+		dst = appendBytes(dst, c.GC.End)
+		dst = binary.AppendUvarint(dst, c.GC.MaxDeletes)
+		dst = binary.AppendUvarint(dst, c.GC.MaxKeys)
 	case KindTSOWindow:
 		if c.TSOWindow <= 0 {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
@@ -548,6 +580,16 @@ func Decode(data []byte, c *Command) error {
 			break
 		}
 		c.Close = d.timestamp()
+	case KindGC:
+		if v == version1 {
+			d.fail("gc in a version 1 command")
+			break
+		}
+		c.GC.Threshold = d.timestamp()
+		c.GC.Start = d.bytes()
+		c.GC.End = d.bytes()
+		c.GC.MaxDeletes = d.uvarint()
+		c.GC.MaxKeys = d.uvarint()
 	case KindTSOWindow:
 		c.TSOWindow = int64(d.fixed64())
 		if d.err == nil && c.TSOWindow <= 0 {

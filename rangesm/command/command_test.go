@@ -40,6 +40,8 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindMergeAbort, ExpectedGeneration: 7, RightRangeID: 3},
 		{Header: h, Kind: KindCAS, CAS: CAS{Key: []byte("k"), ExpectVersion: true, ExpectedVersion: hlc.Timestamp{WallTime: 77, Logical: 1}, NewValue: []byte("n")}},
 		{Header: h, Kind: KindClose, Close: hlc.Timestamp{WallTime: 1 << 62, Logical: 9}},
+		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 1 << 61, Logical: 3}, Start: []byte("a"), End: []byte("m"), MaxDeletes: 1000, MaxKeys: 1 << 20}},
+		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 5}}},
 		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
 	}
 }
@@ -135,6 +137,7 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindBatch, Mutations: []Mutation{{Kind: KindCAS}}},
 		{Kind: 200},
 		{Kind: KindRemoveNode},
+		{Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: -1}}},
 	} {
 		if _, err := c.Encode(nil); err == nil {
 			t.Errorf("Encode(%+v) succeeded", c)
@@ -226,6 +229,10 @@ func equal(a, b *Command) bool {
 	if a.CAS.ExpectAbsent != b.CAS.ExpectAbsent || a.CAS.Delete != b.CAS.Delete ||
 		!bytes.Equal(a.CAS.Key, b.CAS.Key) || !bytes.Equal(a.CAS.Expected, b.CAS.Expected) ||
 		!bytes.Equal(a.CAS.NewValue, b.CAS.NewValue) {
+		return false
+	}
+	if a.GC.Threshold != b.GC.Threshold || !bytes.Equal(a.GC.Start, b.GC.Start) || !bytes.Equal(a.GC.End, b.GC.End) ||
+		a.GC.MaxDeletes != b.GC.MaxDeletes || a.GC.MaxKeys != b.GC.MaxKeys {
 		return false
 	}
 	return proto.Equal(a.Node, b.Node) && proto.Equal(a.Descriptor, b.Descriptor)

@@ -19,9 +19,10 @@ import (
 //	flags   := bit 0 succeeded (CAS), bit 1 found (CAS), bit 2 written,
 //	           bit 3 current
 //	id      := the node ID a PutNode registered, the range ID an
-//	           AllocRangeID allocated, the window a TSOWindow found
-//	           (0 otherwise)
-//	value   := the CAS key's value before the command (empty otherwise)
+//	           AllocRangeID allocated, the window a TSOWindow found,
+//	           the versions a GC deleted (0 otherwise)
+//	value   := the CAS key's value before the command, the user key a
+//	           GC's next chunk starts at (empty otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
@@ -31,13 +32,15 @@ type Result struct {
 	// Message explains a rejection.
 	Message string
 	// Succeeded, Found and Value report a CAS: whether it swapped, and the
-	// key's value before the command.
+	// key's value before the command. For a GC, Found says the span has
+	// more to collect and Value is the user key to resume at.
 	Succeeded bool
 	Found     bool
 	Value     []byte
 	// NodeID is the ID a PutNode registered, the range ID an
-	// AllocRangeID allocated, or the persisted window (Unix nanoseconds) a
-	// TSOWindow found before it applied.
+	// AllocRangeID allocated, the persisted window (Unix nanoseconds) a
+	// TSOWindow found before it applied, or the number of versions a GC
+	// deleted.
 	NodeID uint64
 	// Version is the version a client write applied at (every key it
 	// wrote has it), zero for other commands and a CAS that did not swap.

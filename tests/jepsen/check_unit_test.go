@@ -45,6 +45,14 @@ func TestCheckerRegister(t *testing.T) {
 		{"failed cas reports the current value", []op{
 			put(0, "k", "1", 0, 10, okOutcome),
 			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", ExpectAbsent: true, Value: "2"}, Output: regOutput{Found: true, Value: "1"}, Call: 20, Return: 30}}, true},
+		// What a wrong GC (gc-split-merge) would make a read return: the
+		// key's newest version collected, or an older one showing
+		// through a collected newer one.
+		{"GC lost the newest version", []op{
+			put(0, "k", "1", 0, 10, okOutcome), put(0, "k", "2", 20, 30, okOutcome), get(1, "k", false, "", 40, 50)}, false},
+		{"GC let an older version show through", []op{
+			put(0, "k", "1", 0, 10, okOutcome), put(0, "k", "2", 20, 30, okOutcome), get(1, "k", true, "2", 40, 50),
+			get(1, "k", true, "1", 60, 70)}, false},
 		{"failed cas with a wrong current value", []op{
 			put(0, "k", "1", 0, 10, okOutcome),
 			{Worker: 1, Input: regInput{Kind: opCAS, Key: "k", ExpectAbsent: true, Value: "2"}, Output: regOutput{Found: true, Value: "7"}, Call: 20, Return: 30}}, false},

@@ -70,6 +70,8 @@ type cluster struct {
 	// smallDiskErr says why that could not be done.
 	smallDisks   bool
 	smallDiskErr string
+	// flags are given to every node at every start.
+	flags []string
 }
 
 var (
@@ -112,11 +114,11 @@ func shaleBinary(t testing.TB) string {
 	return buildBin
 }
 
-// startCluster bootstraps n nodes (IDs 1..n) in dir and waits until every
-// range has a leader.
-func startCluster(t testing.TB, dir string, n int, smallDisks bool) *cluster {
+// startCluster bootstraps n nodes (IDs 1..n) in dir, each started with
+// flags too, and waits until every range has a leader.
+func startCluster(t testing.TB, dir string, n int, smallDisks bool, flags ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1, smallDisks: smallDisks}
+	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1, smallDisks: smallDisks, flags: flags}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		nd := c.newNode(id)
@@ -211,6 +213,7 @@ func (c *cluster) start(id uint64, firstArgs ...string) error {
 	if c.smallDisks {
 		args = append(args, smallDiskFlags...)
 	}
+	args = append(args, c.flags...)
 	if err := nd.proc.Start(c.bin, args, firstArgs, 60*time.Second); err != nil {
 		return fmt.Errorf("node %d: %w", id, err)
 	}

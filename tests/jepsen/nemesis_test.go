@@ -41,6 +41,11 @@ type nemesis struct {
 	// smallDisks: the run's cluster gives every node a small file
 	// system of its own (nemesis_fulldisk_test.go).
 	smallDisks bool
+	// nodeFlags are given to every node of the run's cluster.
+	nodeFlags []string
+	// valid, if set, says why a finished run proved nothing ("" if it
+	// did), beyond the checks every run gets.
+	valid func(r *run) string
 }
 
 // nemeses is every nemesis, in the order the report lists them.
@@ -65,6 +70,7 @@ var nemeses = []*nemesis{
 	{name: "slow-disk", unavailable: needSlowDisk, inject: slowDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, slowsOps: true},
 	{name: "clock-skew", unavailable: needClockHook, inject: clockSkew, holdMin: clockSkewHoldMin, holdMax: 8 * time.Second},
 	{name: "full-disk", unavailable: needSmallDisks, inject: fullDisk, holdMin: 3 * time.Second, holdMax: 8 * time.Second, smallDisks: true},
+	{name: "gc-split-merge", unavailable: needSplit, inject: gcSplitMerge, holdMin: 3 * time.Second, holdMax: 8 * time.Second, nodeFlags: gcFlags, valid: gcCollected},
 }
 
 // combined is the nemesis that runs two of the others at once, chosen at
@@ -531,7 +537,9 @@ func (m multiFault) heal(r *run) error {
 func injectCombined(r *run, rng *rand.Rand) (fault, string, error) {
 	var pool []*nemesis
 	for _, n := range nemeses {
-		if n.inject == nil || n.name == "membership" || n.name == "clock-skew" {
+		if n.inject == nil || n.name == "membership" || n.name == "clock-skew" || n.nodeFlags != nil {
+			// (A nemesis that needs its nodes started with flags of its
+			// own is the nemesis of its whole run.)
 			continue
 		}
 		if n.unavailable != nil && n.unavailable(r) != "" {

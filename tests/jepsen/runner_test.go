@@ -117,7 +117,7 @@ func artifactsDir(name string, seed uint64) string {
 func runNemesis(t *testing.T, cfg runConfig) runResult {
 	res := runResult{name: cfg.nemesis.name}
 	dir := t.TempDir()
-	c := startCluster(t, dir, cfg.nodes, cfg.nemesis.smallDisks)
+	c := startCluster(t, dir, cfg.nodes, cfg.nemesis.smallDisks, cfg.nemesis.nodeFlags...)
 	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}, ranges: 1}
 	r.h = newHistory(time.Now())
 	if why := netAvailable(); why != "" {
@@ -288,6 +288,11 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	}
 	if res.leaderChanges < 1 {
 		res.problems = append(res.problems, "invalid run: no leader change was observed")
+	}
+	if cfg.nemesis.valid != nil {
+		if why := cfg.nemesis.valid(r); why != "" {
+			res.problems = append(res.problems, "invalid run: "+why)
+		}
 	}
 
 	art := artifactsDir(cfg.nemesis.name, cfg.seed)

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/rangesm/command"
+)
+
+// The GC queue (docs/versions.md, "Retention window and garbage
+// collection"). Every GCOptions.Interval each node looks at the user
+// ranges it leads. A range whose history holds anything to collect (more
+// versions than live keys: older versions, or deletions) and whose GC
+// threshold is more than an interval behind now - Retention gets a pass:
+// GC commands, each raising the threshold to that target and collecting
+// one chunk of the range, bounded by MaxDeletesPerCommand deletes and
+// MaxKeysPerCommand keys looked at, one after the other, each starting
+// where the last one stopped, until the range is done.
+//
+// Why this shape:
+//   - The threshold is replicated and raised by the same command that
+//     deletes, so every replica refuses reads below it before (or as) the
+//     versions go (rangesm/gc.go).
+//   - A GC command is applied in line with the range's writes, on every
+//     replica; bounding its work bounds how long it holds the range's
+//     writes up (a chunk of 1000 deletes and 10000 keys is a few
+//     milliseconds), and one chunk at a time leaves the Raft log to the
+//     foreground between chunks.
+//   - Passes only when the threshold would move by more than an interval,
+//     and only over ranges with something to collect, so an idle or
+//     write-once range is not scanned again and again.
+//   - Only leaders propose (a follower's proposal would be forwarded, and
+//     several nodes would collect the same range).
+
+// gcMetrics are the GC queue's metrics (docs/metrics.md).
+type gcMetrics struct {
+	versions prometheus.Counter // versions collected
+	commands prometheus.Counter // GC commands applied
+	failures prometheus.Counter // passes that stopped on an error
+	lag      prometheus.Gauge   // the longest a range has waited for a pass
+}
+
+func newGCMetrics() gcMetrics {
+	return gcMetrics{
+		versions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_gc_versions_collected_total",
+			Help: "Old versions and deletions removed by GC commands this node proposed as leader.",
+		}),
+		commands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_gc_commands_total",
+			Help: "GC commands (one chunk of a range each) this node proposed and saw applied.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_gc_pass_failures_total",
+			Help: "GC passes over a range that stopped on an error (leadership lost, a frozen range, a timeout); the next interval tries again.",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_gc_lag_seconds",
+			Help: "The longest a user range this node leads has wanted a GC pass without one completing, as of the last pass (0: GC keeps up).",
+		}),
+	}
+}
+
+// gcNow is the time GC targets are computed from: the node's clock.
+func (n *Node) gcNow() hlc.Timestamp {
+	return n.clock.Now()
+}
+
+// gcTarget is the threshold a pass at now raises ranges to.
+func (n *Node) gcTarget(now hlc.Timestamp) hlc.Timestamp {
+	t := hlc.Timestamp{WallTime: now.WallTime - n.cfg.GC.Retention.Nanoseconds()}
+	if t.WallTime < 0 {
+		return hlc.Timestamp{}
+	}
+	return t
+}
+
+// gcWanted reports whether a range in state st wants a GC pass at target:
+// it has history to collect, and its threshold is more than step behind.
+func gcWanted(st rangesm.MVCCState, target hlc.Timestamp, step time.Duration) bool {
+	if st.Stats.Versions <= st.Stats.LiveKeys {
+		return false // every version is a live key's newest: nothing to collect
+	}
+	return st.GCThreshold.Add(step).Less(target)
+}
+
+func (n *Node) gcLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.GC.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.gcPass(ctx)
+	}
+}
+
+// gcPass runs a GC pass over every user range this node leads that wants
+// one; it returns the versions collected.
+func (n *Node) gcPass(ctx context.Context) int {
+	now := time.Now()
+	if err := n.clockGuard.check(); err != nil {
+		// A clock too far from its peers' could raise thresholds past
+		// history that reads still need (docs/versions.md, "Clock
+		// readings and the maximum offset").
+		n.log.Debug("GC pass skipped: the clock may not serve", "err", err)
+		return 0
+	}
+	target := n.gcTarget(n.gcNow())
+	if target.IsZero() {
+		return 0
+	}
+	waiting := map[uint64]time.Time{}
+	total := 0
+	for _, r := range n.store.Replicas() {
+		d := r.Descriptor()
+		if d == nil || keys.IsMetaRange(d) || !r.IsLeader() {
+			continue
+		}
+		if !gcWanted(mvccState(r), target, n.cfg.GC.Interval) {
+			continue
+		}
+		id := r.RangeID()
+		deleted, err := n.gcRange(ctx, id, target)
+		total += deleted
+		if err != nil {
+			since, ok := n.gcWaiting[id]
+			if !ok {
+				since = now
+			}
+			waiting[id] = since
+			n.metrics.gc.failures.Inc()
+			n.log.Info("GC pass stopped", "range", id, "threshold", target.String(), "collected", deleted, "err", err)
+			continue
+		}
+		n.log.Debug("GC pass", "range", id, "threshold", target.String(), "collected", deleted)
+	}
+	var lag time.Duration
+	for _, since := range waiting {
+		lag = max(lag, time.Since(since))
+	}
+	n.gcWaiting = waiting
+	n.metrics.gc.lag.Set(lag.Seconds())
+	return total
+}
+
+// gcCommandTimeout bounds one GC command's proposal.
+const gcCommandTimeout = 30 * time.Second
+
+// gcRange raises range id's GC threshold to target and collects its
+// history below it, chunk by chunk; it returns the versions deleted.
+func (n *Node) gcRange(ctx context.Context, id uint64, target hlc.Timestamp) (int, error) {
+	o := &n.cfg.GC
+	deleted := 0
+	var start []byte
+	for {
+		if ctx.Err() != nil {
+			return deleted, ctx.Err()
+		}
+		cmd := &command.Command{Kind: command.KindGC, GC: command.GC{
+			Threshold:  target,
+			Start:      start,
+			MaxDeletes: uint64(o.MaxDeletesPerCommand),
+			MaxKeys:    uint64(o.MaxKeysPerCommand),
+		}}
+		pctx, cancel := context.WithTimeout(ctx, gcCommandTimeout)
+		res, _, err := n.store.Propose(pctx, id, cmd)
+		cancel()
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			return deleted, err
+		}
+		n.metrics.gc.commands.Inc()
+		n.metrics.gc.versions.Add(float64(res.NodeID))
+		deleted += int(res.NodeID)
+		if !res.Found {
+			return deleted, nil
+		}
+		start = append([]byte{}, res.Value...)
+		if r, err := n.store.Replica(id); err != nil || !r.IsLeader() {
+			return deleted, errors.New("no longer the range's leader")
+		}
+	}
+}
