@@ -110,7 +110,7 @@ func (c *Client) ChangeReplicas(ctx context.Context, rangeID uint64, changes ...
 		resp, err = e.admin.ChangeReplicas(ctx, &kvpb.ChangeReplicasRequest{RangeId: rangeID, Changes: changes})
 		return err
 	})
-	return resp.GetDescriptor_(), err
+	return resp.GetRangeDescriptor(), err
 }
 
 // TransferLeader moves a range's leadership to its replica on a node.

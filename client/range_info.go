@@ -89,7 +89,7 @@ func (c *Client) leadership(info *RangeInfo, sts []*kvpb.StatusResponse) {
 	var leaderReplica uint64
 	for _, st := range sts {
 		for _, r := range st.GetRanges() {
-			if r.GetDescriptor_().GetRangeId() != info.RangeID {
+			if r.GetRangeDescriptor().GetRangeId() != info.RangeID {
 				continue
 			}
 			rf := r.GetRaft()

@@ -7,8 +7,7 @@ import (
 )
 
 // RangeState is one range of the cluster as RangeList reports it, in a
-// client-owned type (the wire message's descriptor getter is the
-// generated GetDescriptor_).
+// client-owned type.
 type RangeState struct {
 	Descriptor *kvpb.RangeDescriptor
 	// LeaderNodeID is the leader the answering node knows; 0 if none.
@@ -30,7 +29,7 @@ func (c *Client) RangeList(ctx context.Context) ([]RangeState, error) {
 	}
 	out := make([]RangeState, 0, len(resp.GetRanges()))
 	for _, r := range resp.GetRanges() {
-		out = append(out, RangeState{Descriptor: r.GetDescriptor_(), LeaderNodeID: r.GetLeaderNodeId(), Raft: r.GetRaft(),
+		out = append(out, RangeState{Descriptor: r.GetRangeDescriptor(), LeaderNodeID: r.GetLeaderNodeId(), Raft: r.GetRaft(),
 			ApproximateBytes: r.GetApproximateBytes(), ApproximateKeys: r.GetApproximateKeys(), QPS: r.GetQps()})
 	}
 	return out, nil

@@ -76,7 +76,7 @@ func (n *Node) members() []*kvpb.NodeDescriptor {
 func (n *Node) rangeStatus(r *raft.Replica) *kvpb.RangeStatus {
 	st := r.Status()
 	rs := &kvpb.RangeStatus{
-		Descriptor_: st.Descriptor,
+		RangeDescriptor: st.Descriptor,
 		Raft: &kvpb.RaftStatus{
 			RangeId: st.RangeID, ReplicaId: st.ReplicaID, State: st.State, Term: st.Term,
 			LeaderReplicaId: st.Leader, CommitIndex: st.Commit, AppliedIndex: st.Applied,
@@ -172,7 +172,7 @@ func (s *adminServer) Ranges(ctx context.Context, req *kvpb.RangesRequest) (*kvp
 			resp.Ranges = append(resp.Ranges, n.rangeStatus(r))
 			continue
 		}
-		resp.Ranges = append(resp.Ranges, &kvpb.RangeStatus{Descriptor_: d})
+		resp.Ranges = append(resp.Ranges, &kvpb.RangeStatus{RangeDescriptor: d})
 	}
 	// The leader, size and load of ranges this node is not the leader of
 	// come from their leaders' nodes.
@@ -346,7 +346,7 @@ func (s *adminServer) ChangeReplicas(ctx context.Context, req *kvpb.ChangeReplic
 		if err != nil {
 			return nil, s.n.raftError("ChangeReplicas", err)
 		}
-		return &kvpb.ChangeReplicasResponse{Descriptor_: d}, nil
+		return &kvpb.ChangeReplicasResponse{RangeDescriptor: d}, nil
 	}, func(ctx context.Context, c kvpb.AdminClient) (*kvpb.ChangeReplicasResponse, error) {
 		return c.ChangeReplicas(ctx, req)
 	})

@@ -126,10 +126,10 @@ func (n *Node) fillRemoteRangeStatus(ctx context.Context, rs []*kvpb.RangeStatus
 		if r.GetRaft().GetState() == "leader" {
 			continue
 		}
-		if l := byRange[r.GetDescriptor_().GetRangeId()]; l != nil {
+		if l := byRange[r.GetRangeDescriptor().GetRangeId()]; l != nil {
 			// Keep meta's descriptor only if the leader's is older.
-			if l.GetDescriptor_().GetGeneration() < r.GetDescriptor_().GetGeneration() {
-				l.Descriptor_ = r.GetDescriptor_()
+			if l.GetRangeDescriptor().GetGeneration() < r.GetRangeDescriptor().GetGeneration() {
+				l.RangeDescriptor = r.GetRangeDescriptor()
 			}
 			rs[i] = l
 		}
@@ -189,7 +189,7 @@ func freshDescriptors(descs []*kvpb.RangeDescriptor, hb map[uint64]*nodeStatsEnt
 	fresh := map[uint64]*kvpb.RangeDescriptor{}
 	for _, e := range hb {
 		for _, r := range e.status.GetRanges() {
-			d := r.GetDescriptor_()
+			d := r.GetRangeDescriptor()
 			if r.GetRaft().GetState() == "leader" && d.GetGeneration() > fresh[d.GetRangeId()].GetGeneration() {
 				fresh[d.GetRangeId()] = d
 			}

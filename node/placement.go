@@ -304,7 +304,7 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	if err == nil {
 		// The rest of the pass decides from the new descriptor.
 		proto.Reset(d)
-		proto.Merge(d, resp.GetDescriptor_())
+		proto.Merge(d, resp.GetRangeDescriptor())
 	}
 	if err != nil {
 		n.log.Info("placement: replica move failed", "range", d.GetRangeId(), "from", from, "to", to, "err", err)

@@ -254,7 +254,7 @@ func (r *Replica) rangeMessageLocked(m *pb.Message) *raftrpcpb.RangeMessage {
 	if m.GetType() == pb.MsgHeartbeat {
 		// Lets a node that has no replica yet (a new learner) create it
 		// when its leader first reaches it.
-		rm.Descriptor_ = r.desc
+		rm.RangeDescriptor = r.desc
 	}
 	return rm
 }

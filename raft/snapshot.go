@@ -59,7 +59,7 @@ func (in *incomingSnapshot) index() uint64 {
 
 // HandleSnapshot implements transport.Handler.
 func (s *Store) HandleSnapshot(ctx context.Context, h *raftrpcpb.SnapshotHeader, sr *transport.SnapshotReader) error {
-	msg, desc := h.GetMessage(), h.GetDescriptor_()
+	msg, desc := h.GetMessage(), h.GetRangeDescriptor()
 	meta := msg.GetSnapshot().GetMetadata()
 	if msg.GetType() != pb.MsgSnap || meta.GetIndex() == 0 || desc.GetRangeId() != h.GetRangeId() {
 		return fmt.Errorf("raft: malformed snapshot header for range %d", h.GetRangeId())
@@ -271,7 +271,7 @@ func (s *Store) streamSnapshot(r *Replica, m *pb.Message, toNode uint64) (uint64
 	msg.Snapshot = &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 		Index: new(applied.Index), Term: new(applied.Term), ConfState: cs,
 	}}
-	h := &raftrpcpb.SnapshotHeader{RangeId: r.rangeID, ToNodeId: toNode, Message: msg, Descriptor_: desc}
+	h := &raftrpcpb.SnapshotHeader{RangeId: r.rangeID, ToNodeId: toNode, Message: msg, RangeDescriptor: desc}
 	chunkSize := s.transport.SnapshotChunkBytes()
 	var count uint64
 	src := func(emit func([]byte) error) (uint64, error) {

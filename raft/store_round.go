@@ -144,7 +144,7 @@ func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
 	r.wakeOut = nil
 	for _, m := range r.quiesceOut {
 		if rm := r.rangeMessageLocked(m); rm != nil {
-			rm.Descriptor_ = nil // the follower holds the range already
+			rm.RangeDescriptor = nil // the follower holds the range already
 			rm.Quiesce = true
 			rw.quiesce = append(rw.quiesce, rm)
 		}

@@ -95,7 +95,7 @@ func (s *Store) onAck(_ uint64, ack *raftrpcpb.RaftMessageBatchAck) {
 // range's leader is addressed to, if the message's descriptor places it
 // on this node.
 func (s *Store) replicaForMessage(rm *raftrpcpb.RangeMessage) (*Replica, error) {
-	desc := rm.GetDescriptor_()
+	desc := rm.GetRangeDescriptor()
 	m := rm.GetMessage()
 	if desc == nil || desc.GetRangeId() != rm.GetRangeId() {
 		return nil, ErrRangeNotFound

@@ -110,8 +110,8 @@ func TestAdminValidatesBeforeActing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, rs := range after.GetRanges() {
-		if i < len(before.GetRanges()) && rs.GetDescriptor_().GetGeneration() != before.GetRanges()[i].GetDescriptor_().GetGeneration() {
-			t.Errorf("range %d changed: %v", rs.GetDescriptor_().GetRangeId(), rs.GetDescriptor_())
+		if i < len(before.GetRanges()) && rs.GetRangeDescriptor().GetGeneration() != before.GetRanges()[i].GetRangeDescriptor().GetGeneration() {
+			t.Errorf("range %d changed: %v", rs.GetRangeDescriptor().GetRangeId(), rs.GetRangeDescriptor())
 		}
 	}
 }

@@ -296,7 +296,7 @@ func (c *testCluster) rangeState(id, rangeID uint64) (*kvpb.RangeStatus, error) 
 		return nil, err
 	}
 	for _, r := range st.GetRanges() {
-		if r.GetDescriptor_().GetRangeId() == rangeID {
+		if r.GetRangeDescriptor().GetRangeId() == rangeID {
 			return r, nil
 		}
 	}

@@ -59,7 +59,7 @@ func TestNodeRemoveCoordinatesWithPlacement(t *testing.T) {
 				continue
 			}
 			for _, r := range rs.GetRanges() {
-				d := r.GetDescriptor_()
+				d := r.GetRangeDescriptor()
 				if d.GetRangeId() == 0 {
 					continue
 				}
@@ -95,8 +95,8 @@ func TestNodeRemoveCoordinatesWithPlacement(t *testing.T) {
 			t.Fatalf("node 4 holds %d replicas after its removal", reps[4])
 		}
 		for _, r := range ranges {
-			if n := len(r.GetDescriptor_().GetReplicas()); n < 3 {
-				t.Fatalf("range %d has %d replicas after the removal", r.GetDescriptor_().GetRangeId(), n)
+			if n := len(r.GetRangeDescriptor().GetReplicas()); n < 3 {
+				t.Fatalf("range %d has %d replicas after the removal", r.GetRangeDescriptor().GetRangeId(), n)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -73,9 +73,9 @@ func holdsNode(t *testing.T, cl *client.Client, id uint64) string {
 		t.Fatal(err)
 	}
 	for _, r := range rs.GetRanges() {
-		for _, rd := range r.GetDescriptor_().GetReplicas() {
+		for _, rd := range r.GetRangeDescriptor().GetReplicas() {
 			if rd.GetNodeId() == id {
-				return fmt.Sprintf("range %d still has a replica on node %d", r.GetDescriptor_().GetRangeId(), id)
+				return fmt.Sprintf("range %d still has a replica on node %d", r.GetRangeDescriptor().GetRangeId(), id)
 			}
 		}
 	}

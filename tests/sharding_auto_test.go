@@ -69,7 +69,7 @@ func TestShardingAutoSplit(t *testing.T) {
 			return err.Error()
 		}
 		for _, r := range rs.GetRanges() {
-			k := string(r.GetDescriptor_().GetStartKey())
+			k := string(r.GetRangeDescriptor().GetStartKey())
 			if strings.HasPrefix(k, "hot/") && k > "hot/000" {
 				return ""
 			}

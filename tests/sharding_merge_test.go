@@ -162,7 +162,7 @@ func TestShardingMergeRefusedAndColocated(t *testing.T) {
 		}
 		return ""
 	})
-	merged := rs.GetRanges()[len(rs.GetRanges())-1].GetDescriptor_()
+	merged := rs.GetRanges()[len(rs.GetRanges())-1].GetRangeDescriptor()
 	if len(merged.GetReplicas()) != len(left.GetReplicas()) {
 		t.Fatalf("merged range %v; want the left-hand range's nodes %v", merged, left)
 	}

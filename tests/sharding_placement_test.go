@@ -26,7 +26,7 @@ func replicaCounts(t *testing.T, cl *client.Client) (replicas, leaders map[uint6
 	}
 	replicas, leaders = map[uint64]int{}, map[uint64]int{}
 	for _, r := range rs.GetRanges() {
-		for _, rd := range r.GetDescriptor_().GetReplicas() {
+		for _, rd := range r.GetRangeDescriptor().GetReplicas() {
 			replicas[rd.GetNodeId()]++
 		}
 		if r.GetLeaderNodeId() != 0 {
@@ -102,8 +102,8 @@ func TestShardingPlacement(t *testing.T) {
 	waitUntil(t, 90*time.Second, "node 5's replicas re-created elsewhere", func() string {
 		reps, _, ranges := replicaCounts(t, cl)
 		for _, r := range ranges {
-			if n := len(r.GetDescriptor_().GetReplicas()); n != 3 {
-				return fmt.Sprintf("range %d has %d replicas", r.GetDescriptor_().GetRangeId(), n)
+			if n := len(r.GetRangeDescriptor().GetReplicas()); n != 3 {
+				return fmt.Sprintf("range %d has %d replicas", r.GetRangeDescriptor().GetRangeId(), n)
 			}
 		}
 		if reps[victim] != 0 {

@@ -198,7 +198,7 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	}
 	per, leaders := map[uint64]int{}, map[uint64]int{}
 	for _, r := range rs.GetRanges() {
-		for _, rd := range r.GetDescriptor_().GetReplicas() {
+		for _, rd := range r.GetRangeDescriptor().GetReplicas() {
 			per[rd.GetNodeId()]++
 		}
 		leaders[r.GetLeaderNodeId()]++

@@ -217,7 +217,7 @@ func TestShardingStaleClientRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rs.GetRanges() {
-		d := r.GetDescriptor_()
+		d := r.GetRangeDescriptor()
 		if d.GetRangeId() == 1 {
 			continue
 		}

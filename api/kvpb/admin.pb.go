@@ -284,10 +284,10 @@ func (x *RaftStatus) GetTruncatedIndex() uint64 {
 }
 
 type RangeStatus struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_  *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	Raft         *RaftStatus            `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"`
-	LeaderNodeId uint64                 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	RangeDescriptor *RangeDescriptor       `protobuf:"bytes,1,opt,name=range_descriptor,json=descriptor,proto3" json:"range_descriptor,omitempty"`
+	Raft            *RaftStatus            `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"`
+	LeaderNodeId    uint64                 `protobuf:"varint,3,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
 	// approximate_bytes and approximate_keys are the range's live data: the
 	// bytes of its keys' newest live versions and the number of those keys
 	// (mvcc.live_bytes and mvcc.live_keys; older versions and deletions are
@@ -335,9 +335,9 @@ func (*RangeStatus) Descriptor() ([]byte, []int) {
 	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *RangeStatus) GetDescriptor_() *RangeDescriptor {
+func (x *RangeStatus) GetRangeDescriptor() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.RangeDescriptor
 	}
 	return nil
 }
@@ -1697,10 +1697,10 @@ func (x *ChangeReplicasRequest) GetExpectedGeneration() uint64 {
 }
 
 type ChangeReplicasResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_   *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	RangeDescriptor *RangeDescriptor       `protobuf:"bytes,1,opt,name=range_descriptor,json=descriptor,proto3" json:"range_descriptor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ChangeReplicasResponse) Reset() {
@@ -1733,9 +1733,9 @@ func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
 	return file_api_kvpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *ChangeReplicasResponse) GetDescriptor_() *RangeDescriptor {
+func (x *ChangeReplicasResponse) GetRangeDescriptor() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.RangeDescriptor
 	}
 	return nil
 }
@@ -2530,10 +2530,9 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\b \x01(\x04R\tlastIndex\x12'\n" +
-	"\x0ftruncated_index\x18\t \x01(\x04R\x0etruncatedIndex\"\xef\x02\n" +
-	"\vRangeStatus\x12<\n" +
-	"\n" +
-	"descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
+	"\x0ftruncated_index\x18\t \x01(\x04R\x0etruncatedIndex\"\xf5\x02\n" +
+	"\vRangeStatus\x12B\n" +
+	"\x10range_descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
 	"descriptor\x12+\n" +
 	"\x04raft\x18\x02 \x01(\v2\x17.shale.kv.v1.RaftStatusR\x04raft\x12$\n" +
 	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\x12+\n" +
@@ -2644,10 +2643,9 @@ const file_api_kvpb_admin_proto_rawDesc = "" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
 	"\achanges\x18\x02 \x03(\v2\x1a.shale.kv.v1.ReplicaChangeR\achanges\x12/\n" +
-	"\x13expected_generation\x18\x03 \x01(\x04R\x12expectedGeneration\"V\n" +
-	"\x16ChangeReplicasResponse\x12<\n" +
-	"\n" +
-	"descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
+	"\x13expected_generation\x18\x03 \x01(\x04R\x12expectedGeneration\"\\\n" +
+	"\x16ChangeReplicasResponse\x12B\n" +
+	"\x10range_descriptor\x18\x01 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
 	"descriptor\"A\n" +
 	"\x0eAddNodeRequest\x12/\n" +
 	"\x04node\x18\x01 \x01(\v2\x1b.shale.kv.v1.NodeDescriptorR\x04node\"a\n" +
@@ -2780,7 +2778,7 @@ var file_api_kvpb_admin_proto_goTypes = []any{
 	(*NodeDescriptor)(nil),         // 42: shale.kv.v1.NodeDescriptor
 }
 var file_api_kvpb_admin_proto_depIdxs = []int32{
-	40, // 0: shale.kv.v1.RangeStatus.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 0: shale.kv.v1.RangeStatus.range_descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 1: shale.kv.v1.RangeStatus.raft:type_name -> shale.kv.v1.RaftStatus
 	5,  // 2: shale.kv.v1.RangeStatus.mvcc:type_name -> shale.kv.v1.MVCCStats
 	41, // 3: shale.kv.v1.RangeStatus.gc_threshold:type_name -> shale.kv.v1.Timestamp
@@ -2803,7 +2801,7 @@ var file_api_kvpb_admin_proto_depIdxs = []int32{
 	40, // 20: shale.kv.v1.MergeResponse.merged:type_name -> shale.kv.v1.RangeDescriptor
 	1,  // 21: shale.kv.v1.ReplicaChange.kind:type_name -> shale.kv.v1.ReplicaChange.Kind
 	23, // 22: shale.kv.v1.ChangeReplicasRequest.changes:type_name -> shale.kv.v1.ReplicaChange
-	40, // 23: shale.kv.v1.ChangeReplicasResponse.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	40, // 23: shale.kv.v1.ChangeReplicasResponse.range_descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	42, // 24: shale.kv.v1.AddNodeRequest.node:type_name -> shale.kv.v1.NodeDescriptor
 	42, // 25: shale.kv.v1.AddNodeResponse.members:type_name -> shale.kv.v1.NodeDescriptor
 	40, // 26: shale.kv.v1.UpdateMetaRequest.descriptors:type_name -> shale.kv.v1.RangeDescriptor

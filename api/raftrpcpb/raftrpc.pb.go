@@ -38,7 +38,7 @@ type RangeMessage struct {
 	// descriptor lets a receiver that has no replica of the range yet (a new
 	// learner) create an uninitialized one. Set on messages that may create a
 	// replica; may be omitted otherwise.
-	Descriptor_ *kvpb.RangeDescriptor `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	RangeDescriptor *kvpb.RangeDescriptor `protobuf:"bytes,5,opt,name=range_descriptor,json=descriptor,proto3" json:"range_descriptor,omitempty"`
 	// quiesce marks a heartbeat with which a range's leader puts the range
 	// at rest: a follower that holds everything the leader has committed
 	// stops ticking instead of stepping it; any other follower steps it as
@@ -107,9 +107,9 @@ func (x *RangeMessage) GetMessage() *raftpb.Message {
 	return nil
 }
 
-func (x *RangeMessage) GetDescriptor_() *kvpb.RangeDescriptor {
+func (x *RangeMessage) GetRangeDescriptor() *kvpb.RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.RangeDescriptor
 	}
 	return nil
 }
@@ -258,10 +258,10 @@ type SnapshotHeader struct {
 	// message is the MsgSnap whose Snapshot.Metadata (index, term, ConfState)
 	// this data belongs to. Its Snapshot.Data carries the encoded descriptor
 	// and replicated range state (see docs/formats.md).
-	Message       *raftpb.Message       `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	Descriptor_   *kvpb.RangeDescriptor `protobuf:"bytes,6,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message         *raftpb.Message       `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	RangeDescriptor *kvpb.RangeDescriptor `protobuf:"bytes,6,opt,name=range_descriptor,json=descriptor,proto3" json:"range_descriptor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -329,9 +329,9 @@ func (x *SnapshotHeader) GetMessage() *raftpb.Message {
 	return nil
 }
 
-func (x *SnapshotHeader) GetDescriptor_() *kvpb.RangeDescriptor {
+func (x *SnapshotHeader) GetRangeDescriptor() *kvpb.RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.RangeDescriptor
 	}
 	return nil
 }
@@ -548,16 +548,15 @@ var File_api_raftrpcpb_raftrpc_proto protoreflect.FileDescriptor
 const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\n" +
 	"\x1bapi/raftrpcpb/raftrpc.proto\x12\x10shale.raftrpc.v1\x1a\n" +
-	"raft.proto\x1a\x13api/kvpb/meta.proto\"\xec\x01\n" +
+	"raft.proto\x1a\x13api/kvpb/meta.proto\"\xf2\x01\n" +
 	"\fRangeMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12)\n" +
-	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12<\n" +
-	"\n" +
-	"descriptor\x18\x05 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
+	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12B\n" +
+	"\x10range_descriptor\x18\x05 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
 	"descriptor\x12\x18\n" +
 	"\aquiesce\x18\x06 \x01(\bR\aquiesce\"\xad\x01\n" +
 	"\x10RaftMessageBatch\x12 \n" +
@@ -570,7 +569,7 @@ const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x1e.shale.raftrpc.v1.RangeMessageR\bmessages\"y\n" +
 	"\x13RaftMessageBatchAck\x12*\n" +
 	"\x11unknown_range_ids\x18\x01 \x03(\x04R\x0funknownRangeIds\x126\n" +
-	"\aremoved\x18\x02 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\aremoved\"\xf3\x01\n" +
+	"\aremoved\x18\x02 \x03(\v2\x1c.shale.kv.v1.RangeDescriptorR\aremoved\"\xf9\x01\n" +
 	"\x0eSnapshotHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -579,9 +578,8 @@ const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"to_node_id\x18\x03 \x01(\x04R\btoNodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12)\n" +
-	"\amessage\x18\x05 \x01(\v2\x0f.raftpb.MessageR\amessage\x12<\n" +
-	"\n" +
-	"descriptor\x18\x06 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
+	"\amessage\x18\x05 \x01(\v2\x0f.raftpb.MessageR\amessage\x12B\n" +
+	"\x10range_descriptor\x18\x06 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
 	"descriptor\"\xa0\x01\n" +
 	"\rSnapshotChunk\x12:\n" +
 	"\x06header\x18\x01 \x01(\v2 .shale.raftrpc.v1.SnapshotHeaderH\x00R\x06header\x12\x14\n" +
@@ -625,11 +623,11 @@ var file_api_raftrpcpb_raftrpc_proto_goTypes = []any{
 }
 var file_api_raftrpcpb_raftrpc_proto_depIdxs = []int32{
 	7,  // 0: shale.raftrpc.v1.RangeMessage.message:type_name -> raftpb.Message
-	8,  // 1: shale.raftrpc.v1.RangeMessage.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	8,  // 1: shale.raftrpc.v1.RangeMessage.range_descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	0,  // 2: shale.raftrpc.v1.RaftMessageBatch.messages:type_name -> shale.raftrpc.v1.RangeMessage
 	8,  // 3: shale.raftrpc.v1.RaftMessageBatchAck.removed:type_name -> shale.kv.v1.RangeDescriptor
 	7,  // 4: shale.raftrpc.v1.SnapshotHeader.message:type_name -> raftpb.Message
-	8,  // 5: shale.raftrpc.v1.SnapshotHeader.descriptor:type_name -> shale.kv.v1.RangeDescriptor
+	8,  // 5: shale.raftrpc.v1.SnapshotHeader.range_descriptor:type_name -> shale.kv.v1.RangeDescriptor
 	3,  // 6: shale.raftrpc.v1.SnapshotChunk.header:type_name -> shale.raftrpc.v1.SnapshotHeader
 	5,  // 7: shale.raftrpc.v1.SnapshotChunk.done:type_name -> shale.raftrpc.v1.SnapshotDone
 	1,  // 8: shale.raftrpc.v1.RaftTransport.RaftMessages:input_type -> shale.raftrpc.v1.RaftMessageBatch

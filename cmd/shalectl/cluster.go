@@ -67,7 +67,7 @@ node must be running for the replicas to catch up.`,
 				return g.withEndpoints(err)
 			}
 			for _, rs := range ranges.GetRanges() {
-				d := rs.GetDescriptor_()
+				d := rs.GetRangeDescriptor()
 				if hasVoter(d, id) {
 					results = append(results, rangeResult{RangeID: d.GetRangeId(), Generation: d.GetGeneration()})
 					if !g.json {

@@ -95,8 +95,8 @@ func rangeReport(ctx context.Context, c *client.Client, id uint64) (*kvpb.RangeS
 	var rs *kvpb.RangeStatus
 	var known []string
 	for _, r := range ranges.GetRanges() {
-		known = append(known, strconv.FormatUint(r.GetDescriptor_().GetRangeId(), 10))
-		if r.GetDescriptor_().GetRangeId() == id {
+		known = append(known, strconv.FormatUint(r.GetRangeDescriptor().GetRangeId(), 10))
+		if r.GetRangeDescriptor().GetRangeId() == id {
 			rs = r
 		}
 	}
@@ -112,8 +112,8 @@ func rangeReport(ctx context.Context, c *client.Client, id uint64) (*kvpb.RangeS
 	for _, ns := range all {
 		byNode[ns.NodeID] = ns
 	}
-	reps := make([]replicaReport, len(rs.GetDescriptor_().GetReplicas()))
-	for i, rd := range rs.GetDescriptor_().GetReplicas() {
+	reps := make([]replicaReport, len(rs.GetRangeDescriptor().GetReplicas()))
+	for i, rd := range rs.GetRangeDescriptor().GetReplicas() {
 		ns := byNode[rd.GetNodeId()]
 		reps[i] = replicaReport{desc: rd, address: ns.Address, err: "the node holds no replica"}
 		if ns.Status == nil {
@@ -121,7 +121,7 @@ func rangeReport(ctx context.Context, c *client.Client, id uint64) (*kvpb.RangeS
 			continue
 		}
 		for _, r := range ns.Status.GetRanges() {
-			if r.GetDescriptor_().GetRangeId() == id {
+			if r.GetRangeDescriptor().GetRangeId() == id {
 				reps[i].status, reps[i].err = r, ""
 			}
 		}
@@ -182,7 +182,7 @@ func replicaType(rd *kvpb.ReplicaDescriptor) string {
 }
 
 func (g *globals) printRange(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
-	d := rs.GetDescriptor_()
+	d := rs.GetRangeDescriptor()
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "range\t%d\n", d.GetRangeId())
 	fmt.Fprintf(w, "span\t%s\n", g.span(d))
@@ -209,7 +209,7 @@ func (g *globals) printRange(out io.Writer, rs *kvpb.RangeStatus, reps []replica
 }
 
 func (g *globals) printRaft(out io.Writer, rs *kvpb.RangeStatus, reps []replicaReport) error {
-	fmt.Fprintf(out, "range %d %s\n\n", rs.GetDescriptor_().GetRangeId(), g.span(rs.GetDescriptor_()))
+	fmt.Fprintf(out, "range %d %s\n\n", rs.GetRangeDescriptor().GetRangeId(), g.span(rs.GetRangeDescriptor()))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NODE\tREPLICA\tSTATE\tTERM\tLEADER\tCOMMIT\tAPPLIED\tLOG (first, last]")
 	for _, r := range reps {

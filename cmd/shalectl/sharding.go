@@ -47,7 +47,7 @@ func newRangesCmd(g *globals) *cobra.Command {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS\tBYTES\tKEYS\tQPS")
 			for _, r := range rs.GetRanges() {
-				d := r.GetDescriptor_()
+				d := r.GetRangeDescriptor()
 				leader := "?"
 				if r.GetLeaderNodeId() != 0 {
 					leader = strconv.FormatUint(r.GetLeaderNodeId(), 10)

@@ -132,13 +132,13 @@ func (g *globals) printCluster(ctx context.Context, out io.Writer, c *client.Cli
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "RANGE\tSPAN\tGEN\tLEADER\tREPLICAS (node:state:applied index)")
 	for _, rs := range ranges.GetRanges() {
-		d := rs.GetDescriptor_()
+		d := rs.GetRangeDescriptor()
 		var reps []string
 		for _, rd := range d.GetReplicas() {
 			state, applied := "?", "?"
 			if st := statuses[rd.GetNodeId()]; st != nil {
 				for _, r := range st.GetRanges() {
-					if r.GetDescriptor_().GetRangeId() == d.GetRangeId() {
+					if r.GetRangeDescriptor().GetRangeId() == d.GetRangeId() {
 						state = r.GetRaft().GetState()
 						applied = fmt.Sprint(r.GetRaft().GetAppliedIndex())
 					}
@@ -173,7 +173,7 @@ func leaderNode(rs *kvpb.RangeStatus, statuses map[uint64]*kvpb.StatusResponse) 
 	}
 	for _, st := range statuses {
 		for _, r := range st.GetRanges() {
-			if r.GetDescriptor_().GetRangeId() == rs.GetDescriptor_().GetRangeId() && r.GetLeaderNodeId() != 0 {
+			if r.GetRangeDescriptor().GetRangeId() == rs.GetRangeDescriptor().GetRangeId() && r.GetLeaderNodeId() != 0 {
 				return r.GetLeaderNodeId()
 			}
 		}
@@ -210,7 +210,7 @@ func (g *globals) printStatus(out interface{ Write([]byte) (int, error) }, st *k
 		}
 	}
 	for _, r := range st.GetRanges() {
-		d := r.GetDescriptor_()
+		d := r.GetRangeDescriptor()
 		rf := r.GetRaft()
 		fmt.Fprintf(w, "range %d\t%s gen %d: %s, term %d, leader node %d, commit %d, applied %d, log (%d, %d], ~%d keys, ~%d bytes\n",
 			d.GetRangeId(), g.span(d), d.GetGeneration(), rf.GetState(), rf.GetTerm(), r.GetLeaderNodeId(),

@@ -91,7 +91,7 @@ func (t *Transport) Snapshot(stream raftrpcpb.RaftTransport_SnapshotServer) erro
 	if err := t.checkHeader(h.GetClusterId(), h.GetToNodeId()); err != nil {
 		return err
 	}
-	if h.GetMessage().GetSnapshot() == nil || h.GetDescriptor_() == nil || h.GetRangeId() == 0 {
+	if h.GetMessage().GetSnapshot() == nil || h.GetRangeDescriptor() == nil || h.GetRangeId() == 0 {
 		return status.Error(codes.InvalidArgument, "raft transport: snapshot header without message, snapshot or descriptor")
 	}
 	r := &SnapshotReader{stream: stream}

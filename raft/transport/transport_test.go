@@ -324,8 +324,8 @@ func TestQueueLimitDrops(t *testing.T) {
 func snapHeader(to uint64) *raftrpcpb.SnapshotHeader {
 	return &raftrpcpb.SnapshotHeader{
 		RangeId: 2, ToNodeId: to,
-		Message:     &pb.Message{Type: pb.MsgSnap.Enum(), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(100)), Term: new(uint64(3))}}},
-		Descriptor_: &kvpb.RangeDescriptor{RangeId: 2},
+		Message:         &pb.Message{Type: pb.MsgSnap.Enum(), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(100)), Term: new(uint64(3))}}},
+		RangeDescriptor: &kvpb.RangeDescriptor{RangeId: 2},
 	}
 }
 

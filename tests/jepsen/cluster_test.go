@@ -298,7 +298,7 @@ func (c *cluster) leaders(timeout time.Duration) map[uint64]leaderInfo {
 				if r.GetRaft().GetState() != "leader" {
 					continue
 				}
-				id := r.GetDescriptor_().GetRangeId()
+				id := r.GetRangeDescriptor().GetRangeId()
 				li := leaderInfo{node: nd.id, term: r.GetRaft().GetTerm()}
 				if old, ok := out[id]; !ok || li.term > old.term {
 					out[id] = li
@@ -323,7 +323,7 @@ func (c *cluster) waitLeaders(timeout time.Duration) error {
 		for _, nd := range c.nodes(false) {
 			if st, err := nd.status(time.Second); err == nil {
 				for _, r := range st.GetRanges() {
-					want[r.GetDescriptor_().GetRangeId()] = true
+					want[r.GetRangeDescriptor().GetRangeId()] = true
 				}
 			}
 		}

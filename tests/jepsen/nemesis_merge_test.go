@@ -114,7 +114,7 @@ func metaHolders(r *run) []*node {
 	}
 	var out []*node
 	for _, rg := range rs.GetRanges() {
-		if d := rg.GetDescriptor_(); d.GetRangeId() == 1 {
+		if d := rg.GetRangeDescriptor(); d.GetRangeId() == 1 {
 			for _, nd := range all {
 				for _, rd := range d.GetReplicas() {
 					if rd.GetNodeId() == nd.id {

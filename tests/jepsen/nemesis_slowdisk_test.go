@@ -126,8 +126,8 @@ func replicaGroups(r *run) []replicaGroup {
 	}
 	var out []replicaGroup
 	for _, rs := range resp.GetRanges() {
-		g := replicaGroup{rangeID: rs.GetDescriptor_().GetRangeId(), leader: rs.GetLeaderNodeId()}
-		for _, rd := range rs.GetDescriptor_().GetReplicas() {
+		g := replicaGroup{rangeID: rs.GetRangeDescriptor().GetRangeId(), leader: rs.GetLeaderNodeId()}
+		for _, rd := range rs.GetRangeDescriptor().GetReplicas() {
 			if rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER {
 				continue
 			}

@@ -513,7 +513,7 @@ func changeMembership(r *run, rng *rand.Rand) (fault, string, error) {
 		return memberFault{added: nd}, "", fmt.Errorf("listing ranges: %w", err)
 	}
 	for _, rg := range rs.GetRanges() {
-		rid := rg.GetDescriptor_().GetRangeId()
+		rid := rg.GetRangeDescriptor().GetRangeId()
 		if _, err := r.admin().ChangeReplicas(ctx, rid, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id}); err != nil {
 			return memberFault{added: nd}, "", fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
 		}

@@ -437,7 +437,7 @@ func probeEveryRange(cl *client.Client, timeout time.Duration) error {
 		resp, err := cl.Ranges(ctx)
 		if err == nil {
 			for _, r := range resp.GetRanges() {
-				d := r.GetDescriptor_()
+				d := r.GetRangeDescriptor()
 				rs = append(rs, rangeSpan{id: d.GetRangeId(), start: d.GetStartKey()})
 			}
 			break
