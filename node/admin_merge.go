@@ -36,6 +36,7 @@ func (s *adminServer) Merge(ctx context.Context, req *kvpb.MergeRequest) (*kvpb.
 			// The merge's own calls to other nodes (meta's update, the
 			// replicas' applied indexes) are first hops even when this
 			// request was forwarded here.
+			s.n.awaitRightLeader(ctx, leftID)
 			d, err := s.n.store.Merge(metadata.NewIncomingContext(ctx, metadata.MD{}), leftID)
 			switch {
 			case errors.Is(err, raft.ErrMergeInvalid):
@@ -55,6 +56,47 @@ func (s *adminServer) Merge(ctx context.Context, req *kvpb.MergeRequest) (*kvpb.
 		}
 		if err := s.colocateForMerge(ctx, leftID); err != nil {
 			return nil, err
+		}
+	}
+}
+
+// awaitRightLeader waits as awaitMemberLeader for range leftID's
+// right-hand neighbour, on the left-hand range's leader (which holds a
+// replica of the neighbour once the two are colocated).
+func (n *Node) awaitRightLeader(ctx context.Context, leftID uint64) {
+	l, err := n.store.Replica(leftID)
+	if err != nil {
+		return
+	}
+	end := l.Descriptor().GetEndKey()
+	if len(end) == 0 {
+		return // the last range: no neighbour
+	}
+	if r, err := n.store.ReplicaForKey(end); err == nil {
+		n.awaitMemberLeader(ctx, r.RangeID())
+	}
+}
+
+// awaitMemberLeader waits, for up to two election timeouts or ctx, until
+// this node's replica of range id (if it has one) knows a leader that is
+// one of the range's replicas. Colocation may have removed the
+// right-hand range's leader, whose followers only notice after an
+// election timeout: a freeze proposed into that election comes back
+// ambiguous and fails the merge.
+func (n *Node) awaitMemberLeader(ctx context.Context, id uint64) {
+	r, err := n.store.Replica(id)
+	if err != nil {
+		return
+	}
+	cfg := n.store.Config()
+	deadline := time.Now().Add(2 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for r.Status().LeaderNodeID == 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

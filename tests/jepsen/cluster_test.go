@@ -88,6 +88,14 @@ func shaleBinary(t testing.TB) string {
 	if b := os.Getenv("SHALE_BIN"); b != "" {
 		return b
 	}
+	return faultsBinary(t)
+}
+
+// faultsBinary builds cmd/shale with the `faults` tag once per test
+// process, whatever $SHALE_BIN names (make test passes the plain binary):
+// for tests that drive a fault hook themselves.
+func faultsBinary(t testing.TB) string {
+	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "shale-jepsen-bin-")
 		if err != nil {

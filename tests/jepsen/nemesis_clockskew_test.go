@@ -213,7 +213,7 @@ func TestClockSkewCheckCatchesPlantedBug(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping a multi-process test in -short mode")
 	}
-	c := &cluster{t: t, bin: shaleBinary(t), dir: t.TempDir(), byID: map[uint64]*node{}, next: 4}
+	c := &cluster{t: t, bin: faultsBinary(t), dir: t.TempDir(), byID: map[uint64]*node{}, next: 4}
 	var members []string
 	for id := uint64(1); id <= 3; id++ {
 		nd := c.newNode(id)
