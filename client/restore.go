@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -146,7 +145,8 @@ const (
 	restoreBatchOps   = 1000
 )
 
-// restoreFile streams one file's entries from a node and writes them.
+// restoreFile streams one file's entries from a node and writes them
+// with WriteMany (a batch per range they fall in).
 func (c *Client) restoreFile(ctx context.Context, dir string, f BackupFile) (uint64, error) {
 	sum, _ := hex.DecodeString(f.SHA256)
 	var n uint64
@@ -158,7 +158,7 @@ func (c *Client) restoreFile(ctx context.Context, dir string, f BackupFile) (uin
 		if err != nil {
 			return err
 		}
-		var muts []*kvpb.Mutation
+		var muts []Mutation
 		size := 0
 		for {
 			msg, err := stream.Recv()
@@ -170,56 +170,20 @@ func (c *Client) restoreFile(ctx context.Context, dir string, f BackupFile) (uin
 			}
 			for _, ent := range msg.GetEntries() {
 				if ent.GetDeleted() {
-					muts = append(muts, &kvpb.Mutation{Op: &kvpb.Mutation_Delete{Delete: &kvpb.DeleteOp{Key: ent.GetKey()}}})
+					muts = append(muts, DeleteOp(ent.GetKey()))
 				} else {
-					muts = append(muts, &kvpb.Mutation{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: ent.GetKey(), Value: ent.GetValue()}}})
+					muts = append(muts, PutOp(ent.GetKey(), ent.GetValue()))
 				}
 				n++
 				if size += len(ent.GetKey()) + len(ent.GetValue()); size >= restoreBatchBytes || len(muts) >= restoreBatchOps {
-					if err := c.writeSorted(ctx, muts); err != nil {
+					if err := c.WriteMany(ctx, muts...); err != nil {
 						return err
 					}
 					muts, size = muts[:0], 0
 				}
 			}
 		}
-		return c.writeSorted(ctx, muts)
+		return c.WriteMany(ctx, muts...)
 	})
 	return n, err
-}
-
-// writeSorted writes mutations of keys in ascending order, cut into one
-// atomic batch per range they fall in.
-func (c *Client) writeSorted(ctx context.Context, muts []*kvpb.Mutation) error {
-	for len(muts) > 0 {
-		var n int
-		var h *kvpb.RequestHeader
-		err := c.routed(ctx, "Restore", true, routeKey{key: kvpb.MutationKey(muts[0])}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
-			in := len(muts)
-			if de := d.GetEndKey(); len(de) > 0 {
-				for i, m := range muts {
-					if bytes.Compare(kvpb.MutationKey(m), de) >= 0 {
-						in = i
-						break
-					}
-				}
-			}
-			if in == 0 {
-				return &Error{Op: "Restore", Msg: fmt.Sprintf("range %d does not hold key %q", d.GetRangeId(), kvpb.MutationKey(muts[0])), kind: ErrInternal}
-			}
-			if h == nil || in != n {
-				// New contents get a new identity; a retry of the same
-				// contents keeps it, so it applies at most once.
-				h, n = c.header(true), in
-			}
-			routeHeader(h, d)
-			_, err := e.kv.Batch(ctx, &kvpb.BatchRequest{Header: h, Mutations: muts[:n]})
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		muts = muts[n:]
-	}
-	return nil
 }

@@ -19,8 +19,7 @@ import (
 // name in that directory, never an absolute path, so a client can reach
 // nothing else on the node's disk.
 
-// backupPath resolves dir/file under the node's backup directory. file may
-// be empty (the directory itself).
+// backupPath resolves dir/file under the node's backup directory.
 func (n *Node) backupPath(op, dir, file string) (string, error) {
 	root := n.cfg.BackupDir
 	if root == "" {
@@ -30,10 +29,26 @@ func (n *Node) backupPath(op, dir, file string) (string, error) {
 	if dir == "" || !filepath.IsLocal(dir) {
 		return "", status.Errorf(codes.InvalidArgument, "%s: backup directory %q must be a relative path inside the nodes' backup directory", op, dir)
 	}
-	if file != "" && (strings.ContainsAny(file, `/\`) || !filepath.IsLocal(file) || strings.HasPrefix(file, ".")) {
+	if file == "" {
+		return "", status.Errorf(codes.InvalidArgument, "%s: no file name", op)
+	}
+	if strings.ContainsAny(file, `/\`) || !filepath.IsLocal(file) || strings.HasPrefix(file, ".") {
 		return "", status.Errorf(codes.InvalidArgument, "%s: backup file name %q must be a plain file name", op, file)
 	}
 	return filepath.Join(root, dir, file), nil
+}
+
+// newBackupFile resolves dir/file as backupPath does, creates its
+// directory, and returns the path and the temporary name to write it
+// under before installFile.
+func (n *Node) newBackupFile(op, dir, file string) (path, tmp string, err error) {
+	if path, err = n.backupPath(op, dir, file); err != nil {
+		return "", "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", "", fileError(op, err)
+	}
+	return path, tempName(path), nil
 }
 
 // tempName returns a name next to path for a file being written; it starts

@@ -28,6 +28,7 @@ func TestBackupPath(t *testing.T) {
 		{"nightly", "../x", false},
 		{"nightly", "a/b", false},
 		{"nightly", ".hidden", false},
+		{"nightly", "", false},
 	} {
 		p, err := n.backupPath("Test", tc.dir, tc.file)
 		if (err == nil) != tc.ok {

@@ -40,20 +40,13 @@ const entriesPerMessage = 1 << 20
 // when needed, refused below the GC threshold.
 func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeRequest) (*kvpb.ExportRangeResponse, error) {
 	const op = "ExportRange"
-	if req.GetFile() == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: no file name", op)
-	}
 	if len(req.GetEndKey()) > 0 && bytes.Compare(req.GetStartKey(), req.GetEndKey()) >= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: empty or inverted span [%q, %q)", op, clip(req.GetStartKey()), clip(req.GetEndKey()))
 	}
-	path, err := s.n.backupPath(op, req.GetDir(), req.GetFile())
+	path, tmp, err := s.n.newBackupFile(op, req.GetDir(), req.GetFile())
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fileError(op, err)
-	}
-	tmp := tempName(path)
 	w, err := storage.NewSSTWriter(tmp, nil)
 	if err != nil {
 		return nil, fileError(op, err)
@@ -226,17 +219,10 @@ func (s *backupServer) WriteFile(_ context.Context, req *kvpb.WriteFileRequest) 
 	if len(req.GetData()) > maxManifestBytes {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %d bytes, over the limit of %d", op, len(req.GetData()), maxManifestBytes)
 	}
-	if req.GetFile() == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: no file name", op)
-	}
-	path, err := s.n.backupPath(op, req.GetDir(), req.GetFile())
+	path, tmp, err := s.n.newBackupFile(op, req.GetDir(), req.GetFile())
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fileError(op, err)
-	}
-	tmp := tempName(path)
 	if err := writeSynced(tmp, req.GetData()); err != nil {
 		os.Remove(tmp)
 		return nil, fileError(op, err)
@@ -266,9 +252,6 @@ func writeSynced(path string, data []byte) error {
 // ReadFile returns a manifest.
 func (s *backupServer) ReadFile(_ context.Context, req *kvpb.ReadFileRequest) (*kvpb.ReadFileResponse, error) {
 	const op = "ReadFile"
-	if req.GetFile() == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: no file name", op)
-	}
 	path, err := s.n.backupPath(op, req.GetDir(), req.GetFile())
 	if err != nil {
 		return nil, err
@@ -296,9 +279,6 @@ func (s *backupServer) VerifyFile(_ context.Context, req *kvpb.VerifyFileRequest
 	if err != nil {
 		return nil, err
 	}
-	if req.GetFile() == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: no file name", op)
-	}
 	sum, size, err := fileDigest(path)
 	if os.IsNotExist(err) {
 		return &kvpb.VerifyFileResponse{Problem: "missing: " + req.GetFile()}, nil
@@ -321,9 +301,6 @@ func (s *backupServer) VerifyFile(_ context.Context, req *kvpb.VerifyFileRequest
 // ReadEntries streams a backup file's entries once its digest matches.
 func (s *backupServer) ReadEntries(req *kvpb.ReadEntriesRequest, stream kvpb.Backup_ReadEntriesServer) error {
 	const op = "ReadEntries"
-	if req.GetFile() == "" {
-		return status.Errorf(codes.InvalidArgument, "%s: no file name", op)
-	}
 	path, err := s.n.backupPath(op, req.GetDir(), req.GetFile())
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +22,22 @@ const backupTimeout = 24 * time.Hour
 // backupAttemptTimeout bounds one range export or file read.
 const backupAttemptTimeout = 5 * time.Minute
 
-// longRunning gives a backup command its own defaults for --timeout and
-// the per-attempt timeout.
-func (g *globals) longRunning(cmd *cobra.Command) {
+// runLong connects for a backup command, with its own defaults for
+// --timeout and the per-attempt timeout, and runs call with a progress
+// printer on stderr; the caller's error is call's.
+func (g *globals) runLong(cmd *cobra.Command, call func(context.Context, *client.Client, func(client.BackupProgress)) error) error {
 	if f := cmd.Flag("timeout"); f == nil || !f.Changed {
 		g.timeout = backupTimeout
 	}
 	g.attemptTimeout = backupAttemptTimeout
+	ctx, c, done, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	pr := newProgressPrinter(g, cmd.ErrOrStderr())
+	defer pr.finish()
+	return call(ctx, c, pr.print)
 }
 
 const backupDirHelp = `DEST is a directory inside the nodes' backup directory: every node is
@@ -72,7 +82,6 @@ keep foreground latency low.
 ` + backupDirHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g.longRunning(cmd)
 			opts := &client.BackupOptions{Base: base, BytesPerSecond: rate}
 			var err error
 			if opts.Start, err = g.parseArg("--start", start); err != nil {
@@ -81,15 +90,12 @@ keep foreground latency low.
 			if opts.End, err = g.parseArg("--end", end); err != nil {
 				return err
 			}
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
+			var m *client.BackupManifest
+			err = g.runLong(cmd, func(ctx context.Context, c *client.Client, progress func(client.BackupProgress)) (err error) {
+				opts.Progress = progress
+				m, err = c.Backup(ctx, args[0], opts)
 				return err
-			}
-			defer done()
-			pr := newProgressPrinter(g, cmd.ErrOrStderr())
-			opts.Progress = pr.print
-			m, err := c.Backup(ctx, args[0], opts)
-			pr.finish()
+			})
 			if err != nil {
 				return g.withEndpoints(err)
 			}
@@ -133,15 +139,11 @@ damaged.
 ` + backupDirHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g.longRunning(cmd)
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
+			var r *client.BackupReport
+			err := g.runLong(cmd, func(ctx context.Context, c *client.Client, progress func(client.BackupProgress)) (err error) {
+				r, err = c.VerifyBackup(ctx, args[0], progress)
 				return err
-			}
-			defer done()
-			pr := newProgressPrinter(g, cmd.ErrOrStderr())
-			r, err := c.VerifyBackup(ctx, args[0], pr.print)
-			pr.finish()
+			})
 			if err != nil {
 				return g.withEndpoints(err)
 			}
@@ -185,15 +187,11 @@ delete the span and restore again.
 ` + backupDirHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g.longRunning(cmd)
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
+			var m *client.BackupManifest
+			err := g.runLong(cmd, func(ctx context.Context, c *client.Client, progress func(client.BackupProgress)) (err error) {
+				m, err = c.Restore(ctx, args[0], &client.RestoreOptions{Progress: progress})
 				return err
-			}
-			defer done()
-			pr := newProgressPrinter(g, cmd.ErrOrStderr())
-			m, err := c.Restore(ctx, args[0], &client.RestoreOptions{Progress: pr.print})
-			pr.finish()
+			})
 			if err != nil {
 				if errors.Is(err, client.ErrBackupCorrupt) {
 					return fmt.Errorf("%v (run \"shalectl backup verify %s\" for every problem)", err, args[0])
