@@ -45,6 +45,7 @@ func (s *adminServer) drainForRemoval(ctx context.Context, id uint64) error {
 			return n.raftError("RemoveNode", err)
 		}
 		held := 0
+		last = nil // only this round's failures count against the bound below
 		for _, d := range ds {
 			if !holds(d, id) {
 				continue
@@ -53,6 +54,12 @@ func (s *adminServer) drainForRemoval(ctx context.Context, id uint64) error {
 			changes := []*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_REMOVE, NodeId: id}}
 			spare := n.spareFor(ds, d, id)
 			switch {
+			case spare == 0 && !n.cfg.Sharding.DisablePlacement && midMove(d, n.cfg.Sharding.ReplicationFactor):
+				// No spare only because placement is moving this range
+				// (a learner, or one voter too many): removing the
+				// node's replica now, on top of placement's removal of
+				// another, would leave too few. Wait for it to settle.
+				continue
 			case spare != 0 && !n.cfg.Sharding.DisablePlacement:
 				// Placement drains a decommissioning node by the same
 				// kind of move; two movers of one range would undo each
@@ -61,7 +68,11 @@ func (s *adminServer) drainForRemoval(ctx context.Context, id uint64) error {
 			case spare != 0:
 				changes = append([]*kvpb.ReplicaChange{{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: spare}}, changes...)
 			}
-			if _, err := s.ChangeReplicas(ctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes}); err != nil {
+			// At d's generation: a change decided from a descriptor that
+			// has moved on since (placement finished a move) is refused
+			// and decided again next round, never applied to the newer one.
+			req := &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()}
+			if _, err := s.ChangeReplicas(ctx, req); err != nil {
 				st := status.Convert(err)
 				last = status.Errorf(st.Code(), "RemoveNode: moving node %d's replica of range %d: %s", id, d.GetRangeId(), st.Message())
 				if ctx.Err() != nil {
@@ -163,4 +174,17 @@ func holds(d *kvpb.RangeDescriptor, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// midMove reports whether d is part way through a replica move: it has a
+// learner, or more voters than the replication factor.
+func midMove(d *kvpb.RangeDescriptor, factor int) bool {
+	voters := 0
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_LEARNER {
+			return true
+		}
+		voters++
+	}
+	return voters > factor
 }

@@ -204,7 +204,7 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 		if target == 0 {
 			err = unavailable(100*time.Millisecond, "no node known to hold the meta range")
 		} else {
-			err = call(ctx, target)
+			err = t.attempt(ctx, target, call)
 		}
 		if err == nil {
 			t.hint.Store(target)
@@ -223,6 +223,20 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// attempt makes one call to target. A call to another node is bounded by
+// an election timeout, as the client bounds its attempts: a frozen oracle
+// (SIGSTOP, a stalled VM) must not hold every request of this node for
+// the whole CallTimeout while meta elects a leader elsewhere.
+func (t *oracleTransport) attempt(ctx context.Context, target uint64, call func(context.Context, uint64) error) error {
+	if target == t.n.ident.NodeID {
+		return call(ctx, target)
+	}
+	cfg := t.n.store.Config()
+	actx, cancel := context.WithTimeout(ctx, time.Duration(cfg.ElectionTicks)*cfg.TickInterval)
+	defer cancel()
+	return call(actx, target)
 }
 
 // target is the node to ask on the given attempt: the hint, else meta's

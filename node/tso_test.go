@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -9,21 +10,19 @@ import (
 	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/tso"
 )
 
 // nodeTimestamps takes n timestamps from tn's oracle client, from n
-// goroutines at once, and returns them with the calls they cost.
-func nodeTimestamps(t *testing.T, tn *testNode, n int) ([]hlc.Timestamp, uint64) {
+// goroutines at once.
+func nodeTimestamps(t *testing.T, tn *testNode, n int) []hlc.Timestamp {
 	t.Helper()
-	before, _ := tn.n.tsoClient.Calls()
 	out := make([]hlc.Timestamp, n)
 	var wg sync.WaitGroup
-	start := make(chan struct{})
 	for i := range out {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
 			ts, err := tn.n.tsoClient.Now(ctxT(t))
 			if err != nil {
 				t.Error(err)
@@ -31,21 +30,62 @@ func nodeTimestamps(t *testing.T, tn *testNode, n int) ([]hlc.Timestamp, uint64)
 			out[i] = ts
 		}()
 	}
-	close(start)
 	wg.Wait()
-	after, _ := tn.n.tsoClient.Calls()
-	return out, after - before
+	return out
+}
+
+// gatedTransport is the node's own oracle transport with its first
+// Timestamps call held until the test opens gate: requests made while
+// it is held all queue for the next call, whatever the scheduler does.
+type gatedTransport struct {
+	tso.Transport
+	gate    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedTransport) Timestamps(ctx context.Context, count int) (hlc.Timestamp, hlc.Timestamp, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.Transport.Timestamps(ctx, count)
 }
 
 // TestOracleBatchesConcurrentRequests: requests waiting at once share
-// calls to the oracle, every one gets its own timestamp, and a request
+// one call to the oracle, every one gets its own timestamp, and a request
 // that starts after another got its timestamp gets a higher one.
 func TestOracleBatchesConcurrentRequests(t *testing.T) {
 	tn := startNode(t, "", Config{})
+	g := &gatedTransport{Transport: &oracleTransport{n: tn.n}, gate: make(chan struct{}), entered: make(chan struct{})}
+	c := tso.NewClient(g, tn.n.clock, nil)
 	const n = 400
-	got, calls := nodeTimestamps(t, tn, n)
-	if calls == 0 || calls > n/4 {
-		t.Fatalf("%d concurrent requests made %d oracle calls; want them batched (at most %d)", n, calls, n/4)
+	got := make([]hlc.Timestamp, n)
+	var wg sync.WaitGroup
+	take := func(i int) {
+		defer wg.Done()
+		ts, err := c.Now(ctxT(t))
+		if err != nil {
+			t.Error(err)
+		}
+		got[i] = ts
+	}
+	// The first request's call is held; the other n-1 queue behind it.
+	wg.Add(n)
+	go take(0)
+	<-g.entered
+	for i := 1; i < n; i++ {
+		go take(i)
+	}
+	for c.Waiting() < n-1 {
+		runtime.Gosched()
+	}
+	close(g.gate)
+	wg.Wait()
+	if calls, _ := c.Calls(); calls != 2 {
+		t.Fatalf("%d requests, %d of them queued behind one call, made %d oracle calls; want 2", n, n-1, calls)
 	}
 	seen := map[hlc.Timestamp]bool{}
 	for _, ts := range got {
@@ -55,12 +95,12 @@ func TestOracleBatchesConcurrentRequests(t *testing.T) {
 		seen[ts] = true
 	}
 	// Real-time order: one after another, each above the one before.
-	prev, err := tn.n.tsoClient.Now(ctxT(t))
+	prev, err := c.Now(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 50; i++ {
-		ts, err := tn.n.tsoClient.Now(ctxT(t))
+		ts, err := c.Now(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +121,7 @@ func TestOracleBatchesConcurrentRequests(t *testing.T) {
 func TestOracleWindowSurvivesRestart(t *testing.T) {
 	dir := t.TempDir() + "/node"
 	tn := startNode(t, dir, Config{})
-	got, _ := nodeTimestamps(t, tn, 100)
+	got := nodeTimestamps(t, tn, 100)
 	var high hlc.Timestamp
 	for _, ts := range got {
 		high = high.Forward(ts)

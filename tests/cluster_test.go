@@ -20,7 +20,10 @@ import (
 
 func longTests() bool { return os.Getenv("SHALE_LONG_TESTS") != "" }
 
-const userRange = 2 // the range holding the whole user key space
+const (
+	metaRange = 1 // the meta range (descriptors, the oracle's window)
+	userRange = 2 // the range holding the whole user key space
+)
 
 // TestClusterReplicatesToAll: writes through any node reach every
 // replica.

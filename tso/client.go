@@ -161,6 +161,14 @@ func (c *Client) report(err error) {
 	}
 }
 
+// Waiting returns the number of requests queued for the next call (not
+// those the call in flight serves).
+func (c *Client) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiting)
+}
+
 // Calls returns the number of Timestamps calls the client has made, and
 // of Observe calls.
 func (c *Client) Calls() (timestamps, observes uint64) {
