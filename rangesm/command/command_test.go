@@ -43,6 +43,16 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 1 << 61, Logical: 3}, Start: []byte("a"), End: []byte("m"), MaxDeletes: 1000, MaxKeys: 1 << 20}},
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 5}}},
 		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
+		{Header: h, Kind: KindLeaseGrant, Lease: Lease{TTLMillis: 10_000}},
+		{Header: h, Kind: KindLeaseGrant, Lease: Lease{ID: 1 << 50, TTLMillis: 1}},
+		{Header: h, Kind: KindLeaseRevoke, Lease: Lease{ID: 3}},
+		{Header: h, Kind: KindLeaseRevoke, Lease: Lease{ID: 3, Expired: true}},
+		{Header: h, Kind: KindLeaseRevoke, Lease: Lease{ID: 3, Expired: true, Term: 1 << 40}},
+		{Header: h, Kind: KindLeaseAttach, Lease: Lease{ID: 3, Key: []byte("k")}},
+		{Header: h, Kind: KindLeaseSwept, Lease: Lease{ID: 3}},
+		{Header: h, Kind: KindLeasePut, Lease: Lease{ID: 3, Deadline: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("k"), Value: []byte("v")}}},
+		{Header: h, Kind: KindLeaseDelete, Lease: Lease{ID: 3, Keys: [][]byte{[]byte("a"), {}, []byte("zz")}}},
 	}
 }
 
@@ -137,6 +147,10 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindBatch, Mutations: []Mutation{{Kind: KindCAS}}},
 		{Kind: 200},
 		{Kind: KindRemoveNode},
+		{Kind: KindLeaseGrant, Lease: Lease{ID: 1}},
+		{Kind: KindLeasePut, Lease: Lease{Deadline: hlc.Timestamp{WallTime: 1}}, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k")}}},
+		{Kind: KindLeasePut, Lease: Lease{ID: 1}, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k")}}},
+		{Kind: KindLeaseDelete, Lease: Lease{ID: 1}},
 		{Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: -1}}},
 	} {
 		if _, err := c.Encode(nil); err == nil {

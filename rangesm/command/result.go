@@ -76,6 +76,18 @@ const (
 	// neighbour and takes no writes or changes. Nothing was written; the
 	// request may be retried (after the merge, on the merged range).
 	CodeRangeFrozen Code = 6
+	// CodeLeaseNotFound: the lease named does not exist (never granted,
+	// expired or revoked). Nothing was written.
+	CodeLeaseNotFound Code = 7
+	// CodeLeaseWindowPassed: a LeasePut would have applied past its
+	// attach window (docs/leases.md): the lease may have ended meanwhile.
+	// Nothing was written.
+	CodeLeaseWindowPassed Code = 8
+	// CodeLeaseExists: a LeaseGrant named a lease ID already in use.
+	CodeLeaseExists Code = 9
+	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
+	// than the one its leader decided it in. Nothing was changed.
+	CodeLeaseStaleExpiry Code = 10
 )
 
 func (c Code) String() string {
@@ -94,6 +106,14 @@ func (c Code) String() string {
 		return "not the meta range"
 	case CodeRangeFrozen:
 		return "range frozen for a merge"
+	case CodeLeaseNotFound:
+		return "lease not found"
+	case CodeLeaseWindowPassed:
+		return "lease attach window passed"
+	case CodeLeaseExists:
+		return "lease exists"
+	case CodeLeaseStaleExpiry:
+		return "lease expiry from another term"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }
