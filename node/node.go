@@ -248,6 +248,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
+	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)
