@@ -217,7 +217,7 @@ func TestTxnOneRange(t *testing.T) {
 		}
 		<-done
 		return tx.Put([]byte("a"), []byte("x"))
-}), client.ErrTxnMisuse)
+	}), client.ErrTxnMisuse)
 }
 
 func scanString(kvs []client.KeyValue) string {
