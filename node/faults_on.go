@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -23,12 +25,18 @@ import (
 //	PUT    /debug/faults/clock?offset=2s
 //	GET    /debug/faults/clock
 //	DELETE /debug/faults/clock
+//	PUT    /debug/faults/txn?skip_read_validation=true
+//	GET    /debug/faults/txn
+//	DELETE /debug/faults/txn
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
 // until cleared; and the clock: the node's physical clock reads offset
 // (either sign) away from the machine's until cleared (the fault suite's
-// clock-skew nemesis; --testing-clock-offset sets the same at start). A
+// clock-skew nemesis; --testing-clock-offset sets the same at start); and
+// a planted bug: one-range transactions commit without validating their
+// reads (rangesm/faults_on.go), which the transaction checkers of the
+// fault suite must catch (set it on every node, or replicas diverge). A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -52,6 +60,27 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("PUT /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("DELETE /debug/faults/clock", n.setClockOffset)
+	mux.HandleFunc("GET /debug/faults/txn", n.setTxnFault)
+	mux.HandleFunc("PUT /debug/faults/txn", n.setTxnFault)
+	mux.HandleFunc("DELETE /debug/faults/txn", n.setTxnFault)
+}
+
+// setTxnFault turns the planted transaction bug on (PUT
+// ?skip_read_validation=true) or off (DELETE), or says which it is (GET).
+func (n *Node) setTxnFault(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPut:
+		on, err := strconv.ParseBool(r.URL.Query().Get("skip_read_validation"))
+		if err != nil {
+			http.Error(w, "skip_read_validation: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rangesm.SetSkipTxnReadValidation(on)
+		n.log.Warn("fault injection: transaction read validation", "skipped", on)
+	case http.MethodDelete:
+		rangesm.SetSkipTxnReadValidation(false)
+	}
+	fmt.Fprintf(w, "skip_read_validation %v\n", rangesm.SkipTxnReadValidation())
 }
 
 // setClockOffset shifts the node's physical clock (PUT ?offset=), puts it
