@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/rangesm"
@@ -28,6 +29,8 @@ import (
 //	PUT    /debug/faults/txn?skip_read_validation=true
 //	GET    /debug/faults/txn
 //	DELETE /debug/faults/txn
+//	PUT    /debug/faults/export-drop
+//	DELETE /debug/faults/export-drop
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
@@ -36,7 +39,9 @@ import (
 // clock-skew nemesis; --testing-clock-offset sets the same at start); and
 // a planted bug: one-range transactions commit without validating their
 // reads (rangesm/faults_on.go), which the transaction checkers of the
-// fault suite must catch (set it on every node, or replicas diverge). A
+// fault suite must catch (set it on every node, or replicas diverge); and
+// a planted bug for the fault suite's backup checker: while export-drop is
+// set, every backup file this node exports leaves out its first key. A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -49,6 +54,8 @@ const faultInjectionBuilt = true
 type faultState struct {
 	mu     sync.Mutex
 	delays map[string]diskDelay // by kind of operation
+	// dropExport is the planted export bug (dropExportEntry).
+	dropExport atomic.Bool
 }
 
 type diskDelay struct{ delay, jitter time.Duration }
@@ -63,6 +70,8 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/faults/txn", n.setTxnFault)
 	mux.HandleFunc("PUT /debug/faults/txn", n.setTxnFault)
 	mux.HandleFunc("DELETE /debug/faults/txn", n.setTxnFault)
+	mux.HandleFunc("PUT /debug/faults/export-drop", n.setExportDrop)
+	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
 }
 
 // setTxnFault turns the planted transaction bug on (PUT
@@ -81,6 +90,20 @@ func (n *Node) setTxnFault(w http.ResponseWriter, r *http.Request) {
 		rangesm.SetSkipTxnReadValidation(false)
 	}
 	fmt.Fprintf(w, "skip_read_validation %v\n", rangesm.SkipTxnReadValidation())
+}
+
+// setExportDrop plants (PUT) or removes (DELETE) the export bug.
+func (n *Node) setExportDrop(w http.ResponseWriter, r *http.Request) {
+	on := r.Method == http.MethodPut
+	n.faults.dropExport.Store(on)
+	n.log.Warn("fault injection: backup exports drop their first key", "on", on)
+	fmt.Fprintf(w, "export-drop %v\n", on)
+}
+
+// dropExportEntry says whether an export leaves out its entry number i
+// (from 0): the first one, while the planted bug is set.
+func (n *Node) dropExportEntry(i uint64) bool {
+	return i == 0 && n.faults.dropExport.Load()
 }
 
 // setClockOffset shifts the node's physical clock (PUT ?offset=), puts it
