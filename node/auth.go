@@ -42,6 +42,8 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.Lease/KeepAlive":       certs.RoleReadWrite,
 	"/shale.kv.v1.Lease/Revoke":          certs.RoleReadWrite,
 	"/shale.kv.v1.LeaseInternal/":        certs.RoleNode,
+	"/shale.kv.v1.Txn/Begin":             certs.RoleReadOnly, // a timestamp; read-only transactions need it
+	"/shale.kv.v1.Txn/Commit":            certs.RoleReadWrite,
 	"/shale.raftrpc.v1.RaftTransport/":   certs.RoleNode, // every method of the service
 	"/shale.raftrpc.v1.TimestampOracle/": certs.RoleNode,
 }

@@ -253,6 +253,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
 	kvpb.RegisterLeaseServer(n.grpc, &leaseServer{n: n})
 	kvpb.RegisterLeaseInternalServer(n.grpc, &leaseInternalServer{n: n})
+	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)

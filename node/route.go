@@ -220,6 +220,10 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// The put took longer than its attach window to apply: the lease
 		// may have ended meanwhile. A new attempt attaches again.
 		return status.Errorf(codes.FailedPrecondition, "%s: %s; nothing written, retry", op, res.Message)
+	case command.CodeReadChanged:
+		// Not a failure of the request: the transaction's answer says
+		// its reads changed (txn_server.go).
+		return nil
 	case command.CodeDedupWindowExpired:
 		// Whether the first attempt applied is no longer known.
 		st := status.Newf(codes.Unknown, "%s: the outcome of the write is unknown: %s", op, res.Message)

@@ -53,6 +53,11 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindLeasePut, Lease: Lease{ID: 3, Deadline: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}},
 			Mutations: []Mutation{{Kind: KindPut, Key: []byte("k"), Value: []byte("v")}}},
 		{Header: h, Kind: KindLeaseDelete, Lease: Lease{ID: 3, Keys: [][]byte{[]byte("a"), {}, []byte("zz")}}},
+		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2},
+			Reads: []TxnRead{{Key: []byte("a")}, {Key: []byte("b"), End: []byte("c"), Span: true}, {Key: []byte("d"), Span: true}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDeleteRange, Key: []byte("e"), Value: []byte("f")}}},
+		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}},
+			Mutations: []Mutation{{Kind: KindDelete, Key: []byte("a")}}},
 	}
 }
 
@@ -248,6 +253,15 @@ func equal(a, b *Command) bool {
 	if a.GC.Threshold != b.GC.Threshold || !bytes.Equal(a.GC.Start, b.GC.Start) || !bytes.Equal(a.GC.End, b.GC.End) ||
 		a.GC.MaxDeletes != b.GC.MaxDeletes || a.GC.MaxKeys != b.GC.MaxKeys {
 		return false
+	}
+	if a.Txn.ReadTimestamp != b.Txn.ReadTimestamp || len(a.Txn.Reads) != len(b.Txn.Reads) {
+		return false
+	}
+	for i := range a.Txn.Reads {
+		x, y := a.Txn.Reads[i], b.Txn.Reads[i]
+		if x.Span != y.Span || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.End, y.End) {
+			return false
+		}
 	}
 	return proto.Equal(a.Node, b.Node) && proto.Equal(a.Descriptor, b.Descriptor)
 }

@@ -22,7 +22,8 @@ import (
 //	           AllocRangeID allocated, the window a TSOWindow found,
 //	           the versions a GC deleted (0 otherwise)
 //	value   := the CAS key's value before the command, the user key a
-//	           GC's next chunk starts at (empty otherwise)
+//	           GC's next chunk starts at, the key a TxnCommit found
+//	           changed (empty otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
@@ -76,18 +77,23 @@ const (
 	// neighbour and takes no writes or changes. Nothing was written; the
 	// request may be retried (after the merge, on the merged range).
 	CodeRangeFrozen Code = 6
+	// CodeReadChanged: a TxnCommit read a key that has a version above
+	// its read timestamp (or the range's history below it was collected):
+	// the transaction's snapshot is out of date. Nothing was written; the
+	// transaction may run again at a new snapshot. Value is the key.
+	CodeReadChanged Code = 7
 	// CodeLeaseNotFound: the lease named does not exist (never granted,
 	// expired or revoked). Nothing was written.
-	CodeLeaseNotFound Code = 7
+	CodeLeaseNotFound Code = 8
 	// CodeLeaseWindowPassed: a LeasePut would have applied past its
 	// attach window (docs/leases.md): the lease may have ended meanwhile.
 	// Nothing was written.
-	CodeLeaseWindowPassed Code = 8
+	CodeLeaseWindowPassed Code = 9
 	// CodeLeaseExists: a LeaseGrant named a lease ID already in use.
-	CodeLeaseExists Code = 9
+	CodeLeaseExists Code = 10
 	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
 	// than the one its leader decided it in. Nothing was changed.
-	CodeLeaseStaleExpiry Code = 10
+	CodeLeaseStaleExpiry Code = 11
 )
 
 func (c Code) String() string {
@@ -114,6 +120,8 @@ func (c Code) String() string {
 		return "lease exists"
 	case CodeLeaseStaleExpiry:
 		return "lease expiry from another term"
+	case CodeReadChanged:
+		return "read changed"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }
