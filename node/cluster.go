@@ -175,7 +175,7 @@ func (n *Node) join() (*raft.StoreIdent, []*kvpb.NodeDescriptor, error) {
 }
 
 func (n *Node) joinVia(ctx context.Context, addr string) (*raft.StoreIdent, []*kvpb.NodeDescriptor, error) {
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.sec.peerCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.peerCredentials(0)))
 	if err != nil {
 		return nil, nil, err
 	}

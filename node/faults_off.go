@@ -18,3 +18,6 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 		http.Error(w, "fault injection is not built into this binary (it is only in test builds: go build -tags faults)", http.StatusNotFound)
 	})
 }
+
+// dropExportEntry is the planted export bug of the test build: never here.
+func (n *Node) dropExportEntry(uint64) bool { return false }

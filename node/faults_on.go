@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/storage"
@@ -23,12 +24,16 @@ import (
 //	PUT    /debug/faults/clock?offset=2s
 //	GET    /debug/faults/clock
 //	DELETE /debug/faults/clock
+//	PUT    /debug/faults/export-drop
+//	DELETE /debug/faults/export-drop
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
 // until cleared; and the clock: the node's physical clock reads offset
 // (either sign) away from the machine's until cleared (the fault suite's
-// clock-skew nemesis; --testing-clock-offset sets the same at start). A
+// clock-skew nemesis; --testing-clock-offset sets the same at start); and
+// a planted bug for the fault suite's backup checker: while export-drop is
+// set, every backup file this node exports leaves out its first key. A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -41,6 +46,8 @@ const faultInjectionBuilt = true
 type faultState struct {
 	mu     sync.Mutex
 	delays map[string]diskDelay // by kind of operation
+	// dropExport is the planted export bug (dropExportEntry).
+	dropExport atomic.Bool
 }
 
 type diskDelay struct{ delay, jitter time.Duration }
@@ -52,6 +59,22 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("PUT /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("DELETE /debug/faults/clock", n.setClockOffset)
+	mux.HandleFunc("PUT /debug/faults/export-drop", n.setExportDrop)
+	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
+}
+
+// setExportDrop plants (PUT) or removes (DELETE) the export bug.
+func (n *Node) setExportDrop(w http.ResponseWriter, r *http.Request) {
+	on := r.Method == http.MethodPut
+	n.faults.dropExport.Store(on)
+	n.log.Warn("fault injection: backup exports drop their first key", "on", on)
+	fmt.Fprintf(w, "export-drop %v\n", on)
+}
+
+// dropExportEntry says whether an export leaves out its entry number i
+// (from 0): the first one, while the planted bug is set.
+func (n *Node) dropExportEntry(i uint64) bool {
+	return i == 0 && n.faults.dropExport.Load()
 }
 
 // setClockOffset shifts the node's physical clock (PUT ?offset=), puts it

@@ -23,13 +23,19 @@ type peerClients struct {
 	n  *Node
 	mu struct {
 		sync.Mutex
-		conns map[string]*grpc.ClientConn
+		conns map[peerKey]*grpc.ClientConn
 	}
+}
+
+// peerKey names a connection to another node.
+type peerKey struct {
+	id   uint64
+	addr string
 }
 
 func newPeerClients(n *Node) *peerClients {
 	p := &peerClients{n: n}
-	p.mu.conns = map[string]*grpc.ClientConn{}
+	p.mu.conns = map[peerKey]*grpc.ClientConn{}
 	return p
 }
 
@@ -48,20 +54,20 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 	if d.GetAddress() == "" || d.GetAddress() == unknownAddress {
 		return nil, fmt.Errorf("no address known for node %d", id)
 	}
-	return p.connAddr(d.GetAddress())
-}
-
-// connAddr returns a connection to the node serving gRPC at addr.
-func (p *peerClients) connAddr(addr string) (*grpc.ClientConn, error) {
+	addr := d.GetAddress()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.conns == nil {
 		return nil, fmt.Errorf("node is stopping")
 	}
-	cc := p.mu.conns[addr]
+	// Keyed by node and address: the connection checks that the server
+	// is node id (its certificate), so another node at the same address
+	// gets its own.
+	key := peerKey{id: id, addr: addr}
+	cc := p.mu.conns[key]
 	if cc == nil {
 		var err error
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.sec.peerCredentials()),
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(p.n.peerCredentials(id)),
 			// Reconnect within a second of a node coming back (gRPC's
 			// default backoff grows to two minutes).
 			grpc.WithConnectParams(grpc.ConnectParams{
@@ -76,7 +82,7 @@ func (p *peerClients) connAddr(addr string) (*grpc.ClientConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.mu.conns[addr] = cc
+		p.mu.conns[key] = cc
 	}
 	return cc, nil
 }

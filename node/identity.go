@@ -105,7 +105,7 @@ func (n *Node) otherMembers(self uint64) []string {
 // peerStatus asks the node at addr for its full status, over the peer
 // credentials. It fails rather than waits when the node is not serving.
 func (n *Node) peerStatus(ctx context.Context, addr string) (*kvpb.StatusResponse, error) {
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.sec.peerCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.peerCredentials(0)))
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,9 @@ type metrics struct {
 	// (cluster_check.go).
 	foreignCluster prometheus.Counter
 	// impersonation counts claims of a node ID refused because the
-	// caller's certificate is bound to another node (peer_identity.go).
+	// caller's certificate is bound to another node (peer_identity.go),
+	// and servers refused for presenting another node's certificate
+	// (tls.go); it is security's counter.
 	impersonation prometheus.Counter
 	// gc are the GC queue's (gc_queue.go).
 	gc gcMetrics
@@ -76,12 +78,9 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_foreign_cluster_calls_total",
 			Help: "Calls refused because they named another cluster's ID: a node or client of another cluster is talking to this one.",
 		}),
-		impersonation: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_node_impersonation_refused_total",
-			Help: "Node-to-node messages refused because they claimed a node ID other than the one the sender's certificate is bound to.",
-		}),
-		gc:    newGCMetrics(),
-		watch: newWatchMetrics(n),
+		impersonation: n.sec.impersonation,
+		gc:            newGCMetrics(),
+		watch:         newWatchMetrics(n),
 		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_follower_reads_total",
 			Help: "Bounded-staleness reads this node served at a replica's frontier, without a leader barrier (on a follower or the leader).",

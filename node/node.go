@@ -207,7 +207,7 @@ func New(cfg Config) (*Node, error) {
 		DisableLeaseReads:         ro.DisableLeaseReads,
 		DisableQuiescence:         ro.DisableQuiescence,
 		LocalIP:                   n.localIP(),
-		TransportCredentials:      n.sec.peerCredentials(),
+		TransportCredentials:      n.peerCredentials,
 		Logger:                    n.log,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/internal/certs"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -98,5 +99,34 @@ func TestNodeIDFromTheCertificate(t *testing.T) {
 	defer n.Stop(t.Context())
 	if n.NodeID() != 2 {
 		t.Fatalf("node ID = %d, want 2 from the certificate", n.NodeID())
+	}
+}
+
+// TestNodeRefusesAPeerPresentingAnotherNodesCertificate: a node dialling
+// node 2 refuses a server at that address whose certificate is bound to
+// node 1 (a stolen certificate answering at another node's address), with
+// an error naming both, and counts it; dialled as node 1 the same server
+// is accepted, and so is it when only its address is known.
+func TestNodeRefusesAPeerPresentingAnotherNodesCertificate(t *testing.T) {
+	_, files := boundPKI(t)
+	tn := startNode(t, "", Config{NodeID: 1, Security: SecurityConfig{TLS: files("n1")}})
+	status := func(id uint64) error {
+		cc, err := grpc.NewClient("passthrough:///"+tn.addr(), grpc.WithTransportCredentials(tn.n.peerCredentials(id)))
+		must(t, err)
+		defer cc.Close()
+		_, err = kvpb.NewAdminClient(cc).Status(shortCtx(t), &kvpb.StatusRequest{})
+		return err
+	}
+	err := status(2)
+	if err == nil || !strings.Contains(err.Error(), "dialled node 2") || !strings.Contains(err.Error(), "bound to node 1") {
+		t.Fatalf("Status dialled as node 2 = %v, want a refusal naming node 2 and node 1", err)
+	}
+	if got := sumOf(scrape(t, tn)["shale_node_impersonation_refused_total"]); got < 1 {
+		t.Fatalf("shale_node_impersonation_refused_total = %v, want at least 1", got)
+	}
+	for _, id := range []uint64{1, 0} {
+		if err := status(id); err != nil {
+			t.Fatalf("Status dialled as node %d: %v", id, err)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shaledb/shale/internal/certs"
 
 	"google.golang.org/grpc"
@@ -44,11 +46,18 @@ func (c SecurityConfig) validate() error {
 type security struct {
 	tls  *tlsReloader // nil in insecure mode
 	auth *authorizer
+	// impersonation is shale_node_impersonation_refused_total, made here
+	// rather than with the other metrics because the Raft transport may
+	// dial (and refuse a peer) before those exist.
+	impersonation prometheus.Counter
 }
 
 func (n *Node) initSecurity() error {
 	cfg := n.cfg.Security
-	n.sec = &security{auth: &authorizer{}}
+	n.sec = &security{auth: &authorizer{}, impersonation: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shale_node_impersonation_refused_total",
+		Help: "Peers refused for acting as another node: messages claiming a node ID other than the one the sender's certificate is bound to, and servers dialled as one node presenting a certificate bound to another.",
+	})}
 	if cfg.Insecure() {
 		n.log.Warn("INSECURE MODE: TLS is off; every connection is plaintext and unauthenticated, " +
 			"and anyone who can reach this node can read, write and reconfigure the cluster. " +
@@ -89,13 +98,22 @@ func (s *security) serverCredentials() grpc.ServerOption {
 	return grpc.Creds(s.tls.serverCredentials())
 }
 
-// peerCredentials are the credentials this node dials other nodes with
-// (Raft transport, snapshots, forwarded admin requests, joining).
-func (s *security) peerCredentials() credentials.TransportCredentials {
-	if s.tls == nil {
+// peerCredentials are the credentials this node dials node id with (Raft
+// transport, snapshots, forwarded admin requests, the oracle, probes),
+// refusing a server whose certificate is bound to another node; id 0 when
+// only an address is known (joining, probing the initial members).
+func (n *Node) peerCredentials(id uint64) credentials.TransportCredentials {
+	if n.sec.tls == nil {
 		return insecure.NewCredentials()
 	}
-	return s.tls.peerCredentials()
+	return n.sec.tls.peerCredentials(id, n.peerRefused)
+}
+
+// peerRefused counts and logs a peer refused at the handshake for
+// presenting another node's certificate.
+func (n *Node) peerRefused(err error) {
+	n.sec.impersonation.Inc()
+	n.log.Warn("refused a peer presenting another node's certificate: it is not the node dialled", "err", err)
 }
 
 // ReloadCredentials re-reads the node's certificates and token file now

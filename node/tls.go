@@ -183,8 +183,13 @@ func (r *tlsReloader) httpServerConfig() *tls.Config {
 
 // peerCredentials are for dialling other nodes: this node's certificate as
 // its client identity, and a server that must present a node certificate
-// signed by the current CA for the address dialled.
-func (r *tlsReloader) peerCredentials() credentials.TransportCredentials {
+// signed by the current CA for the address dialled. When node is not 0
+// the node dialled is known (a member's address from the descriptors),
+// and a server whose certificate is bound to another node ID is refused:
+// whoever answers at that address holds another node's certificate
+// (docs/security.md, "Node identity"). refused, if not nil, is told of
+// each such refusal.
+func (r *tlsReloader) peerCredentials(node uint64, refused func(error)) credentials.TransportCredentials {
 	return credentials.NewTLS(&tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// The standard verification would pin the CA pool of the moment
@@ -195,7 +200,14 @@ func (r *tlsReloader) peerCredentials() credentials.TransportCredentials {
 			return r.get().cert, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyPeerNode(cs, r.get().pool)
+			if err := verifyPeerNode(cs, r.get().pool); err != nil {
+				return err
+			}
+			err := verifyPeerNodeID(cs.PeerCertificates[0], node, cs.ServerName)
+			if err != nil && refused != nil {
+				refused(err)
+			}
+			return err
 		},
 	})
 }
@@ -222,3 +234,27 @@ func verifyPeerNode(cs tls.ConnectionState, pool *x509.CertPool) error {
 	}
 	return nil
 }
+
+// verifyPeerNodeID checks that a verified node certificate may be node
+// want's: bound to want, or unbound (a certificate made before binding
+// existed binds nothing, as on the serving side). want 0 is a dial by
+// address alone (joining, probing the initial members), which names no
+// node to check against.
+func verifyPeerNodeID(leaf *x509.Certificate, want uint64, host string) error {
+	if want == 0 {
+		return nil
+	}
+	got, bound, err := certs.NodeIDOf(leaf)
+	switch {
+	case err != nil:
+		return fmt.Errorf("peer certificate at %s: %w", host, err)
+	case bound && got != want:
+		return fmt.Errorf("%w: dialled node %d at %s, but its certificate is bound to node %d",
+			ErrPeerNodeMismatch, want, host, got)
+	}
+	return nil
+}
+
+// ErrPeerNodeMismatch is the refusal of a peer whose certificate is bound
+// to another node than the one dialled.
+var ErrPeerNodeMismatch = errors.New("node: refused a peer presenting another node's certificate")

@@ -151,8 +151,9 @@ type Config struct {
 	MaxPendingProposals int
 
 	// Transport tuning (see transport.Config). TransportCredentials
-	// secure connections to peers (nil: plaintext).
-	TransportCredentials credentials.TransportCredentials
+	// gives the credentials securing the connection to each peer node
+	// (nil: plaintext).
+	TransportCredentials func(nodeID uint64) credentials.TransportCredentials
 	LocalIP              net.IP
 	SnapshotRate         int64
 	SnapshotChunkBytes   int

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -123,9 +124,9 @@ func (p *peer) client() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	creds := p.t.cfg.Credentials
-	if creds == nil {
-		creds = insecure.NewCredentials()
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if p.t.cfg.Credentials != nil {
+		creds = p.t.cfg.Credentials(p.nodeID)
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),

@@ -87,9 +87,10 @@ type Config struct {
 	// node with several addresses talks to its peers from the one it
 	// advertises, so that firewall rules by address apply to it).
 	LocalIP net.IP
-	// Credentials secure connections to peers (mutual TLS between nodes);
-	// nil means plaintext (insecure mode).
-	Credentials credentials.TransportCredentials
+	// Credentials gives the credentials securing the connection to each
+	// peer node (mutual TLS between nodes, checking that the server is
+	// the node dialled); nil means plaintext (insecure mode).
+	Credentials func(nodeID uint64) credentials.TransportCredentials
 	// DialOptions are added to the defaults (credentials, keepalive) when
 	// connecting to peers.
 	DialOptions []grpc.DialOption

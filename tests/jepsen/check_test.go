@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/shaledb/shale/client"
 )
 
 // checkTimeout bounds porcupine on one key's history. A check that times
@@ -175,4 +177,7 @@ func checkSet(attempted map[string]setAdd, read map[string]string) setCheck {
 type setAdd struct {
 	value   string
 	outcome outcome
+	// version is the add's version when it was acknowledged (the backup
+	// check compares it with the backup's timestamp).
+	version client.Timestamp
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/shaledb/shale/client"
 )
 
 // These tests hold the checker to known answers on small hand-written
@@ -97,8 +99,8 @@ func TestCheckerSplitsByKey(t *testing.T) {
 
 func TestCheckerSet(t *testing.T) {
 	attempted := map[string]setAdd{
-		"set/1": {"1", okOutcome}, "set/2": {"2", okOutcome},
-		"set/3": {"3", unknownOutcome}, "set/4": {"4", failOutcome},
+		"set/1": {value: "1", outcome: okOutcome}, "set/2": {value: "2", outcome: okOutcome},
+		"set/3": {value: "3", outcome: unknownOutcome}, "set/4": {value: "4", outcome: failOutcome},
 	}
 	res := checkSet(attempted, map[string]string{"set/1": "1", "set/3": "3", "set/4": "4", "set/9": "9"})
 	if res.acked != 2 || len(res.lost) != 1 || res.lost[0] != "set/2" {
@@ -109,5 +111,43 @@ func TestCheckerSet(t *testing.T) {
 	}
 	if len(res.unexpected) != 2 {
 		t.Errorf("unexpected %v; want set/4 (failed) and set/9 (never added)", res.unexpected)
+	}
+}
+
+// TestCheckerBackup: the backup check holds a restored backup to the set's
+// state at the backup's timestamp: adds acknowledged at or below it
+// present with their values, later and failed adds absent, indeterminate
+// ones either way, nothing else.
+func TestCheckerBackup(t *testing.T) {
+	ts := func(w int64) client.Timestamp { return client.Timestamp{WallTime: w} }
+	attempted := map[string]setAdd{
+		"set/1": {value: "1", outcome: okOutcome, version: ts(10)},
+		"set/2": {value: "2", outcome: okOutcome, version: ts(20)},
+		"set/3": {value: "3", outcome: okOutcome, version: ts(30)},
+		"set/4": {value: "4", outcome: unknownOutcome},
+		"set/5": {value: "5", outcome: failOutcome},
+	}
+	at := ts(20)
+	good := checkBackup(attempted, at, map[string]string{"set/1": "1", "set/2": "2", "set/4": "4"})
+	if len(good.problems()) != 0 || good.expected != 2 || good.later != 1 || good.recovered != 1 {
+		t.Fatalf("a correct backup: %+v, problems %v", good, good.problems())
+	}
+	for _, c := range []struct {
+		name     string
+		restored map[string]string
+		missing  int
+		extra    int
+	}{
+		{"a key dropped", map[string]string{"set/2": "2"}, 1, 0},
+		{"a wrong value", map[string]string{"set/1": "1", "set/2": "x"}, 1, 0},
+		{"a write after the timestamp", map[string]string{"set/1": "1", "set/2": "2", "set/3": "3"}, 0, 1},
+		{"a failed add", map[string]string{"set/1": "1", "set/2": "2", "set/5": "5"}, 0, 1},
+		{"an indeterminate add with another value", map[string]string{"set/1": "1", "set/2": "2", "set/4": "y"}, 0, 1},
+		{"a key never added", map[string]string{"set/1": "1", "set/2": "2", "set/9": "9"}, 0, 1},
+	} {
+		res := checkBackup(attempted, at, c.restored)
+		if len(res.missing) != c.missing || len(res.extra) != c.extra || len(res.problems()) == 0 {
+			t.Errorf("%s: missing %v, extra %v; want %d and %d", c.name, res.missing, res.extra, c.missing, c.extra)
+		}
 	}
 }

@@ -126,7 +126,16 @@ func faultsBinary(t testing.TB) string {
 // flags too, and waits until every range has a leader.
 func startCluster(t testing.TB, dir string, n int, smallDisks bool, flags ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: shaleBinary(t), dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1, smallDisks: smallDisks, flags: flags}
+	return startClusterBin(t, shaleBinary(t), dir, n, smallDisks, flags...)
+}
+
+// startClusterBin is startCluster running binary bin.
+func startClusterBin(t testing.TB, bin, dir string, n int, smallDisks bool, flags ...string) *cluster {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, bin: bin, dir: dir, byID: map[uint64]*node{}, next: uint64(n) + 1, smallDisks: smallDisks, flags: flags}
 	var members []string
 	for id := uint64(1); id <= uint64(n); id++ {
 		nd := c.newNode(id)

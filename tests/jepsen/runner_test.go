@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +41,7 @@ type runResult struct {
 	scanReads     int // consistent reads checked (scan_workload_test.go)
 	torn          int // torn snapshots among them (other violations: problems)
 	scanSkipped   string
+	backup        string // the backup check's summary (backup_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
 	faultTime     time.Duration
@@ -117,7 +120,8 @@ func artifactsDir(name string, seed uint64) string {
 func runNemesis(t *testing.T, cfg runConfig) runResult {
 	res := runResult{name: cfg.nemesis.name}
 	dir := t.TempDir()
-	c := startCluster(t, dir, cfg.nodes, cfg.nemesis.smallDisks, cfg.nemesis.nodeFlags...)
+	backupDir := filepath.Join(dir, "backups")
+	c := startCluster(t, dir, cfg.nodes, cfg.nemesis.smallDisks, slices.Concat(cfg.nemesis.nodeFlags, backupFlags(backupDir))...)
 	r := &run{t: t, cfg: cfg, c: c, rng: scheduleRNG(cfg.seed, cfg.nemesis.name), skip: map[string]string{}, ranges: 1}
 	r.h = newHistory(time.Now())
 	if why := netAvailable(); why != "" {
@@ -207,6 +211,21 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		}
 	}
 
+	// A backup of the whole key space a third of the way into the
+	// schedule, retried until one completes (backup_check_test.go).
+	bsess, err := newSession(c, t)
+	if err != nil {
+		t.Fatalf("dialling the cluster: %v", err)
+	}
+	sessions = append(sessions, bsess)
+	bctx, stopBackup := context.WithCancel(context.Background())
+	defer stopBackup()
+	backupDone := make(chan backupTaken, 1)
+	go func() {
+		pause(bctx, cfg.duration/3)
+		backupDone <- takeBackup(bctx, bsess, "chaos-"+cfg.nemesis.name)
+	}()
+
 	r.logf("seed %d: %d nodes, %d register workers on %d keys, %d set workers, consistent-scan readers %d",
 		cfg.seed, cfg.nodes, cfg.regWorkers, cfg.regKeys, cfg.setWorkers, map[bool]int{true: cfg.scanReaders}[scan != nil])
 	pause(context.Background(), time.Second)
@@ -218,6 +237,15 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		res.problems = append(res.problems, "invalid run: after healing, "+err.Error())
 	} else {
 		r.logf("healed: a write reached every range %v after the last heal", time.Since(healed).Round(time.Millisecond))
+	}
+	// The backup, if none has completed yet, gets one more attempt's time
+	// while the writers still run.
+	var backup backupTaken
+	select {
+	case backup = <-backupDone:
+	case <-time.After(backupAttemptTimeout):
+		stopBackup()
+		backup = <-backupDone
 	}
 	pause(context.Background(), 3*time.Second) // availability after the faults
 	stopWorkers()
@@ -336,6 +364,31 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 			res.problems = append(res.problems, fmt.Sprintf("%d unexpected elements, e.g. %v", len(sc.unexpected), first(sc.unexpected, 5)))
 		}
 		r.logf("set: %d acknowledged adds all present, %d indeterminate adds present", sc.acked-len(sc.lost), sc.recovered)
+	}
+	res.backup = "-"
+	if backup.manifest == nil {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: no backup completed during the run (%d attempts, the last: %v)",
+			backup.attempts, backup.lastErr))
+	} else {
+		// The source cluster's work is done; its logs stay on disk.
+		for _, nd := range c.nodes(true) {
+			nd.kill()
+		}
+		set.mu.Lock()
+		added := maps.Clone(set.added)
+		set.mu.Unlock()
+		bc, err := restoreAndCheck(t, filepath.Join(dir, "restore"), backupDir, backup, added)
+		switch {
+		case err != nil:
+			res.problems = append(res.problems, "backup check: "+err.Error())
+		case len(bc.problems()) > 0:
+			res.problems = append(res.problems, bc.problems()...)
+			res.backup = "FAILED"
+		default:
+			res.backup = "ok"
+			r.logf("backup %s at %v (attempt %d, %d entries) restored into a fresh cluster: the %d adds acknowledged at or below its timestamp all there, none of the %d later, %d indeterminate present",
+				backup.dir, backup.manifest.ReadTimestamp, backup.attempts, backup.manifest.Entries, bc.expected, bc.later, bc.recovered)
+		}
 	}
 	if len(res.problems) > 0 {
 		res.artifacts = art
@@ -529,11 +582,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -545,8 +598,8 @@ func report(results []runResult) string {
 			scans, torn = "-", "-"
 			note += " (consistent scans skipped: " + r.scanSkipped + ")"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn,
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()

@@ -186,7 +186,7 @@ func (w *setWorkload) worker(ctx context.Context, id int, sess *session) {
 		key, value := fmt.Sprintf("set/%02d/%07d", id, n), fmt.Sprint(n)
 		o := op{Worker: id, Input: regInput{Kind: opAdd, Key: key, Value: value}, Call: w.h.now()}
 		octx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		err := cl.Put(octx, []byte(key), []byte(value))
+		version, err := cl.PutVersioned(octx, []byte(key), []byte(value))
 		cancel()
 		o.Return = w.h.now()
 		o.outcome = outcomeOf(err, true)
@@ -195,7 +195,7 @@ func (w *setWorkload) worker(ctx context.Context, id int, sess *session) {
 		}
 		w.h.add(o)
 		w.mu.Lock()
-		w.added[key] = setAdd{value: value, outcome: o.outcome}
+		w.added[key] = setAdd{value: value, outcome: o.outcome, version: version}
 		w.mu.Unlock()
 		if err != nil {
 			pause(ctx, 50*time.Millisecond)
