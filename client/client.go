@@ -55,12 +55,15 @@ type endpoint struct {
 	admin kvpb.AdminClient
 	// backup serves backup and restore (backup.go).
 	backup kvpb.BackupClient
+	// txn serves transactions' timestamps and commits (txn.go).
+	txn kvpb.TxnClient
 }
 
 // newEndpoint wraps a connection to addr: KV calls go over its Multiplex
 // stream unless Options.DisableMultiplexing (mux_kv.go).
 func (c *Client) newEndpoint(addr string, cc *grpc.ClientConn) *endpoint {
-	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc), backup: kvpb.NewBackupClient(cc)}
+	e := &endpoint{addr: addr, cc: cc, kv: kvpb.NewKVClient(cc), admin: kvpb.NewAdminClient(cc), backup: kvpb.NewBackupClient(cc),
+		txn: kvpb.NewTxnClient(cc)}
 	if !c.opts.DisableMultiplexing {
 		e.mux = newMuxKV(e.kv)
 		e.kv = e.mux

@@ -35,6 +35,37 @@
 // gets a higher one, whichever range it goes to. ParseTimestamp and
 // FormatTimestamp read and write timestamps as shalectl does.
 //
+// # Transactions
+//
+// Txn runs a function in a transaction (docs/transactions.md):
+//
+//	err := c.Txn(ctx, func(tx *client.Tx) error {
+//		v, _, err := tx.Get(ctx, []byte("from"))
+//		if err != nil { return err }
+//		...
+//		tx.Put([]byte("from"), newFrom)
+//		return tx.Put([]byte("to"), newTo)
+//	})
+//
+// Reads (Get, BatchGet, Scan) see one snapshot, the transaction's read
+// timestamp (a fresh oracle timestamp, so every write acknowledged before
+// Txn started is in it), plus the transaction's own writes; writes (Put,
+// Delete, DeleteRange) are buffered and committed when the function
+// returns nil, only if nothing the transaction read changed since its
+// snapshot. If something did, nothing is written and the function runs
+// again at a new snapshot after a backoff (so it must be safe to run
+// again), up to MaxTxnAttempts times. Committed transactions are strictly
+// serializable. A function's error aborts the transaction and is returned.
+//
+// Built: transactions whose reads and writes are all in one range (one
+// Raft proposal to commit), and read-only transactions over any ranges.
+// A transaction that writes and touches several ranges fails with
+// ErrTxnSpansRanges, nothing applied: transactions across ranges are not
+// built yet. Limits: MaxTxnWrites, MaxTxnWriteBytes (ErrTxnTooLarge),
+// MaxTxnDuration (ErrTxnAborted, "too old"). A Tx used after its
+// function returned or from two goroutines at once fails with
+// ErrTxnMisuse and the transaction does not commit.
+//
 // # Deadlines and retries
 //
 // Every request has a deadline: the context's, or Options.RequestTimeout.
@@ -82,6 +113,9 @@
 //   - ErrClockOffset: the node's clock is beyond the maximum offset from
 //     the cluster's and it refused; it also matches ErrUnavailable, and
 //     the client tries other nodes first.
+//   - ErrTxnTooLarge, ErrTxnSpansRanges, ErrTxnMisuse (which also match
+//     ErrInvalidArgument) and ErrTxnAborted (Error.Msg gives the reason):
+//     a transaction that did not commit; nothing applied.
 //   - ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied:
 //     not applied.
 //

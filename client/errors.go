@@ -30,6 +30,10 @@ import (
 //	ErrFailedPrecondition not applied
 //	ErrHistoryCompacted   not applied (a read)
 //	ErrClockOffset        not applied
+//	ErrTxnTooLarge        not applied (a transaction)
+//	ErrTxnAborted         not applied (a transaction)
+//	ErrTxnSpansRanges     not applied (a transaction)
+//	ErrTxnMisuse          not applied (a transaction)
 //
 // ErrInternal on a write is unknown because it reports a failure the node
 // did not expect (an engine or replication error outside the documented
@@ -94,6 +98,25 @@ var (
 	// Error.ClockOffset has the measurement. It also matches
 	// ErrUnavailable.
 	ErrClockOffset = errors.New("client: node clock offset beyond the maximum")
+	// ErrTxnTooLarge: a transaction's writes are over its limits
+	// (MaxTxnWrites writes, MaxTxnWriteBytes of keys and values;
+	// docs/transactions.md). Nothing was applied. It also matches
+	// ErrInvalidArgument.
+	ErrTxnTooLarge = errors.New("client: transaction too large")
+	// ErrTxnAborted: a transaction did not commit and Txn stopped
+	// retrying it; Error.Msg gives the reason (its reads kept changing
+	// under it for every attempt Txn allows, or it ran longer than
+	// MaxTxnDuration). Nothing was applied.
+	ErrTxnAborted = errors.New("client: transaction aborted")
+	// ErrTxnSpansRanges: a transaction that writes read or wrote keys of
+	// more than one range; transactions across ranges are not built yet
+	// (docs/transactions.md). Nothing was applied. It also matches
+	// ErrInvalidArgument. A transaction that only reads may span ranges.
+	ErrTxnSpansRanges = errors.New("client: transaction spans more than one range")
+	// ErrTxnMisuse: a Tx was used after its function returned, or from two
+	// goroutines at once. The transaction is not committed. It also
+	// matches ErrInvalidArgument.
+	ErrTxnMisuse = errors.New("client: transaction misused")
 )
 
 // Error describes a failed request: the operation, the endpoint that gave
@@ -137,6 +160,10 @@ func (e *Error) Error() string {
 		s += ": history compacted"
 	case ErrClockOffset:
 		s += ": clock offset"
+	case ErrTxnAborted:
+		s += ": transaction aborted"
+	case ErrTxnTooLarge:
+		s += ": transaction too large"
 	}
 	return s + ": " + e.Msg
 }
@@ -149,7 +176,7 @@ func NewError(kind error, op, msg string) *Error {
 	switch kind {
 	case ErrInvalidArgument, ErrUnavailable, ErrAmbiguous, ErrResourceExhausted, ErrInternal,
 		ErrNotFound, ErrClosed, ErrBatchSpansRanges, ErrPermissionDenied, ErrFailedPrecondition,
-		ErrHistoryCompacted, ErrClockOffset:
+		ErrHistoryCompacted, ErrClockOffset, ErrTxnTooLarge, ErrTxnAborted, ErrTxnSpansRanges, ErrTxnMisuse:
 	default:
 		kind = ErrInternal
 	}
@@ -195,7 +222,16 @@ func (e *Error) Outcome() Outcome {
 // ErrClockOffset: like it, the request was not applied and another node
 // may serve it).
 func (e *Error) Is(target error) bool {
-	return target == e.kind || (e.kind == ErrClockOffset && target == ErrUnavailable)
+	if target == e.kind {
+		return true
+	}
+	switch e.kind {
+	case ErrClockOffset:
+		return target == ErrUnavailable
+	case ErrTxnTooLarge, ErrTxnSpansRanges, ErrTxnMisuse:
+		return target == ErrInvalidArgument
+	}
+	return false
 }
 
 // Unwrap returns the underlying error: a gRPC status error, or the

@@ -34,6 +34,13 @@ func TestMethodRoles(t *testing.T) {
 		}
 		check(kvpb.Admin_ServiceDesc.ServiceName, m.MethodName, want)
 	}
+	for _, m := range kvpb.Txn_ServiceDesc.Methods {
+		want := certs.RoleReadWrite
+		if m.MethodName == "Begin" {
+			want = certs.RoleReadOnly
+		}
+		check(kvpb.Txn_ServiceDesc.ServiceName, m.MethodName, want)
+	}
 	for _, s := range raftrpcpb.RaftTransport_ServiceDesc.Streams {
 		check(raftrpcpb.RaftTransport_ServiceDesc.ServiceName, s.StreamName, certs.RoleNode)
 	}

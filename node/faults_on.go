@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -24,6 +26,9 @@ import (
 //	PUT    /debug/faults/clock?offset=2s
 //	GET    /debug/faults/clock
 //	DELETE /debug/faults/clock
+//	PUT    /debug/faults/txn?skip_read_validation=true
+//	GET    /debug/faults/txn
+//	DELETE /debug/faults/txn
 //	PUT    /debug/faults/export-drop
 //	DELETE /debug/faults/export-drop
 //
@@ -32,6 +37,9 @@ import (
 // until cleared; and the clock: the node's physical clock reads offset
 // (either sign) away from the machine's until cleared (the fault suite's
 // clock-skew nemesis; --testing-clock-offset sets the same at start); and
+// a planted bug: one-range transactions commit without validating their
+// reads (rangesm/faults_on.go), which the transaction checkers of the
+// fault suite must catch (set it on every node, or replicas diverge); and
 // a planted bug for the fault suite's backup checker: while export-drop is
 // set, every backup file this node exports leaves out its first key. A
 // slow disk for the fault tests (tests/jepsen); never for
@@ -59,8 +67,29 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("PUT /debug/faults/clock", n.setClockOffset)
 	mux.HandleFunc("DELETE /debug/faults/clock", n.setClockOffset)
+	mux.HandleFunc("GET /debug/faults/txn", n.setTxnFault)
+	mux.HandleFunc("PUT /debug/faults/txn", n.setTxnFault)
+	mux.HandleFunc("DELETE /debug/faults/txn", n.setTxnFault)
 	mux.HandleFunc("PUT /debug/faults/export-drop", n.setExportDrop)
 	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
+}
+
+// setTxnFault turns the planted transaction bug on (PUT
+// ?skip_read_validation=true) or off (DELETE), or says which it is (GET).
+func (n *Node) setTxnFault(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPut:
+		on, err := strconv.ParseBool(r.URL.Query().Get("skip_read_validation"))
+		if err != nil {
+			http.Error(w, "skip_read_validation: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rangesm.SetSkipTxnReadValidation(on)
+		n.log.Warn("fault injection: transaction read validation", "skipped", on)
+	case http.MethodDelete:
+		rangesm.SetSkipTxnReadValidation(false)
+	}
+	fmt.Fprintf(w, "skip_read_validation %v\n", rangesm.SkipTxnReadValidation())
 }
 
 // setExportDrop plants (PUT) or removes (DELETE) the export bug.

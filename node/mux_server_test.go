@@ -333,7 +333,11 @@ func TestMuxDrainsOnStop(t *testing.T) {
 func TestMuxDisabled(t *testing.T) {
 	tn := startNode(t, "", Config{Conn: ConnLimits{DisableMultiplex: true}})
 	m := openMux(t, tn.kv)
-	m.send(m.call(kvpb.MuxMethod_MUX_METHOD_PUT, muxPut("k", "v"), time.Minute))
+	// The node may refuse the stream before the call is sent: Send then
+	// says only io.EOF, and the refusal's status comes from Recv.
+	if err := m.stream.Send(&kvpb.MuxRequest{Calls: []*kvpb.MuxCall{m.call(kvpb.MuxMethod_MUX_METHOD_PUT, muxPut("k", "v"), time.Minute)}}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("Send: %v", err)
+	}
 	if _, err := m.stream.Recv(); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Recv: %v, want Unimplemented", err)
 	}

@@ -254,6 +254,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
 	kvpb.RegisterWatchServer(n.grpc, &watchServer{n: n})
+	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.store.RegisterServer(n.grpc)

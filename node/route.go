@@ -214,6 +214,10 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// Frozen for a merge: nothing was written; after the merge the
 		// keys are the left-hand range's.
 		return unavailable(50*time.Millisecond, "%s: not applied: %s", op, res.Message)
+	case command.CodeReadChanged:
+		// Not a failure of the request: the transaction's answer says
+		// its reads changed (txn_server.go).
+		return nil
 	case command.CodeDedupWindowExpired:
 		// Whether the first attempt applied is no longer known.
 		st := status.Newf(codes.Unknown, "%s: the outcome of the write is unknown: %s", op, res.Message)

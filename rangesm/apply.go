@@ -101,7 +101,8 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 			return false
 		}
 		switch k {
-		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose:
+		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
+			command.KindTxnCommit:
 		default:
 			return false
 		}
@@ -141,34 +142,10 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 				return res, nil
 			}
 		}
-		v, ok := r.nextVersion(cmd.Timestamp)
-		if !ok {
-			return frontierAtMax(), nil
-		}
-		w := r.writer()
-		for i := range cmd.Mutations {
-			m := &cmd.Mutations[i]
-			var err error
-			switch m.Kind {
-			case command.KindPut:
-				err = w.Put(m.Key, v, m.Value)
-			case command.KindDelete:
-				_, err = w.Delete(m.Key, v)
-			case command.KindDeleteRange:
-				var end []byte
-				if len(m.Value) > 0 {
-					end = m.Value
-				}
-				_, err = w.DeleteRange(m.Key, end, v)
-			}
-			if err != nil {
-				// v is above every version of the range (the frontier
-				// rule), so this is local state contradicting the log.
-				return command.Result{}, fmt.Errorf("%v at %s: %w", cmd.Kind, v, err)
-			}
-		}
-		r.advance(v)
-		return command.Result{Version: v}, nil
+		return r.applyMutations(cmd)
+
+	case command.KindTxnCommit:
+		return r.applyTxnCommit(cmd)
 
 	case command.KindCAS:
 		return r.applyCAS(cmd)
@@ -223,6 +200,41 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyTSOWindow(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
+}
+
+// applyMutations writes cmd's mutations at v = max(T, F.Next()), in
+// order (a later one of a key wins), and raises the frontier to v. The
+// caller has checked that every key is in the range.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyMutations(cmd *command.Command) (command.Result, error) {
+	v, ok := r.nextVersion(cmd.Timestamp)
+	if !ok {
+		return frontierAtMax(), nil
+	}
+	w := r.writer()
+	for i := range cmd.Mutations {
+		m := &cmd.Mutations[i]
+		var err error
+		switch m.Kind {
+		case command.KindPut:
+			err = w.Put(m.Key, v, m.Value)
+		case command.KindDelete:
+			_, err = w.Delete(m.Key, v)
+		case command.KindDeleteRange:
+			var end []byte
+			if len(m.Value) > 0 {
+				end = m.Value
+			}
+			_, err = w.DeleteRange(m.Key, end, v)
+		}
+		if err != nil {
+			// v is above every version of the range (the frontier
+			// rule), so this is local state contradicting the log.
+			return command.Result{}, fmt.Errorf("%v at %s: %w", cmd.Kind, v, err)
+		}
+	}
+	r.advance(v)
+	return command.Result{Version: v}, nil
 }
 
 // applyCAS compares and maybe swaps one key, at apply time: on its value

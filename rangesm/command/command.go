@@ -18,7 +18,7 @@
 //	body      := put | delete | delete_range | batch | cas | dedup_gc
 //	           | put_node | put_descriptor | change_replicas | remove_node
 //	           | split | alloc_range_id | put_descriptors | freeze
-//	           | unfreeze | merge | merge_abort | close | gc
+//	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -47,6 +47,12 @@
 //	gc             := threshold:timestamp start:bytes end:bytes
 //	                  max_deletes:uvarint max_keys:uvarint           (kind 19)
 //	                  (end empty: the range's end)
+//	txn_commit     := read_ts:timestamp count:uvarint read{count}
+//	                  count:uvarint mutation{count}                  (kind 20)
+//	                  (read_ts zero only without reads)
+//	read           := flags:u8 start:bytes [end:bytes if flags bit 0]
+//	                  (no bit 0: the point key start; bit 0: the span
+//	                  [start, end), an empty end the key space's end)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
@@ -110,6 +116,12 @@ const (
 	KindMergeAbort     Kind = 17
 	KindClose          Kind = 18
 	KindGC             Kind = 19
+	// KindTxnCommit commits a transaction whose reads and writes lie in
+	// one range, in one proposal (docs/transactions.md, "One range"): it
+	// fails with CodeReadChanged, writing nothing, when a key it read has
+	// a version above its read timestamp; otherwise it applies its
+	// mutations as a batch does.
+	KindTxnCommit Kind = 20
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
@@ -156,6 +168,8 @@ func (k Kind) String() string {
 		return "Close"
 	case KindGC:
 		return "GC"
+	case KindTxnCommit:
+		return "TxnCommit"
 	case KindTSOWindow:
 		return "TSOWindow"
 	}
@@ -166,7 +180,7 @@ func (k Kind) String() string {
 // deduplication by client ID).
 func (k Kind) IsWrite() bool {
 	switch k {
-	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS:
+	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit:
 		return true
 	}
 	return false
@@ -192,7 +206,25 @@ type Header struct {
 	Timestamp hlc.Timestamp
 }
 
-// Mutation is one write of a Put, Delete, DeleteRange or Batch command.
+// TxnRead is one read of a transaction: a point key (End nil and Span
+// false) or the span [Key, End) a scan covered (an empty End: the key
+// space's end).
+type TxnRead struct {
+	Key, End []byte
+	Span     bool
+}
+
+// TxnCommit is the body of a KindTxnCommit besides its mutations.
+type TxnCommit struct {
+	// ReadTimestamp is the transaction's snapshot R: every read was
+	// served at R. The commit fails if a key read has a version above R.
+	ReadTimestamp hlc.Timestamp
+	// Reads are the keys and spans the transaction read from this range.
+	Reads []TxnRead
+}
+
+// Mutation is one write of a Put, Delete, DeleteRange, Batch or TxnCommit
+// command.
 type Mutation struct {
 	Kind Kind // KindPut, KindDelete or KindDeleteRange
 	// Key is the key written, or the start of a DeleteRange.
@@ -223,8 +255,10 @@ type Command struct {
 	Header
 	Kind Kind
 	// Mutations: exactly one for KindPut, KindDelete and KindDeleteRange;
-	// any number (at least one) for KindBatch.
+	// any number (at least one) for KindBatch and KindTxnCommit.
 	Mutations []Mutation
+	// Txn is set for KindTxnCommit.
+	Txn TxnCommit
 	// CAS is set for KindCAS.
 	CAS CAS
 	// Node is set for KindPutNode: the node to register. NodeId 0 asks the
@@ -312,19 +346,29 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		}
 		dst = appendMutationBody(dst, &c.Mutations[0])
 	case KindBatch:
-		if len(c.Mutations) == 0 {
-			return nil, errors.New("command: empty batch")
+		var err error
+		if dst, err = appendMutations(dst, c.Mutations); err != nil {
+			return nil, err
 		}
-		dst = binary.AppendUvarint(dst, uint64(len(c.Mutations)))
-		for i := range c.Mutations {
-			m := &c.Mutations[i]
-			switch m.Kind {
-			case KindPut, KindDelete, KindDeleteRange:
-			default:
-				return nil, fmt.Errorf("command: batch mutation %d has kind %v", i, m.Kind)
+	case KindTxnCommit:
+		if !c.Txn.ReadTimestamp.Valid() || (c.Txn.ReadTimestamp.IsZero() && len(c.Txn.Reads) > 0) {
+			return nil, fmt.Errorf("command: invalid transaction read timestamp %s", c.Txn.ReadTimestamp)
+		}
+		dst = c.Txn.ReadTimestamp.AppendEncode(dst)
+		dst = binary.AppendUvarint(dst, uint64(len(c.Txn.Reads)))
+		for _, rd := range c.Txn.Reads {
+			if rd.Span {
+				dst = append(dst, txnReadSpan)
+				dst = appendBytes(dst, rd.Key)
+				dst = appendBytes(dst, rd.End)
+			} else {
+				dst = append(dst, 0)
+				dst = appendBytes(dst, rd.Key)
 			}
-			dst = append(dst, byte(m.Kind))
-			dst = appendMutationBody(dst, m)
+		}
+		var err error
+		if dst, err = appendMutations(dst, c.Mutations); err != nil {
+			return nil, err
 		}
 	case KindCAS:
 		var flags byte
@@ -439,6 +483,29 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// txnReadSpan flags a transaction read that is a span, not a point key.
+const txnReadSpan byte = 1 << 0
+
+// appendMutations appends the mutations of a batch or transaction: at
+// least one, each a put, delete or delete_range.
+func appendMutations(dst []byte, muts []Mutation) ([]byte, error) {
+	if len(muts) == 0 {
+		return nil, errors.New("command: empty batch")
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(muts)))
+	for i := range muts {
+		m := &muts[i]
+		switch m.Kind {
+		case KindPut, KindDelete, KindDeleteRange:
+		default:
+			return nil, fmt.Errorf("command: batch mutation %d has kind %v", i, m.Kind)
+		}
+		dst = append(dst, byte(m.Kind))
+		dst = appendMutationBody(dst, m)
+	}
+	return dst, nil
+}
+
 const (
 	casExpectAbsent  byte = 1 << 0
 	casDelete        byte = 1 << 1
@@ -486,25 +553,38 @@ func Decode(data []byte, c *Command) error {
 	case KindPut, KindDelete, KindDeleteRange:
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
 	case KindBatch:
-		n := d.uvarint()
-		// Every mutation takes at least two bytes; refuse counts the data
-		// cannot hold before allocating for them.
-		if n == 0 || n > uint64(len(d.buf))/2 {
-			d.fail("batch count %d for %d bytes", n, len(d.buf))
+		c.Mutations = d.mutations()
+	case KindTxnCommit:
+		if v == version1 {
+			d.fail("txn_commit in a version 1 command")
 			break
 		}
-		c.Mutations = make([]Mutation, n)
-		for i := range c.Mutations {
-			k := Kind(d.byte())
-			switch k {
-			case KindPut, KindDelete, KindDeleteRange:
-			default:
-				d.fail("batch mutation %d has kind %v", i, k)
+		c.Txn.ReadTimestamp = d.timestamp()
+		n := d.uvarint()
+		// Every read takes at least two bytes.
+		if n > uint64(len(d.buf))/2 {
+			d.fail("read count %d for %d bytes", n, len(d.buf))
+			break
+		}
+		if n > 0 {
+			c.Txn.Reads = make([]TxnRead, n)
+		}
+		for i := range c.Txn.Reads {
+			flags := d.byte()
+			if flags&^txnReadSpan != 0 {
+				d.fail("unknown transaction read flags %#x", flags)
 			}
 			if d.err != nil {
 				break
 			}
-			c.Mutations[i] = d.mutationBody(k)
+			rd := TxnRead{Key: d.bytes(), Span: flags&txnReadSpan != 0}
+			if rd.Span {
+				rd.End = d.bytes()
+			}
+			c.Txn.Reads[i] = rd
+		}
+		if d.err == nil {
+			c.Mutations = d.mutations()
 		}
 	case KindCAS:
 		flags := d.byte()
@@ -702,6 +782,31 @@ func (d *decoder) descriptor() *kvpb.RangeDescriptor {
 		return nil
 	}
 	return desc
+}
+
+// mutations reads a batch's or transaction's mutations (at least one).
+func (d *decoder) mutations() []Mutation {
+	n := d.uvarint()
+	// Every mutation takes at least two bytes; refuse counts the data
+	// cannot hold before allocating for them.
+	if n == 0 || n > uint64(len(d.buf))/2 {
+		d.fail("batch count %d for %d bytes", n, len(d.buf))
+		return nil
+	}
+	muts := make([]Mutation, n)
+	for i := range muts {
+		k := Kind(d.byte())
+		switch k {
+		case KindPut, KindDelete, KindDeleteRange:
+		default:
+			d.fail("batch mutation %d has kind %v", i, k)
+		}
+		if d.err != nil {
+			break
+		}
+		muts[i] = d.mutationBody(k)
+	}
+	return muts
 }
 
 func (d *decoder) mutationBody(k Kind) Mutation {

@@ -43,6 +43,11 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 1 << 61, Logical: 3}, Start: []byte("a"), End: []byte("m"), MaxDeletes: 1000, MaxKeys: 1 << 20}},
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 5}}},
 		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
+		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2},
+			Reads: []TxnRead{{Key: []byte("a")}, {Key: []byte("b"), End: []byte("c"), Span: true}, {Key: []byte("d"), Span: true}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDeleteRange, Key: []byte("e"), Value: []byte("f")}}},
+		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}},
+			Mutations: []Mutation{{Kind: KindDelete, Key: []byte("a")}}},
 	}
 }
 
@@ -234,6 +239,15 @@ func equal(a, b *Command) bool {
 	if a.GC.Threshold != b.GC.Threshold || !bytes.Equal(a.GC.Start, b.GC.Start) || !bytes.Equal(a.GC.End, b.GC.End) ||
 		a.GC.MaxDeletes != b.GC.MaxDeletes || a.GC.MaxKeys != b.GC.MaxKeys {
 		return false
+	}
+	if a.Txn.ReadTimestamp != b.Txn.ReadTimestamp || len(a.Txn.Reads) != len(b.Txn.Reads) {
+		return false
+	}
+	for i := range a.Txn.Reads {
+		x, y := a.Txn.Reads[i], b.Txn.Reads[i]
+		if x.Span != y.Span || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.End, y.End) {
+			return false
+		}
 	}
 	return proto.Equal(a.Node, b.Node) && proto.Equal(a.Descriptor, b.Descriptor)
 }

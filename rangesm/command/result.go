@@ -22,7 +22,8 @@ import (
 //	           AllocRangeID allocated, the window a TSOWindow found,
 //	           the versions a GC deleted (0 otherwise)
 //	value   := the CAS key's value before the command, the user key a
-//	           GC's next chunk starts at (empty otherwise)
+//	           GC's next chunk starts at, the key a TxnCommit found
+//	           changed (empty otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
@@ -76,6 +77,11 @@ const (
 	// neighbour and takes no writes or changes. Nothing was written; the
 	// request may be retried (after the merge, on the merged range).
 	CodeRangeFrozen Code = 6
+	// CodeReadChanged: a TxnCommit read a key that has a version above
+	// its read timestamp (or the range's history below it was collected):
+	// the transaction's snapshot is out of date. Nothing was written; the
+	// transaction may run again at a new snapshot. Value is the key.
+	CodeReadChanged Code = 7
 )
 
 func (c Code) String() string {
@@ -94,6 +100,8 @@ func (c Code) String() string {
 		return "not the meta range"
 	case CodeRangeFrozen:
 		return "range frozen for a merge"
+	case CodeReadChanged:
+		return "read changed"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// Transactions (docs/transactions.md).
+//
+// Txn runs a function against a Tx: reads at one snapshot, the read
+// timestamp R (a fresh timestamp from the cluster's oracle), and writes
+// buffered in the client. When the function returns nil the transaction
+// commits: its reads and writes are sent to their range as one command,
+// which applies the writes only if nothing the transaction read has a
+// version above R (one Raft proposal, no transaction record). If a read
+// changed, nothing is written and Txn runs the function again at a new
+// R, after a backoff. A committed transaction takes effect at one instant
+// between its start and its acknowledgement (strict serializability).
+//
+// Built: transactions whose reads and writes lie in one range, and
+// read-only transactions over any ranges. A transaction that writes and
+// touches more than one range fails with ErrTxnSpansRanges, nothing
+// applied, until transactions across ranges are built.
+
+// Transaction limits (docs/transactions.md, "Limits and errors").
+const (
+	// MaxTxnWrites is the most writes (Put, Delete, DeleteRange) one
+	// transaction may buffer.
+	MaxTxnWrites = 10_000
+	// MaxTxnWriteBytes bounds the keys and values of one transaction's
+	// writes: the nodes' default max_write_bytes, since a one-range
+	// transaction commits as one write.
+	MaxTxnWriteBytes = 8 << 20
+	// MaxTxnDuration bounds one attempt of a transaction, from its read
+	// timestamp to its commit: half the default history retention window
+	// (10 minutes), so that the versions its reads need are still there.
+	MaxTxnDuration = 5 * time.Minute
+	// MaxTxnAttempts is how many times Txn runs the function before it
+	// gives up on a transaction whose reads keep changing.
+	MaxTxnAttempts = 100
+)
+
+// Txn runs fn in a transaction and commits it when fn returns nil. An
+// error from fn aborts the transaction: nothing is applied, and Txn
+// returns that error as it is.
+//
+// Txn may run fn more than once: when what it read changed before it
+// could commit, it runs fn again (at a new snapshot, after a backoff), up
+// to MaxTxnAttempts times, then fails with ErrTxnAborted. fn must
+// therefore be safe to run again: do nothing outside the Tx that a
+// second run would repeat wrongly, and reset what it records at each run.
+//
+// The Tx is for fn's goroutine and for the duration of fn: using it after
+// fn returned, or from two goroutines at once, fails with ErrTxnMisuse and
+// the transaction is not committed. A transaction that neither read nor
+// wrote is refused (ErrInvalidArgument); one that only read commits
+// nothing and returns nil. ctx bounds every request of every attempt
+// (each gets Options.RequestTimeout when ctx has no deadline).
+//
+// Errors: those of fn; ErrTxnTooLarge, ErrTxnAborted, ErrTxnSpansRanges,
+// ErrTxnMisuse (nothing applied); and the request errors of the commit
+// (ErrAmbiguous when the commit's outcome is unknown, as for a Batch).
+func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
+	if fn == nil {
+		return &Error{Op: "Txn", Msg: "no function to run", kind: ErrInvalidArgument}
+	}
+	var last *Error
+	for attempt := 0; attempt < MaxTxnAttempts; attempt++ {
+		if attempt > 0 && !sleep(ctx, c.backoff(attempt-1)) {
+			return &Error{Op: "Txn", kind: ErrTxnAborted, cause: ctx.Err(),
+				Msg: fmt.Sprintf("the context ended while waiting to retry (attempt %d): %s", attempt+1, last.Msg)}
+		}
+		committed, changed, err := c.txnAttempt(ctx, fn)
+		if err != nil || committed {
+			return err
+		}
+		last = changed
+	}
+	return &Error{Op: "Txn", kind: ErrTxnAborted,
+		Msg: fmt.Sprintf("what the transaction read changed before it could commit on each of %d attempts; last: %s", MaxTxnAttempts, last.Msg)}
+}
+
+// txnAttempt runs fn once and commits. It returns committed true, or a
+// retriable conflict in changed, or an error that ends the transaction.
+func (c *Client) txnAttempt(ctx context.Context, fn func(tx *Tx) error) (committed bool, changed *Error, err error) {
+	rts, err := c.txnBegin(ctx)
+	if err != nil {
+		return false, nil, err
+	}
+	tx := newTx(c, rts)
+	ferr := fn(tx)
+	tx.end()
+	if e := tx.misuse.Load(); e != nil {
+		return false, nil, e
+	}
+	if ferr != nil {
+		return false, nil, ferr
+	}
+	if tx.tooLarge != nil {
+		// fn went on after a write was refused: the transaction is
+		// missing that write, so it must not commit.
+		return false, nil, tx.tooLarge
+	}
+	if d := time.Since(tx.started); d > MaxTxnDuration {
+		return false, nil, &Error{Op: "Txn", kind: ErrTxnAborted,
+			Msg: fmt.Sprintf("too old: the transaction ran %v, over the limit of %v (MaxTxnDuration)", d.Round(time.Millisecond), MaxTxnDuration)}
+	}
+	return tx.commit(ctx)
+}
+
+// txnBegin returns a fresh read timestamp from the oracle.
+func (c *Client) txnBegin(ctx context.Context) (Timestamp, error) {
+	const op = "TxnBegin"
+	var resp *kvpb.TxnBeginResponse
+	err := c.do(ctx, op, false, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = e.txn.Begin(ctx, &kvpb.TxnBeginRequest{Header: c.header(false)})
+		return err
+	})
+	if err != nil {
+		return Timestamp{}, err
+	}
+	if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
+		return Timestamp{}, err
+	}
+	rts, err := c.sawVersion(op, "read_timestamp", resp.GetReadTimestamp())
+	if err != nil {
+		return Timestamp{}, err
+	}
+	if rts.IsZero() {
+		return Timestamp{}, &Error{Op: op, Msg: "the node answered no read timestamp", kind: ErrInternal}
+	}
+	return rts, nil
+}
+
+// commit sends the transaction's writes, with its reads to validate, to
+// the one range that holds them all.
+func (tx *Tx) commit(ctx context.Context) (committed bool, changed *Error, err error) {
+	const op = "Txn"
+	c := tx.c
+	if len(tx.muts) == 0 {
+		if len(tx.reads) == 0 {
+			return false, nil, &Error{Op: op, Msg: "the transaction neither read nor wrote anything", kind: ErrInvalidArgument}
+		}
+		// Read-only: its reads at R are all it did; nothing to commit.
+		return true, nil, nil
+	}
+	req := &kvpb.TxnCommitRequest{Header: c.header(true), Reads: tx.reads, Mutations: tx.muts}
+	if len(tx.reads) > 0 {
+		req.ReadTimestamp = toProto(tx.rts)
+	}
+	var resp *kvpb.TxnCommitResponse
+	err = c.routed(ctx, op, true, routeKey{key: kvpb.MutationKey(tx.muts[0])}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		if err := tx.checkOneRange(d); err != nil {
+			return err
+		}
+		routeHeader(req.Header, d)
+		resp, err = e.txn.Commit(ctx, req)
+		return err
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	if !resp.GetCommitted() {
+		if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
+			return false, nil, err
+		}
+		rc := resp.GetReadChanged()
+		return false, &Error{Op: op, kind: ErrTxnAborted, Msg: "read changed: " + rc.GetReason()}, nil
+	}
+	if _, err := c.written(op, resp.GetHeader(), resp.GetVersion()); err != nil {
+		return false, nil, err
+	}
+	return true, nil, nil
+}
+
+// checkOneRange refuses a transaction whose reads or writes are not all in
+// d: only one-range transactions commit (docs/transactions.md).
+func (tx *Tx) checkOneRange(d *kvpb.RangeDescriptor) error {
+	outside := func(what string, k []byte) error {
+		return &Error{Op: "Txn", kind: ErrTxnSpansRanges,
+			Msg: "the transaction " + what + " " + quote(k) + ", outside " + describeRange(d) +
+				" which holds its other writes; transactions that write across ranges are not built yet (docs/transactions.md): keep a transaction's keys in one range"}
+	}
+	for _, m := range tx.muts {
+		switch op := m.GetOp().(type) {
+		case *kvpb.Mutation_DeleteRange:
+			if !containsSpan(d, op.DeleteRange.GetStartKey(), op.DeleteRange.GetEndKey()) {
+				return outside("deletes a span from", op.DeleteRange.GetStartKey())
+			}
+		default:
+			if k := kvpb.MutationKey(m); !containsKey(d, k) {
+				return outside("writes key", k)
+			}
+		}
+	}
+	for _, r := range tx.reads {
+		if r.GetSpan() {
+			if !containsSpan(d, r.GetKey(), r.GetEndKey()) {
+				return outside("scanned a span from", r.GetKey())
+			}
+		} else if !containsKey(d, r.GetKey()) {
+			return outside("read key", r.GetKey())
+		}
+	}
+	return nil
+}

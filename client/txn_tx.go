@@ -1,0 +1,349 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// Tx is one run of a transaction's function (Client.Txn): reads at the
+// transaction's read timestamp, writes buffered until commit. A read of a
+// key the transaction wrote is answered from its own writes. A Tx is for
+// the goroutine running the function and only until it returns; every
+// method fails with ErrTxnMisuse otherwise.
+type Tx struct {
+	c       *Client
+	rts     Timestamp
+	started time.Time
+
+	// busy is held by the goroutine inside a method; a second one that
+	// finds it held is misusing the Tx. done is set when fn returned.
+	busy atomic.Bool
+	done atomic.Bool
+	// misuse, once set, keeps the transaction from committing.
+	misuse atomic.Pointer[Error]
+
+	// The fields below are touched only by the goroutine holding busy
+	// (and by Txn once fn returned).
+
+	// tooLarge is set once a write was refused for the limits.
+	tooLarge *Error
+	// muts are the writes in order; points and dels index them for
+	// reads: the last point write of each key, and every range deletion,
+	// each with its position (seq) in muts.
+	muts       []*kvpb.Mutation
+	points     map[string]bufWrite
+	dels       []bufDelete
+	writeBytes int
+	// reads are the keys and spans read from the cluster, for the commit
+	// to validate; pointReads avoids listing a key twice.
+	reads      []*kvpb.TxnRead
+	pointReads map[string]bool
+}
+
+type bufWrite struct {
+	seq     int
+	value   []byte
+	deleted bool
+}
+
+type bufDelete struct {
+	start, end []byte // end empty: unbounded
+	seq        int
+}
+
+func newTx(c *Client, rts Timestamp) *Tx {
+	return &Tx{c: c, rts: rts, started: time.Now(), points: map[string]bufWrite{}, pointReads: map[string]bool{}}
+}
+
+// ReadTimestamp returns the transaction's read timestamp: every read of
+// this run of the function sees the versions at or below it.
+func (tx *Tx) ReadTimestamp() Timestamp { return tx.rts }
+
+// enter claims the Tx for a method call; the caller must call leave when
+// it returns nil.
+func (tx *Tx) enter(op string) *Error {
+	if tx.done.Load() {
+		return tx.misused(op, "the transaction was used after its function returned")
+	}
+	if !tx.busy.CompareAndSwap(false, true) {
+		return tx.misused(op, "the transaction was used from two goroutines at once")
+	}
+	return nil
+}
+
+func (tx *Tx) leave() { tx.busy.Store(false) }
+
+// misused records the misuse (the transaction will not commit) and
+// returns the error for the call.
+func (tx *Tx) misused(op, msg string) *Error {
+	e := &Error{Op: op, Msg: msg + "; it is not committed (a Tx is for its function's goroutine, until the function returns)", kind: ErrTxnMisuse}
+	tx.misuse.CompareAndSwap(nil, e)
+	return e
+}
+
+// end marks the function returned. A call still inside a method now is a
+// goroutine the function left running with the Tx.
+func (tx *Tx) end() {
+	tx.done.Store(true)
+	if tx.busy.Load() {
+		tx.misused("Txn", "a goroutine was still using the transaction when its function returned")
+	}
+}
+
+// buffered answers a read of key from the transaction's own writes: ok
+// says whether they decide it, and then deleted or value.
+func (tx *Tx) buffered(key []byte) (value []byte, deleted, ok bool) {
+	p, hasP := tx.points[string(key)]
+	for i := len(tx.dels) - 1; i >= 0; i-- {
+		d := tx.dels[i]
+		if hasP && d.seq < p.seq {
+			break
+		}
+		if inSpan(key, d.start, d.end) {
+			return nil, true, true
+		}
+	}
+	if hasP {
+		return p.value, p.deleted, true
+	}
+	return nil, false, false
+}
+
+func inSpan(key, start, end []byte) bool {
+	return bytes.Compare(key, start) >= 0 && (len(end) == 0 || bytes.Compare(key, end) < 0)
+}
+
+func (tx *Tx) readPoint(key []byte) {
+	if tx.pointReads[string(key)] {
+		return
+	}
+	tx.pointReads[string(key)] = true
+	tx.reads = append(tx.reads, &kvpb.TxnRead{Key: key})
+}
+
+// Get reads key at the transaction's snapshot, or from its own writes.
+// A missing key is not an error: found is false.
+func (tx *Tx) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	const op = "Tx.Get"
+	if e := tx.enter(op); e != nil {
+		return nil, false, e
+	}
+	defer tx.leave()
+	if e := tx.c.checkKey(op, "key", key); e != nil {
+		return nil, false, e
+	}
+	if v, deleted, ok := tx.buffered(key); ok {
+		return v, !deleted, nil
+	}
+	r, err := tx.c.getVersioned(ctx, op, key, []ReadOption{AtTimestamp(tx.rts)})
+	if err != nil {
+		return nil, false, err
+	}
+	tx.readPoint(append([]byte{}, key...))
+	return r.Value, r.Found, nil
+}
+
+// BatchGet reads keys at the transaction's snapshot (those it wrote from
+// its own writes); results[i] answers keys[i]. Versions are set for keys
+// read from the cluster only.
+func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) {
+	const op = "Tx.BatchGet"
+	if e := tx.enter(op); e != nil {
+		return nil, e
+	}
+	defer tx.leave()
+	out := make([]GetResult, len(keys))
+	var remote [][]byte
+	var at []int
+	for i, k := range keys {
+		if e := tx.c.checkKey(op, fmt.Sprintf("keys[%d]", i), k); e != nil {
+			return nil, e
+		}
+		if v, deleted, ok := tx.buffered(k); ok {
+			if !deleted {
+				out[i] = GetResult{Value: v, Found: true}
+			}
+			continue
+		}
+		remote = append(remote, k)
+		at = append(at, i)
+	}
+	if len(remote) > 0 {
+		rs, err := tx.c.batchGet(ctx, remote, []ReadOption{AtTimestamp(tx.rts)})
+		if err != nil {
+			return nil, err
+		}
+		for j, r := range rs {
+			out[at[j]] = r
+		}
+		for _, k := range remote {
+			tx.readPoint(append([]byte{}, k...))
+		}
+	}
+	return out, nil
+}
+
+// Scan returns the live keys in [start, end) at the transaction's
+// snapshot, merged with its own writes, in key order, at most limit of
+// them (0: no limit). An empty start or end is unbounded. The whole span
+// read (up to the last key returned, when the limit cut it short) counts
+// as read: a key written into it after the snapshot fails the commit.
+// Versions are set for entries read from the cluster only.
+func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
+	const op = "Tx.Scan"
+	if e := tx.enter(op); e != nil {
+		return nil, e
+	}
+	defer tx.leave()
+	if limit < 0 {
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("negative limit %d", limit), kind: ErrInvalidArgument}
+	}
+	if len(end) > 0 && bytes.Compare(start, end) > 0 {
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("start %s is after end %s", quote(start), quote(end)), kind: ErrInvalidArgument}
+	}
+	// The transaction's own live writes in the span, in key order.
+	var own []KeyValue
+	for k := range tx.points {
+		kb := []byte(k)
+		if !inSpan(kb, start, end) {
+			continue
+		}
+		if v, deleted, _ := tx.buffered(kb); !deleted {
+			own = append(own, KeyValue{Key: kb, Value: v})
+		}
+	}
+	slices.SortFunc(own, func(a, b KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	var out []KeyValue
+	full := func() bool { return limit > 0 && len(out) >= limit }
+	oi := 0
+	var err error
+	for kv, e := range tx.c.Scan(ctx, start, end, nil, AtTimestamp(tx.rts)) {
+		if e != nil {
+			err = e
+			break
+		}
+		for oi < len(own) && bytes.Compare(own[oi].Key, kv.Key) < 0 && !full() {
+			out = append(out, own[oi])
+			oi++
+		}
+		if full() {
+			break
+		}
+		if _, _, mine := tx.buffered(kv.Key); mine {
+			// The transaction's own write decides this key (emitted
+			// from own above or below, or deleted).
+			continue
+		}
+		out = append(out, kv)
+		if full() {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for oi < len(own) && !full() {
+		out = append(out, own[oi])
+		oi++
+	}
+	// What was read: the span, up to just after the last key returned
+	// when the limit cut it short.
+	readEnd := end
+	if full() {
+		readEnd = append(append([]byte{}, out[len(out)-1].Key...), 0)
+	}
+	tx.reads = append(tx.reads, &kvpb.TxnRead{Key: append([]byte{}, start...), Span: true, EndKey: append([]byte{}, readEnd...)})
+	return out, nil
+}
+
+// Put sets key to value when the transaction commits.
+func (tx *Tx) Put(key, value []byte) error {
+	const op = "Tx.Put"
+	if e := tx.enter(op); e != nil {
+		return e
+	}
+	defer tx.leave()
+	if e := tx.c.checkKey(op, "key", key); e != nil {
+		return e
+	}
+	if e := tx.c.checkValue(op, "value", value); e != nil {
+		return e
+	}
+	if len(key) == 0 {
+		return &Error{Op: op, Msg: "key is empty", kind: ErrInvalidArgument}
+	}
+	k, v := append([]byte{}, key...), append([]byte{}, value...)
+	return tx.buffer(op, PutOp(k, v).m, len(k)+len(v), func(seq int) { tx.points[string(k)] = bufWrite{seq: seq, value: v} })
+}
+
+// Delete removes key when the transaction commits.
+func (tx *Tx) Delete(key []byte) error {
+	const op = "Tx.Delete"
+	if e := tx.enter(op); e != nil {
+		return e
+	}
+	defer tx.leave()
+	if e := tx.c.checkKey(op, "key", key); e != nil {
+		return e
+	}
+	if len(key) == 0 {
+		return &Error{Op: op, Msg: "key is empty", kind: ErrInvalidArgument}
+	}
+	k := append([]byte{}, key...)
+	return tx.buffer(op, DeleteOp(k).m, len(k), func(seq int) { tx.points[string(k)] = bufWrite{seq: seq, deleted: true} })
+}
+
+// DeleteRange removes every key in [start, end) when the transaction
+// commits (an empty end: to the end of the key space; start and end may
+// not both be empty).
+func (tx *Tx) DeleteRange(start, end []byte) error {
+	const op = "Tx.DeleteRange"
+	if e := tx.enter(op); e != nil {
+		return e
+	}
+	defer tx.leave()
+	if len(start) == 0 && len(end) == 0 {
+		return &Error{Op: op, Msg: "start and end are both empty; refusing to delete the whole key space (use start \"\\x00\" to mean it)", kind: ErrInvalidArgument}
+	}
+	if len(end) > 0 && bytes.Compare(start, end) > 0 {
+		return &Error{Op: op, Msg: fmt.Sprintf("start %s is after end %s", quote(start), quote(end)), kind: ErrInvalidArgument}
+	}
+	if e := tx.c.checkKey(op, "start", start); e != nil {
+		return e
+	}
+	if e := tx.c.checkKey(op, "end", end); e != nil {
+		return e
+	}
+	s, e := append([]byte{}, start...), append([]byte{}, end...)
+	return tx.buffer(op, DeleteRangeOp(s, e).m, len(s)+len(e), func(seq int) { tx.dels = append(tx.dels, bufDelete{start: s, end: e, seq: seq}) })
+}
+
+// buffer adds one write, within the limits, and indexes it.
+func (tx *Tx) buffer(op string, m *kvpb.Mutation, size int, index func(seq int)) error {
+	if tx.tooLarge != nil {
+		return tx.tooLarge
+	}
+	switch {
+	case len(tx.muts) >= MaxTxnWrites:
+		tx.tooLarge = &Error{Op: op, kind: ErrTxnTooLarge,
+			Msg:   fmt.Sprintf("the transaction already holds %d writes, the limit (MaxTxnWrites); it will not commit", MaxTxnWrites),
+			Limit: &kvpb.LimitExceeded{Limit: "max_txn_writes", Max: MaxTxnWrites, Actual: uint64(len(tx.muts) + 1)}}
+	case tx.writeBytes+size > MaxTxnWriteBytes:
+		tx.tooLarge = &Error{Op: op, kind: ErrTxnTooLarge,
+			Msg:   fmt.Sprintf("the transaction's writes would hold %d bytes of keys and values, over the limit of %d (MaxTxnWriteBytes); it will not commit", tx.writeBytes+size, MaxTxnWriteBytes),
+			Limit: &kvpb.LimitExceeded{Limit: "max_txn_write_bytes", Max: MaxTxnWriteBytes, Actual: uint64(tx.writeBytes + size)}}
+	}
+	if tx.tooLarge != nil {
+		return tx.tooLarge
+	}
+	tx.muts = append(tx.muts, m)
+	tx.writeBytes += size
+	index(len(tx.muts) - 1)
+	return nil
+}
