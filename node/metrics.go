@@ -112,6 +112,7 @@ func newMetrics(n *Node) *metrics {
 		&clockCollector{n: n},
 	)
 	m.registry.MustRegister(m.watch.collectors()...)
+	m.registry.MustRegister(n.lessor.collectors()...)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail
 	}
