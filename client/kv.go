@@ -171,25 +171,30 @@ func (c *Client) getResult(op string, found bool, value []byte, version, created
 	return r, nil
 }
 
-// Put sets key to value. It returns once the write is durable.
-func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	_, err := c.put(ctx, "Put", key, value)
+// Put sets key to value. It returns once the write is durable. With
+// WithLease the key is attached to a lease (lease.go).
+func (c *Client) Put(ctx context.Context, key, value []byte, opts ...WriteOption) error {
+	_, err := c.put(ctx, "Put", key, value, opts)
 	return err
 }
 
 // PutVersioned is Put, returning the version the value was written at.
-func (c *Client) PutVersioned(ctx context.Context, key, value []byte) (Timestamp, error) {
-	return c.put(ctx, "PutVersioned", key, value)
+func (c *Client) PutVersioned(ctx context.Context, key, value []byte, opts ...WriteOption) (Timestamp, error) {
+	return c.put(ctx, "PutVersioned", key, value, opts)
 }
 
-func (c *Client) put(ctx context.Context, op string, key, value []byte) (Timestamp, error) {
+func (c *Client) put(ctx context.Context, op string, key, value []byte, opts []WriteOption) (Timestamp, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	if e := c.checkKey(op, "key", key); e != nil {
 		return Timestamp{}, e
 	}
 	if e := c.checkValue(op, "value", value); e != nil {
 		return Timestamp{}, e
 	}
-	req := &kvpb.PutRequest{Header: c.header(true), Key: key, Value: value}
+	req := &kvpb.PutRequest{Header: c.header(true), Key: key, Value: value, Lease: uint64(o.lease)}
 	var resp *kvpb.PutResponse
 	err := c.routed(ctx, op, true, routeKey{key: key}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
 		routeHeader(req.Header, d)

@@ -105,6 +105,7 @@ type entry struct {
 	ts      hlc.Timestamp
 	live    bool
 	created hlc.Timestamp
+	lease   uint64 // the lease a live value is attached to (0: none)
 	value   []byte // aliasing the iterator
 }
 
@@ -129,10 +130,11 @@ func (ks Keyspace) decodeKV(k, v []byte) (entry, error) {
 	if !e.ts.Valid() {
 		return entry{}, fmt.Errorf("engine key %x: %w: negative version", ek, ErrMalformedKey)
 	}
-	e.live, e.created, e.value, err = decodeValue(v)
+	sv, err := decodeValue(v)
 	if err != nil {
 		return entry{}, fmt.Errorf("engine key %x: %w", ek, err)
 	}
+	e.live, e.created, e.lease, e.value = sv.live, sv.created, sv.lease, sv.value
 	return e, nil
 }
 
@@ -149,6 +151,7 @@ type Entry struct {
 	Live    bool          // false for a deletion
 	Created hlc.Timestamp // the version that created the key (live only)
 	Value   []byte        // the user value (live only)
+	Lease   uint64        // the lease the value is attached to (0: none)
 }
 
 // DecodeEntry splits an engine key and value of the keyspace, for callers
@@ -162,11 +165,11 @@ func (ks Keyspace) DecodeEntry(dst, engineKey, value []byte) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("engine key %x: %w", engineKey, err)
 	}
-	live, created, v, err := decodeValue(value)
+	sv, err := decodeValue(value)
 	if err != nil {
 		return Entry{}, fmt.Errorf("engine key %x: %w", engineKey, err)
 	}
-	return Entry{Key: key, Version: ts, Live: live, Created: created, Value: v}, nil
+	return Entry{Key: key, Version: ts, Live: sv.live, Created: sv.created, Value: sv.value, Lease: sv.lease}, nil
 }
 
 // VersionFloor returns the storage.IterOptions.VersionFloor of a read at

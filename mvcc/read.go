@@ -34,6 +34,9 @@ type KeyValue struct {
 	// Created is the version that created the key: the first version after
 	// its last deletion at or below Version.
 	Created hlc.Timestamp
+	// Lease is the lease the value is attached to (0: none): the value
+	// is deleted when the lease expires or is revoked (docs/leases.md).
+	Lease uint64
 }
 
 // Get returns key's value as of ts: its newest version at or below ts, or
@@ -49,6 +52,7 @@ func (ks Keyspace) Get(r Reader, key []byte, ts hlc.Timestamp) (kv KeyValue, fou
 		Value:   e.value,
 		Version: e.ts,
 		Created: e.created,
+				Lease:   e.lease,
 	}, true, nil
 }
 
@@ -147,6 +151,7 @@ func (ks Keyspace) Scan(r Reader, start, end []byte, ts hlc.Timestamp, opts Scan
 				Value:   append([]byte{}, e.value...),
 				Version: e.ts,
 				Created: e.created,
+				Lease:   e.lease,
 			})
 		}
 	}
@@ -187,6 +192,7 @@ func (ks Keyspace) GetMany(r Reader, keys [][]byte, ts hlc.Timestamp) (kvs []Key
 					Value:   e.value, // a slice of its own (MultiSeekPrefixGE)
 					Version: e.ts,
 					Created: e.created,
+				Lease:   e.lease,
 				}
 				found[i] = true
 			}
@@ -241,6 +247,7 @@ func (ks Keyspace) getManyByIter(r Reader, keys [][]byte, ts hlc.Timestamp, kvs 
 			Value:   append([]byte{}, e.value...),
 			Version: e.ts,
 			Created: e.created,
+				Lease:   e.lease,
 		}
 		found[i] = true
 	}

@@ -33,10 +33,10 @@ func (s *Stats) Add(o Stats) {
 // versionBytes is the engine footprint of one version: its engine key
 // (prefix, key_enc of a key whose key_enc is encLen bytes, suffix) and its
 // stored value.
-func (ks Keyspace) versionBytes(encLen int, live bool, valueLen int) int64 {
+func (ks Keyspace) versionBytes(encLen int, live bool, lease uint64, valueLen int) int64 {
 	n := len(ks.Prefix) + encLen + SuffixLen
 	if live {
-		return int64(n + 1 + 12 + valueLen)
+		return int64(n + liveValueLen(lease, valueLen))
 	}
 	return int64(n + 1)
 }

@@ -53,6 +53,7 @@ type pendingVersion struct {
 	ts      hlc.Timestamp
 	live    bool
 	created hlc.Timestamp
+	lease   uint64 // the lease a live version is attached to (0: none)
 	bytes   int64  // engine key + value bytes
 	value   []byte // the user value of a live version
 }
@@ -104,8 +105,8 @@ func (w *Writer) newest(key []byte) (v pendingVersion, ok, fromBatch bool, err e
 		return pendingVersion{}, false, false, err
 	}
 	encLen := len(AppendKeyPrefix(w.scratch[:0], key))
-	return pendingVersion{ts: e.ts, live: e.live, created: e.created,
-		bytes: w.ks.versionBytes(encLen, e.live, len(e.value)), value: e.value}, true, false, nil
+	return pendingVersion{ts: e.ts, live: e.live, created: e.created, lease: e.lease,
+		bytes: w.ks.versionBytes(encLen, e.live, e.lease, len(e.value)), value: e.value}, true, false, nil
 }
 
 // Get returns key's newest version as this writer sees it: its own
@@ -116,7 +117,8 @@ func (w *Writer) Get(key []byte) (kv KeyValue, found bool, err error) {
 	if err != nil || !ok || !newest.live {
 		return KeyValue{}, false, err
 	}
-	return KeyValue{Key: append([]byte{}, key...), Value: newest.value, Version: newest.ts, Created: newest.created}, true, nil
+	return KeyValue{Key: append([]byte{}, key...), Value: newest.value, Version: newest.ts, Created: newest.created,
+		Lease: newest.lease}, true, nil
 }
 
 // check refuses a write at ts over newest: allowed above the newest
@@ -136,6 +138,13 @@ func check(key []byte, ts hlc.Timestamp, newest pendingVersion, ok, fromBatch bo
 // key has a version at or above ts (other than one this writer wrote at
 // ts), and writes nothing then.
 func (w *Writer) Put(key []byte, ts hlc.Timestamp, value []byte) error {
+	return w.PutLeased(key, ts, value, 0)
+}
+
+// PutLeased is Put of a value attached to lease (0: none): the value
+// records the lease, so that the lease's end deletes the key only while
+// its newest version is still this lease's (DeleteIfLeased).
+func (w *Writer) PutLeased(key []byte, ts hlc.Timestamp, value []byte, lease uint64) error {
 	newest, ok, fromBatch, err := w.newest(key)
 	if err != nil {
 		return err
@@ -151,12 +160,27 @@ func (w *Writer) Put(key []byte, ts hlc.Timestamp, value []byte) error {
 		created = newest.created
 	}
 	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
-	stored := appendLiveValue(nil, created, value)
+	stored := appendLiveValue(nil, created, lease, value)
 	w.b.Put(w.scratch, stored)
 	size := int64(len(w.scratch) + len(stored))
 	w.account(newest, ok, fromBatch && newest.ts == ts, true, size)
-	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, bytes: size, value: value}
+	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, lease: lease, bytes: size, value: value}
 	return nil
+}
+
+// DeleteIfLeased deletes key at version ts if its newest version is a
+// live value attached to lease, and says whether it did. A newer value
+// written without the lease, or with another, stays: the end of a lease
+// never deletes a write that came after the leased one. Errors as Put's.
+func (w *Writer) DeleteIfLeased(key []byte, ts hlc.Timestamp, lease uint64) (bool, error) {
+	newest, ok, _, err := w.newest(key)
+	if err != nil {
+		return false, err
+	}
+	if !ok || !newest.live || newest.lease != lease || lease == 0 {
+		return false, nil
+	}
+	return w.Delete(key, ts)
 }
 
 // Delete writes a deletion of key at version ts, if key has a live value;

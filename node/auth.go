@@ -36,6 +36,12 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.KV/Batch":              certs.RoleReadWrite,
 	"/shale.kv.v1.KV/CompareAndSwap":     certs.RoleReadWrite,
 	"/shale.kv.v1.KV/DeleteRange":        certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/TimeToLive":      certs.RoleReadOnly,
+	"/shale.kv.v1.Lease/Leases":          certs.RoleReadOnly,
+	"/shale.kv.v1.Lease/Grant":           certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/KeepAlive":       certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/Revoke":          certs.RoleReadWrite,
+	"/shale.kv.v1.LeaseInternal/":        certs.RoleNode,
 	"/shale.kv.v1.Txn/Begin":             certs.RoleReadOnly, // a timestamp; read-only transactions need it
 	"/shale.kv.v1.Txn/Commit":            certs.RoleReadWrite,
 	"/shale.raftrpc.v1.RaftTransport/":   certs.RoleNode, // every method of the service

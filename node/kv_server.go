@@ -5,6 +5,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/rangesm/command"
 )
 
 // kvServer implements kvpb.KVServer. Every write goes through the same
@@ -30,7 +31,17 @@ func (s *kvServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	res, idx, err := s.n.write(ctx, "Put", req.GetHeader(), r, putCmd(req))
+	cmd := putCmd(req)
+	if id := req.GetLease(); id != 0 {
+		// Attach first: an unknown or ended lease writes nothing
+		// (docs/leases.md, "Attach").
+		deadline, err := s.n.attachLease(ctx, id, req.GetKey())
+		if err != nil {
+			return nil, err
+		}
+		cmd.Kind, cmd.Lease = command.KindLeasePut, command.Lease{ID: id, Deadline: deadline}
+	}
+	res, idx, err := s.n.write(ctx, "Put", req.GetHeader(), r, cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,7 @@ func newMetrics(n *Node) *metrics {
 		&memoryCollector{n: n},
 		&clockCollector{n: n},
 	)
+	m.registry.MustRegister(n.lessor.collectors()...)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail
 	}

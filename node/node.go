@@ -50,6 +50,8 @@ type Node struct {
 	// closes coalesces the Close commands reads above a range's frontier
 	// wait for (read_close.go).
 	timestamps TimestampSource
+	// lessor keeps the leases while this node leads meta (lease_lessor.go).
+	lessor *lessor
 	closes     closer
 	disk       *diskspace.Monitor // disk.go
 	writes     *writeBudget       // memory.go
@@ -221,6 +223,7 @@ func New(cfg Config) (*Node, error) {
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.initClock()
 	n.timestamps = oracleSource{n: n}
+	n.lessor = newLessor(n)
 	n.metrics = newMetrics(n)
 	n.unaryChain = n.newUnaryChain()
 	n.mux = newMuxHub(n)
@@ -248,6 +251,8 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
+	kvpb.RegisterLeaseServer(n.grpc, &leaseServer{n: n})
+	kvpb.RegisterLeaseInternalServer(n.grpc, &leaseInternalServer{n: n})
 	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
@@ -275,7 +280,11 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(6)
+	n.bgWG.Add(7)
+	go func() {
+		defer n.bgWG.Done()
+		n.lessor.loop(n.bgCtx) // lease_lessor.go
+	}()
 	go n.diskLoop()
 	go n.freshnessLoop() // read_close.go
 	go func() {

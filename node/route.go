@@ -214,6 +214,12 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// Frozen for a merge: nothing was written; after the merge the
 		// keys are the left-hand range's.
 		return unavailable(50*time.Millisecond, "%s: not applied: %s", op, res.Message)
+	case command.CodeLeaseNotFound:
+		return status.Errorf(codes.NotFound, "%s: %s; nothing written", op, res.Message)
+	case command.CodeLeaseWindowPassed:
+		// The put took longer than its attach window to apply: the lease
+		// may have ended meanwhile. A new attempt attaches again.
+		return status.Errorf(codes.FailedPrecondition, "%s: %s; nothing written, retry", op, res.Message)
 	case command.CodeReadChanged:
 		// Not a failure of the request: the transaction's answer says
 		// its reads changed (txn_server.go).

@@ -36,6 +36,7 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 		out = append(out, apply.Applied{})
 		a := &out[len(out)-1]
 		r.applying = e.GetIndex()
+		r.applyingTerm = e.GetTerm()
 		var err error
 		switch e.GetType() {
 		case pb.EntryNormal:
@@ -101,7 +102,7 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 		}
 		switch k {
 		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
-			command.KindTxnCommit:
+			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete:
 		default:
 			return false
 		}
@@ -197,6 +198,12 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyGC(cmd)
 	case command.KindTSOWindow:
 		return r.applyTSOWindow(cmd)
+	case command.KindLeaseGrant, command.KindLeaseRevoke, command.KindLeaseAttach, command.KindLeaseSwept:
+		return r.applyLease(cmd)
+	case command.KindLeasePut:
+		return r.applyLeasePut(cmd)
+	case command.KindLeaseDelete:
+		return r.applyLeaseDelete(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }

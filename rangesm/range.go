@@ -98,6 +98,9 @@ type Range struct {
 	st       mvccState
 	stDirty  bool
 	applying uint64
+	// applyingTerm is the Raft term of the entry being applied (a lease
+	// expiry is refused in any term but the one it was decided in).
+	applyingTerm uint64
 	// published is st as of the last batch written: what reads go by;
 	// observe is told each new published frontier (Config.Observe).
 	published atomic.Pointer[MVCCState]

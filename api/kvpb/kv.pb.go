@@ -915,10 +915,14 @@ func (x *GetResponse) GetCreateVersion() *Timestamp {
 }
 
 type PutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Key    []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value  []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// lease attaches the key to a lease (lease.proto): it is deleted when
+	// the lease ends. 0: no lease. An unknown or ended lease is NotFound
+	// and nothing is written.
+	Lease         uint64 `protobuf:"varint,4,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -972,6 +976,13 @@ func (x *PutRequest) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *PutRequest) GetLease() uint64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
 }
 
 type PutResponse struct {
@@ -2197,12 +2208,13 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x120\n" +
 	"\aversion\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12=\n" +
-	"\x0ecreate_version\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"h\n" +
+	"\x0ecreate_version\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"~\n" +
 	"\n" +
 	"PutRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"t\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x14\n" +
+	"\x05lease\x18\x04 \x01(\x04R\x05lease\"t\n" +
 	"\vPutResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
 	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"U\n" +

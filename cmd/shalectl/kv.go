@@ -72,6 +72,7 @@ func readOptions(at string, staleness time.Duration) ([]client.ReadOption, error
 
 func newPutCmd(g *globals) *cobra.Command {
 	var src valueSource
+	var lease uint64
 	cmd := &cobra.Command{
 		Use:   "put KEY [VALUE | -]",
 		Short: "Set KEY to VALUE (durable when the command returns)",
@@ -83,7 +84,9 @@ func newPutCmd(g *globals) *cobra.Command {
 
 Stdin and --file take the bytes as they are (--hex does not apply to
 them): use them for binary values and for values too long for an
-argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
+argument list. To store the one-byte value "-" itself: --hex put KEY 2d.
+With --lease ID the key is attached to a lease (shalectl lease) and is
+deleted when the lease ends; an unknown or ended lease writes nothing.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := g.parseArg("key", args[0])
@@ -99,7 +102,11 @@ argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
 				return err
 			}
 			defer done()
-			v, err := c.PutVersioned(ctx, key, value)
+			var opts []client.WriteOption
+			if lease != 0 {
+				opts = append(opts, client.WithLease(client.LeaseID(lease)))
+			}
+			v, err := c.PutVersioned(ctx, key, value, opts...)
 			if err != nil {
 				return g.withEndpoints(err)
 			}
@@ -107,6 +114,7 @@ argument list. To store the one-byte value "-" itself: --hex put KEY 2d.`,
 		},
 	}
 	cmd.Flags().StringVar(&src.file, "file", "", "read the value from this file, byte for byte")
+	cmd.Flags().Uint64Var(&lease, "lease", 0, "attach the key to this lease (0: none)")
 	return cmd
 }
 

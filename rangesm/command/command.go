@@ -19,6 +19,8 @@
 //	           | put_node | put_descriptor | change_replicas | remove_node
 //	           | split | alloc_range_id | put_descriptors | freeze
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
+//	           | lease_grant | lease_revoke | lease_attach | lease_swept
+//	           | lease_put | lease_delete | tso_window
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -53,6 +55,15 @@
 //	read           := flags:u8 start:bytes [end:bytes if flags bit 0]
 //	                  (no bit 0: the point key start; bit 0: the span
 //	                  [start, end), an empty end the key space's end)
+//	lease_grant    := id:uvarint ttl_ms:uvarint                      (kind 21)
+//	                  (id 0: the meta range allocates one)
+//	lease_revoke   := id:uvarint flags:u8 [term:uvarint if flags bit 1] (kind 22)
+//	                  flags: bit 0 expired (else revoked by a client),
+//	                  bit 1 term: refused unless appended in that Raft term
+//	lease_attach   := id:uvarint key:bytes                           (kind 23)
+//	lease_swept    := id:uvarint                                     (kind 24)
+//	lease_put      := id:uvarint deadline:timestamp key:bytes value:bytes (kind 25)
+//	lease_delete   := id:uvarint count:uvarint key:bytes{count}      (kind 26)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	bytes     := len:uvarint byte{len}
 //
@@ -122,6 +133,14 @@ const (
 	// a version above its read timestamp; otherwise it applies its
 	// mutations as a batch does.
 	KindTxnCommit Kind = 20
+	// Leases (docs/leases.md): grant, revoke, attach and swept are meta
+	// commands on the lease records; put and delete write user keys.
+	KindLeaseGrant  Kind = 21
+	KindLeaseRevoke Kind = 22
+	KindLeaseAttach Kind = 23
+	KindLeaseSwept  Kind = 24
+	KindLeasePut    Kind = 25
+	KindLeaseDelete Kind = 26
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
@@ -168,6 +187,18 @@ func (k Kind) String() string {
 		return "Close"
 	case KindGC:
 		return "GC"
+	case KindLeaseGrant:
+		return "LeaseGrant"
+	case KindLeaseRevoke:
+		return "LeaseRevoke"
+	case KindLeaseAttach:
+		return "LeaseAttach"
+	case KindLeaseSwept:
+		return "LeaseSwept"
+	case KindLeasePut:
+		return "LeasePut"
+	case KindLeaseDelete:
+		return "LeaseDelete"
 	case KindTxnCommit:
 		return "TxnCommit"
 	case KindTSOWindow:
@@ -180,7 +211,7 @@ func (k Kind) String() string {
 // deduplication by client ID).
 func (k Kind) IsWrite() bool {
 	switch k {
-	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit:
+	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete:
 		return true
 	}
 	return false
@@ -302,6 +333,30 @@ type Command struct {
 	// TSOWindow is set for KindTSOWindow: the wall time (Unix nanoseconds)
 	// the oracle's persisted window is raised to, if it is below.
 	TSOWindow int64
+	// Lease is set for the lease kinds. A KindLeasePut also has its key
+	// and value as its one KindPut mutation.
+	Lease Lease
+}
+
+// Lease is the body of a lease command (docs/leases.md).
+type Lease struct {
+	// ID is the lease (KindLeaseGrant: 0 asks meta to allocate one).
+	ID uint64
+	// TTLMillis is a KindLeaseGrant's time to live.
+	TTLMillis uint64
+	// Expired marks a KindLeaseRevoke decided by expiry, not by a client.
+	Expired bool
+	// Term, if not 0, is the meta Raft term a KindLeaseRevoke was decided
+	// in: it is refused if a leader of another term appended it.
+	Term uint64
+	// Key is a KindLeaseAttach's user key.
+	Key []byte
+	// Deadline is a KindLeasePut's attach window: the put is refused if
+	// it would apply at a version above it.
+	Deadline hlc.Timestamp
+	// Keys are a KindLeaseDelete's user keys: each is deleted if its
+	// newest version is still attached to ID.
+	Keys [][]byte
 }
 
 // GC raises a range's GC threshold and collects one chunk of the versions
@@ -472,6 +527,49 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		dst = appendBytes(dst, c.GC.End)
 		dst = binary.AppendUvarint(dst, c.GC.MaxDeletes)
 		dst = binary.AppendUvarint(dst, c.GC.MaxKeys)
+	case KindLeaseGrant:
+		if c.Lease.TTLMillis == 0 {
+			return nil, errors.New("command: LeaseGrant with a TTL of 0")
+		}
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+		dst = binary.AppendUvarint(dst, c.Lease.TTLMillis)
+	case KindLeaseRevoke:
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+		var flags byte
+		if c.Lease.Expired {
+			flags |= leaseExpired
+		}
+		if c.Lease.Term != 0 {
+			flags |= leaseTerm
+		}
+		dst = append(dst, flags)
+		if c.Lease.Term != 0 {
+			dst = binary.AppendUvarint(dst, c.Lease.Term)
+		}
+	case KindLeaseAttach:
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+		dst = appendBytes(dst, c.Lease.Key)
+	case KindLeaseSwept:
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+	case KindLeasePut:
+		if len(c.Mutations) != 1 || c.Mutations[0].Kind != KindPut {
+			return nil, fmt.Errorf("command: LeasePut needs exactly one Put mutation, have %d", len(c.Mutations))
+		}
+		if c.Lease.ID == 0 || !c.Lease.Deadline.Valid() || c.Lease.Deadline.IsZero() {
+			return nil, fmt.Errorf("command: LeasePut with lease %d and deadline %s", c.Lease.ID, c.Lease.Deadline)
+		}
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+		dst = c.Lease.Deadline.AppendEncode(dst)
+		dst = appendMutationBody(dst, &c.Mutations[0])
+	case KindLeaseDelete:
+		if c.Lease.ID == 0 || len(c.Lease.Keys) == 0 {
+			return nil, fmt.Errorf("command: LeaseDelete with lease %d and %d keys", c.Lease.ID, len(c.Lease.Keys))
+		}
+		dst = binary.AppendUvarint(dst, c.Lease.ID)
+		dst = binary.AppendUvarint(dst, uint64(len(c.Lease.Keys)))
+		for _, k := range c.Lease.Keys {
+			dst = appendBytes(dst, k)
+		}
 	case KindTSOWindow:
 		if c.TSOWindow <= 0 {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
@@ -483,6 +581,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// lease_revoke flags.
+const (
+	leaseExpired byte = 1 << 0
+	leaseTerm    byte = 1 << 1
+)
 // txnReadSpan flags a transaction read that is a span, not a point key.
 const txnReadSpan byte = 1 << 0
 
@@ -670,6 +773,12 @@ func Decode(data []byte, c *Command) error {
 		c.GC.End = d.bytes()
 		c.GC.MaxDeletes = d.uvarint()
 		c.GC.MaxKeys = d.uvarint()
+	case KindLeaseGrant, KindLeaseRevoke, KindLeaseAttach, KindLeaseSwept, KindLeasePut, KindLeaseDelete:
+		if v == version1 {
+			d.fail("%v in a version 1 command", c.Kind)
+			break
+		}
+		d.lease(c)
 	case KindTSOWindow:
 		c.TSOWindow = int64(d.fixed64())
 		if d.err == nil && c.TSOWindow <= 0 {
@@ -815,6 +924,49 @@ func (d *decoder) mutationBody(k Kind) Mutation {
 		m.Value = d.bytes()
 	}
 	return m
+}
+
+// lease decodes the body of a lease command into c.
+func (d *decoder) lease(c *Command) {
+	c.Lease.ID = d.uvarint()
+	switch c.Kind {
+	case KindLeaseGrant:
+		c.Lease.TTLMillis = d.uvarint()
+		if d.err == nil && c.Lease.TTLMillis == 0 {
+			d.fail("LeaseGrant with a TTL of 0")
+		}
+	case KindLeaseRevoke:
+		flags := d.byte()
+		if flags&^(leaseExpired|leaseTerm) != 0 {
+			d.fail("unknown LeaseRevoke flags %#x", flags)
+		}
+		c.Lease.Expired = flags&leaseExpired != 0
+		if flags&leaseTerm != 0 {
+			c.Lease.Term = d.uvarint()
+			if d.err == nil && c.Lease.Term == 0 {
+				d.fail("LeaseRevoke with term 0")
+			}
+		}
+	case KindLeaseAttach:
+		c.Lease.Key = d.bytes()
+	case KindLeasePut:
+		c.Lease.Deadline = d.timestamp()
+		c.Mutations = []Mutation{d.mutationBody(KindPut)}
+		if d.err == nil && c.Lease.ID == 0 {
+			d.fail("LeasePut with lease 0")
+		}
+	case KindLeaseDelete:
+		n := d.uvarint()
+		// Every key takes at least one byte.
+		if n == 0 || n > uint64(len(d.buf)) {
+			d.fail("LeaseDelete count %d for %d bytes", n, len(d.buf))
+			return
+		}
+		c.Lease.Keys = make([][]byte, 0, n)
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			c.Lease.Keys = append(c.Lease.Keys, d.bytes())
+		}
+	}
 }
 
 // PeekKind returns the kind of an encoded command without decoding its

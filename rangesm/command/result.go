@@ -82,6 +82,18 @@ const (
 	// the transaction's snapshot is out of date. Nothing was written; the
 	// transaction may run again at a new snapshot. Value is the key.
 	CodeReadChanged Code = 7
+	// CodeLeaseNotFound: the lease named does not exist (never granted,
+	// expired or revoked). Nothing was written.
+	CodeLeaseNotFound Code = 8
+	// CodeLeaseWindowPassed: a LeasePut would have applied past its
+	// attach window (docs/leases.md): the lease may have ended meanwhile.
+	// Nothing was written.
+	CodeLeaseWindowPassed Code = 9
+	// CodeLeaseExists: a LeaseGrant named a lease ID already in use.
+	CodeLeaseExists Code = 10
+	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
+	// than the one its leader decided it in. Nothing was changed.
+	CodeLeaseStaleExpiry Code = 11
 )
 
 func (c Code) String() string {
@@ -100,6 +112,14 @@ func (c Code) String() string {
 		return "not the meta range"
 	case CodeRangeFrozen:
 		return "range frozen for a merge"
+	case CodeLeaseNotFound:
+		return "lease not found"
+	case CodeLeaseWindowPassed:
+		return "lease attach window passed"
+	case CodeLeaseExists:
+		return "lease exists"
+	case CodeLeaseStaleExpiry:
+		return "lease expiry from another term"
 	case CodeReadChanged:
 		return "read changed"
 	}
