@@ -48,8 +48,9 @@
 //	})
 //
 // Reads (Get, BatchGet, Scan) see one snapshot, the transaction's read
-// timestamp (a fresh oracle timestamp, so every write acknowledged before
-// Txn started is in it), plus the transaction's own writes; writes (Put,
+// timestamp (a fresh oracle timestamp taken at its first read, so every
+// write acknowledged before that read began is in it), plus the
+// transaction's own writes; writes (Put,
 // Delete, DeleteRange) are buffered and committed when the function
 // returns nil, only if nothing the transaction read changed since its
 // snapshot. If something did, nothing is written and the function runs

@@ -86,11 +86,9 @@ func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
 // txnAttempt runs fn once and commits. It returns committed true, or a
 // retriable conflict in changed, or an error that ends the transaction.
 func (c *Client) txnAttempt(ctx context.Context, fn func(tx *Tx) error) (committed bool, changed *Error, err error) {
-	rts, err := c.txnBegin(ctx)
-	if err != nil {
-		return false, nil, err
-	}
-	tx := newTx(c, rts)
+	// The read timestamp is taken at the first read (Tx.snapshot): a
+	// transaction that only writes needs none, and commits in one call.
+	tx := newTx(c)
 	ferr := fn(tx)
 	tx.end()
 	if e := tx.misuse.Load(); e != nil {
@@ -111,7 +109,8 @@ func (c *Client) txnAttempt(ctx context.Context, fn func(tx *Tx) error) (committ
 	return tx.commit(ctx)
 }
 
-// txnBegin returns a fresh read timestamp from the oracle.
+// txnBegin returns a fresh read timestamp from the oracle: every write
+// acknowledged before the call has a lower version.
 func (c *Client) txnBegin(ctx context.Context) (Timestamp, error) {
 	const op = "TxnBegin"
 	var resp *kvpb.TxnBeginResponse

@@ -57,13 +57,29 @@ type bufDelete struct {
 	seq        int
 }
 
-func newTx(c *Client, rts Timestamp) *Tx {
-	return &Tx{c: c, rts: rts, started: time.Now(), points: map[string]bufWrite{}, pointReads: map[string]bool{}}
+func newTx(c *Client) *Tx {
+	return &Tx{c: c, started: time.Now(), points: map[string]bufWrite{}, pointReads: map[string]bool{}}
 }
 
 // ReadTimestamp returns the transaction's read timestamp: every read of
-// this run of the function sees the versions at or below it.
+// this run of the function sees the versions at or below it. It is taken
+// at the first read (the zero Timestamp until then): a timestamp from
+// the oracle issued after that read began, so the snapshot holds every
+// write acknowledged before the transaction's first read.
 func (tx *Tx) ReadTimestamp() Timestamp { return tx.rts }
+
+// snapshot returns the read timestamp, taking it at the first read.
+// REQUIRES: the caller holds busy.
+func (tx *Tx) snapshot(ctx context.Context) (Timestamp, error) {
+	if tx.rts.IsZero() {
+		rts, err := tx.c.txnBegin(ctx)
+		if err != nil {
+			return Timestamp{}, err
+		}
+		tx.rts = rts
+	}
+	return tx.rts, nil
+}
 
 // enter claims the Tx for a method call; the caller must call leave when
 // it returns nil.
@@ -141,7 +157,11 @@ func (tx *Tx) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 	if v, deleted, ok := tx.buffered(key); ok {
 		return v, !deleted, nil
 	}
-	r, err := tx.c.getVersioned(ctx, op, key, []ReadOption{AtTimestamp(tx.rts)})
+	rts, err := tx.snapshot(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := tx.c.getVersioned(ctx, op, key, []ReadOption{AtTimestamp(rts)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -175,7 +195,11 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		at = append(at, i)
 	}
 	if len(remote) > 0 {
-		rs, err := tx.c.batchGet(ctx, remote, []ReadOption{AtTimestamp(tx.rts)})
+		rts, err := tx.snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := tx.c.batchGet(ctx, remote, []ReadOption{AtTimestamp(rts)})
 		if err != nil {
 			return nil, err
 		}
@@ -219,11 +243,14 @@ func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 		}
 	}
 	slices.SortFunc(own, func(a, b KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	rts, err := tx.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []KeyValue
 	full := func() bool { return limit > 0 && len(out) >= limit }
 	oi := 0
-	var err error
-	for kv, e := range tx.c.Scan(ctx, start, end, nil, AtTimestamp(tx.rts)) {
+	for kv, e := range tx.c.Scan(ctx, start, end, nil, AtTimestamp(rts)) {
 		if e != nil {
 			err = e
 			break

@@ -249,3 +249,63 @@ func txnScanAll(t *testing.T, c *client.Client, start, end string) string {
 	}
 	return scanString(kvs)
 }
+
+// TestTxnConditional: the one-call conditional form (client.CondTxn) and
+// `shalectl txn` on a real node: comparisons on values and versions
+// choose the branch, its gets answer at the snapshot after its writes,
+// and bad input is refused with nothing applied.
+func TestTxnConditional(t *testing.T) {
+	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v1, err := c.PutVersioned(ctx, []byte("k"), []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CondTxn(ctx,
+		[]client.Compare{client.CompareValue([]byte("k"), client.CmpEqual, []byte("1")), client.CompareVersion([]byte("new"), client.CmpEqual, client.Timestamp{})},
+		[]client.TxnOp{client.OpPut([]byte("k"), []byte("2")), client.OpPut([]byte("new"), []byte("x")), client.OpGet([]byte("k"))},
+		[]client.TxnOp{client.OpPut([]byte("k"), []byte("else"))})
+	if err != nil || !res.Succeeded || len(res.Gets) != 1 || string(res.Gets[0].Value) != "2" {
+		t.Fatalf("CondTxn whose comparisons hold = %+v, %v", res, err)
+	}
+	res, err = c.CondTxn(ctx,
+		[]client.Compare{client.CompareVersion([]byte("k"), client.CmpEqual, v1)}, // k was rewritten since
+		[]client.TxnOp{client.OpPut([]byte("k"), []byte("then"))},
+		[]client.TxnOp{client.OpPut([]byte("k"), []byte("3")), client.OpGet([]byte("missing"))})
+	if err != nil || res.Succeeded || len(res.Gets) != 1 || res.Gets[0].Found {
+		t.Fatalf("CondTxn whose comparison fails = %+v, %v", res, err)
+	}
+	if v, _, _ := c.Get(ctx, []byte("k")); string(v) != "3" {
+		t.Fatalf("k = %q after the else branch, want 3", v)
+	}
+	if _, err := c.CondTxn(ctx, nil, nil, nil); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("empty CondTxn: %v", err)
+	}
+
+	// shalectl txn, the same as text.
+	in := "value(k) = 3\nversion(\"absent key\") = 0\n\nput k \"four 4\"\nget k\n\nput k never\n"
+	out, stderr, code := runCtlInput(t, node.grpcAddr, []byte(in), "txn")
+	if code != 0 || out != "SUCCESS\nfour 4\n" {
+		t.Fatalf("shalectl txn: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	out, stderr, code = runCtlInput(t, node.grpcAddr, []byte("value(k) < \"a\"\n\n\nget k\n"), "--json", "txn")
+	if code != 0 || out != "{\"succeeded\":false,\"gets\":[{\"found\":true,\"value\":\"four 4\"}]}\n" {
+		t.Fatalf("shalectl --json txn (failure branch): exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	for _, bad := range []string{"", "value(k) ~ 1\n", "value(k = 1\n", "\nput k\n", "\nfrob k\n", "version(k) = yesterday\n"} {
+		if out, stderr, code := runCtlInput(t, node.grpcAddr, []byte(bad), "txn"); code == 0 {
+			t.Fatalf("shalectl txn accepted %q: %q", bad, out)
+		} else if stderr == "" {
+			t.Fatalf("shalectl txn refused %q without saying why", bad)
+		}
+	}
+	if v, _, _ := c.Get(ctx, []byte("k")); string(v) != "four 4" {
+		t.Fatalf("k = %q after refused input, want it unchanged", v)
+	}
+}

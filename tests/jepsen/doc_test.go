@@ -8,7 +8,9 @@
 // the Go client, records each operation with its invoke and complete times
 // and its outcome (ok, failed definitely, or indeterminate), and checks the
 // history afterwards: the register workload with porcupine (one history per
-// key), the set workload by reading everything back, and a backup taken
+// key), the set workload by reading everything back, the transactional
+// workloads (bank and list-append through client.Txn) with their
+// checkers (txn_workload_test.go), and a backup taken
 // during the run by restoring it into a fresh cluster and comparing it
 // with the set's state at the backup's timestamp. A run counts only when
 // its validity conditions hold (see validity_test.go).

@@ -26,8 +26,9 @@ type runConfig struct {
 	nodes    int
 	seed     uint64
 	// Workers: register workers over regKeys hot keys, set workers, and
-	// the consistent-scan workload's readers (plus its one writer).
-	regWorkers, regKeys, setWorkers, scanReaders int
+	// the consistent-scan workload's readers (plus its one writer); and
+	// txnWorkers each of the bank and list-append (txn_workload_test.go).
+	regWorkers, regKeys, setWorkers, scanReaders, txnWorkers int
 }
 
 // leaseWorkers is how many lease workers a run has (lease_check_test.go).
@@ -44,8 +45,10 @@ type runResult struct {
 	scanReads     int // consistent reads checked (scan_workload_test.go)
 	torn          int // torn snapshots among them (other violations: problems)
 	scanSkipped   string
-	backup        string // the backup check's summary (backup_check_test.go)
-	leases        string // the lease check's summary (lease_check_test.go)
+	txns          int     // committed transactions (bank and list-append)
+	txnBad        int     // broken bank reads plus list-append anomalies
+	backup        string  // the backup check's summary (backup_check_test.go)
+	leases        string  // the lease check's summary (lease_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
 	faultTime     time.Duration
@@ -173,13 +176,39 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	r.ranges += splits
 	r.mu.Unlock()
 
+	// The transactional workloads, the bank over ten ranges.
+	var txn *txnWorkloads
+	var sessions []*session
+	if cfg.txnWorkers > 0 {
+		var txnSessions []*session
+		for range cfg.txnWorkers {
+			s, err := newSession(c, t)
+			if err != nil {
+				t.Fatalf("dialling the cluster: %v", err)
+			}
+			txnSessions = append(txnSessions, s)
+		}
+		sessions = append(sessions, txnSessions...)
+		var splits int
+		txn, splits, err = setupTxnWorkloads(adm.get(), txnSessions, 30*time.Second)
+		if err != nil {
+			res.problems = append(res.problems, "invalid run: setting up the transactional workloads: "+err.Error())
+			txn = nil
+		}
+		r.mu.Lock()
+		r.ranges += splits
+		r.mu.Unlock()
+	}
+
 	mon := startLeaderMonitor(c)
 	ctx, stopWorkers := context.WithCancel(context.Background())
 	reg := newRegisterWorkload(r.h, cfg.regKeys)
 	set := newSetWorkload(r.h)
 	leases := &leaseWorkload{}
 	var wg sync.WaitGroup
-	var sessions []*session
+	if txn != nil {
+		txn.run(ctx, &wg, cfg.txnWorkers, cfg.seed)
+	}
 	for i := range leaseWorkers {
 		s, err := newSession(c, t)
 		if err != nil {
@@ -365,6 +394,12 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 			res.problems = append(res.problems, fmt.Sprintf("invalid run: the consistent-scan writer completed %d rounds and %d reads were checked (need 1 of each)",
 				scan.rounds.Load(), res.scanReads))
 		}
+	}
+	if txn != nil {
+		tc := txn.check()
+		res.txns, res.txnBad = tc.committed, tc.badReads+tc.anomalies
+		res.problems = append(res.problems, tc.problems...)
+		r.logf("transactions: %s", tc.summary)
 	}
 	read, err := readAll(adm.get(), 30*time.Second)
 	if err != nil {
@@ -612,11 +647,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "leases", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -628,8 +663,8 @@ func report(results []runResult) string {
 			scans, torn = "-", "-"
 			note += " (consistent scans skipped: " + r.scanSkipped + ")"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.leases,
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()
