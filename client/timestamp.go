@@ -20,7 +20,7 @@ import (
 type Timestamp = hlc.Timestamp
 
 // ParseTimestamp reads a timestamp in one of the forms shalectl's --at
-// accepts (docs/wire-protocol.md, "Versions"):
+// accepts (docs/wire-protocol.md, "Versions and timestamps"):
 //
 //	1795798530123456789,3            wall nanoseconds, logical
 //	1795798530123456789              wall nanoseconds (logical 0)
@@ -107,7 +107,7 @@ func checkTimestamp(op, what string, ts Timestamp) *Error {
 // (response header now). Each request carries it as header.observed, so
 // that the node it reaches moves its clock past it and a write that
 // follows, on any range, gets a higher version than anything the client
-// has seen (docs/wire-protocol.md, "Versions"). Safe for concurrent use;
+// has seen (docs/wire-protocol.md, "Versions and timestamps"). Safe for concurrent use;
 // a load is one atomic read.
 type highWater struct{ p atomic.Pointer[Timestamp] }
 

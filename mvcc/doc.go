@@ -19,7 +19,9 @@
 // anything that makes storage iterators (a storage.DB or Snapshot), writes
 // into a storage.Batch through a Writer (which refuses to write at or
 // below an existing version, so history never changes under a reader), and
-// garbage collection of versions below a threshold (GC). Writes and GC
+// garbage collection of versions below a threshold (GC), and reads of
+// history as changes (History; a Writer reports the same as it writes,
+// Writer.OnChange), for watches (docs/watch.md). Writes and GC
 // report how they change the keyspace's Stats (live keys and bytes, all
 // versions), which ComputeStats recomputes from the data.
 //

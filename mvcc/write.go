@@ -47,6 +47,11 @@ type Writer struct {
 	pending map[string]pendingVersion
 	scratch []byte
 	delta   Stats
+	// OnChange, if set, is called with each version written, as History
+	// would report it (with the previous value). A later write of the
+	// same key at the same version replaces the earlier one in the batch:
+	// it is reported again, and the caller keeps the last report.
+	OnChange func(Change)
 }
 
 type pendingVersion struct {
@@ -56,6 +61,9 @@ type pendingVersion struct {
 	lease   uint64 // the lease a live version is attached to (0: none)
 	bytes   int64  // engine key + value bytes
 	value   []byte // the user value of a live version
+	// prevLive and prevValue: the key's value below ts (for OnChange).
+	prevLive  bool
+	prevValue []byte
 }
 
 // Delta returns how the writes so far change the keyspace's Stats once
@@ -164,7 +172,9 @@ func (w *Writer) PutLeased(key []byte, ts hlc.Timestamp, value []byte, lease uin
 	w.b.Put(w.scratch, stored)
 	size := int64(len(w.scratch) + len(stored))
 	w.account(newest, ok, fromBatch && newest.ts == ts, true, size)
-	w.pending[string(key)] = pendingVersion{ts: ts, live: true, created: created, lease: lease, bytes: size, value: value}
+	pv := pendingVersion{ts: ts, live: true, created: created, lease: lease, bytes: size, value: value}
+	w.noteChange(key, &pv, newest, ok && fromBatch && newest.ts == ts)
+	w.pending[string(key)] = pv
 	return nil
 }
 
@@ -200,8 +210,32 @@ func (w *Writer) Delete(key []byte, ts hlc.Timestamp) (deleted bool, err error) 
 	w.b.Put(w.scratch, appendTombstone(nil))
 	size := int64(len(w.scratch) + 1)
 	w.account(newest, ok, fromBatch && newest.ts == ts, false, size)
-	w.pending[string(key)] = pendingVersion{ts: ts, live: false, bytes: size}
+	pv := pendingVersion{ts: ts, live: false, bytes: size}
+	w.noteChange(key, &pv, newest, fromBatch && newest.ts == ts)
+	w.pending[string(key)] = pv
 	return true, nil
+}
+
+// noteChange fills pv's previous value (the value below its version: the
+// one newest had, or newest's own when pv replaces it) and reports pv to
+// OnChange.
+func (w *Writer) noteChange(key []byte, pv *pendingVersion, newest pendingVersion, replace bool) {
+	if replace {
+		pv.prevLive, pv.prevValue = newest.prevLive, newest.prevValue
+	} else {
+		pv.prevLive, pv.prevValue = newest.live, newest.value
+	}
+	if w.OnChange == nil {
+		return
+	}
+	c := Change{Key: bytes.Clone(key), Version: pv.ts, Deleted: !pv.live, PrevFound: pv.prevLive}
+	if pv.live {
+		c.Value = bytes.Clone(pv.value)
+	}
+	if pv.prevLive {
+		c.PrevValue = bytes.Clone(pv.prevValue)
+	}
+	w.OnChange(c)
 }
 
 // DeleteRange deletes at version ts every user key in [start, end) that has

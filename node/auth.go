@@ -26,6 +26,7 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.KV/Scan":               certs.RoleReadOnly,
 	"/shale.kv.v1.KV/BatchGet":           certs.RoleReadOnly,
 	"/shale.kv.v1.KV/Multiplex":          certs.RoleReadOnly, // each call on it is authorized as its own method
+	"/shale.kv.v1.Watch/Watch":           certs.RoleReadOnly,
 	"/shale.kv.v1.Admin/Status":          certs.RoleReadOnly,
 	"/shale.kv.v1.Admin/RangeLookup":     certs.RoleReadOnly,
 	"/shale.kv.v1.Admin/Ranges":          certs.RoleReadOnly,

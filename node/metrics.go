@@ -27,6 +27,7 @@ import (
 //	shale_node_host_cpu_busy_ratio  the host's CPU use (cpu.go)
 //	shale_load_splits_held_total    load splits waiting for spare CPU (splitter.go)
 //	shale_gc_*                      the GC queue (gc_queue.go)
+//	shale_watch*                    the Watch service (watch_metrics.go)
 //	shale_clock_*, shale_tso_*      the clock guard and the oracle client (clock.go)
 //	go_*, process_*                 Go runtime and process
 type metrics struct {
@@ -54,6 +55,8 @@ type metrics struct {
 	// leader (read.go).
 	closes        prometheus.Counter
 	followerReads prometheus.Counter
+	// watch are the Watch service's (watch_metrics.go).
+	watch watchMetrics
 }
 
 func newMetrics(n *Node) *metrics {
@@ -77,6 +80,7 @@ func newMetrics(n *Node) *metrics {
 		}),
 		impersonation: n.sec.impersonation,
 		gc:            newGCMetrics(),
+		watch:         newWatchMetrics(n),
 		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_follower_reads_total",
 			Help: "Bounded-staleness reads this node served at a replica's frontier, without a leader barrier (on a follower or the leader).",
@@ -107,6 +111,7 @@ func newMetrics(n *Node) *metrics {
 		&memoryCollector{n: n},
 		&clockCollector{n: n},
 	)
+	m.registry.MustRegister(m.watch.collectors()...)
 	m.registry.MustRegister(n.lessor.collectors()...)
 	if err := n.store.Metrics().Register(m.registry); err != nil {
 		panic(err) // a fresh registry: only a duplicate name can fail

@@ -70,6 +70,10 @@ type Node struct {
 	metrics      *metrics
 	started      time.Time
 
+	// watches holds the watchers of the ranges this node leads, and is
+	// every replica's change feed sink (watch_feed.go).
+	watches *watchFeeds
+
 	// clock is the node's hybrid-logical clock (clock.go); clockGuard
 	// says whether it may serve. oracle issues the cluster's timestamps
 	// while this node holds meta's lease, and tsoClient is how this node
@@ -177,7 +181,8 @@ func New(cfg Config) (*Node, error) {
 	if memtable == 0 {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
-	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log, Observe: n.observeFrontier})
+	n.watches = newWatchFeeds()
+	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log, Observe: n.observeFrontier, Feed: n.watches})
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +256,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterKVServer(n.grpc, &kvServer{n: n})
 	kvpb.RegisterAdminServer(n.grpc, &adminServer{n: n})
 	kvpb.RegisterBackupServer(n.grpc, &backupServer{n: n})
+	kvpb.RegisterWatchServer(n.grpc, &watchServer{n: n})
 	kvpb.RegisterLeaseServer(n.grpc, &leaseServer{n: n})
 	kvpb.RegisterLeaseInternalServer(n.grpc, &leaseInternalServer{n: n})
 	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})

@@ -18,15 +18,10 @@ import (
 // closeTimeout bounds a Close proposed for reads (read_close.go).
 const closeTimeout = 10 * time.Second
 
-// readBarrier waits until r may serve a read of the request's
-// consistency and returns the applied index the read will see at least:
-// a linearizable read waits for the leader's barrier (ReadIndex or lease,
-// docs/replication.md "Reads and leases"); a stale read is served from
-// whatever this replica has applied.
-func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (uint64, error) {
-	if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
-		return r.AppliedIndex(), nil
-	}
+// readBarrier waits until r may serve a linearizable read and returns
+// the applied index the read will see at least: the leader's barrier
+// (ReadIndex or lease, docs/replication.md "Reads and leases").
+func (n *Node) readBarrier(ctx context.Context, op string, r *raft.Replica) (uint64, error) {
 	if err := n.awaitLeader(ctx, op, r, r.Descriptor()); err != nil {
 		return 0, err
 	}
@@ -53,9 +48,9 @@ func (n *Node) readBarrier(ctx context.Context, op string, h *kvpb.RequestHeader
 //     frontier F it is served as it is, by any replica, with no barrier
 //     (versions there never change); above F the leader closes it first
 //     (read_close.go) and a follower answers NotLeader.
-//   - none, STALE: the replica's F, with no barrier (the old stale read:
-//     whatever this replica has applied).
-//   - none, BOUNDED_STALE: the follower read (boundedStale).
+//   - none, BOUNDED_STALE: the follower read (boundedStale); STALE is a
+//     BOUNDED_STALE read with no bound (docs/versions.md, "Follower
+//     reads").
 //   - none, a read of this range alone: the linearizable barrier, then the
 //     replica's F: every write acknowledged before the read began is at or
 //     below it. No extra round.
@@ -75,16 +70,14 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 	if err != nil {
 		return hlc.Timestamp{}, 0, err
 	}
-	if !explicit && h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE {
+	if c := h.GetReadConsistency(); !explicit && (c == kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE ||
+		c == kvpb.ReadConsistency_READ_CONSISTENCY_STALE) {
 		return n.boundedStale(ctx, op, h, r)
 	}
 	if !explicit {
-		idx, err := n.readBarrier(ctx, op, h, r)
+		idx, err := n.readBarrier(ctx, op, r)
 		if err != nil {
 			return hlc.Timestamp{}, 0, err
-		}
-		if h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE {
-			return mvccState(r).Frontier, idx, nil
 		}
 		st := mvccState(r)
 		if multiRange || st.Frontier.IsZero() {
@@ -143,11 +136,16 @@ func recheckGC(op string, r *raft.Replica, ts hlc.Timestamp) error {
 // goes to the leader), and the leader closes the current time first. A
 // leader that gets such reads keeps its range's F fresh for a while
 // (freshnessLoop), so that its followers can serve the next ones.
+//
+// A STALE read is one with no bound: any replica that has applied a write
+// or a close serves it at its F, however old (what STALE always meant:
+// whatever this replica has applied), and does not keep the range fresh.
 func (n *Node) boundedStale(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica) (hlc.Timestamp, uint64, error) {
+	unbounded := h.GetReadConsistency() == kvpb.ReadConsistency_READ_CONSISTENCY_STALE
 	maxStale := time.Duration(h.GetMaxStalenessUs()) * time.Microsecond
 	idx := r.AppliedIndex()
 	st := mvccState(r)
-	if !st.Frontier.IsZero() && st.Frontier.WallTime >= n.clock.PhysicalNow()-int64(maxStale) {
+	if !st.Frontier.IsZero() && (unbounded || st.Frontier.WallTime >= n.clock.PhysicalNow()-int64(maxStale)) {
 		n.metrics.followerReads.Inc()
 		_ = n.clock.Update(st.Frontier) // the clock follows what the node serves
 		return st.Frontier, idx, nil
@@ -155,7 +153,9 @@ func (n *Node) boundedStale(ctx context.Context, op string, h *kvpb.RequestHeade
 	if !r.IsLeader() {
 		return hlc.Timestamp{}, 0, n.raftError(op, r.NotLeaderError())
 	}
-	n.closes.wanted(r.RangeID(), time.Now())
+	if !unbounded {
+		n.closes.wanted(r.RangeID(), time.Now())
+	}
 	ts := n.clock.Now()
 	if err := n.closeAt(ctx, op, r, ts); err != nil {
 		return hlc.Timestamp{}, 0, err

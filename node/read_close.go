@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ import (
 // freshWindow after the last such read it closes the current time every
 // freshInterval, so that followers can serve the next ones at most about
 // that much behind. A range that gets no such reads is never closed this
-// way (an idle range stays idle).
+// way (an idle range stays idle), unless it has watchers (watch_feed.go),
+// whose progress notices come from its frontier.
 const (
 	freshInterval = 200 * time.Millisecond
 	freshWindow   = 5 * time.Second
@@ -78,6 +80,13 @@ func (n *Node) freshnessLoop() {
 			ids = append(ids, id)
 		}
 		n.closes.mu.Unlock()
+		// Ranges with watchers are kept fresh too, so that their progress
+		// notices advance while no write comes (docs/watch.md).
+		for _, id := range n.watches.watchedRanges() {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
 		for _, id := range ids {
 			r, err := n.store.Replica(id)
 			if err != nil || !r.IsLeader() || r.Frozen() {

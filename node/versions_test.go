@@ -310,3 +310,28 @@ func TestReadAcrossRangesSeesEveryAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("a Get proposed %v closes", after-before)
 	}
 }
+
+// TestStaleReadIsAnUnboundedFollowerRead: the old STALE consistency is
+// served through the bounded-stale path with no bound (docs/versions.md,
+// "Follower reads"): at the replica's frontier, named in the answer, and
+// counted as a follower read.
+func TestStaleReadIsAnUnboundedFollowerRead(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	ctx := ctxT(t)
+	p, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := testutilCounter(t, tn, "shale_follower_reads_total")
+	stale := &kvpb.RequestHeader{ReadConsistency: kvpb.ReadConsistency_READ_CONSISTENCY_STALE}
+	g, err := tn.kv.Get(ctx, &kvpb.GetRequest{Key: []byte("k"), Header: stale})
+	if err != nil || string(g.GetValue()) != "v" {
+		t.Fatalf("STALE Get = %v, %v", g, err)
+	}
+	if served := tsOf(g.GetHeader().GetReadTimestamp()); served.Less(tsOf(p.GetVersion())) {
+		t.Fatalf("STALE Get served at %s, below the write's version %s on the only replica", served, tsOf(p.GetVersion()))
+	}
+	if after := testutilCounter(t, tn, "shale_follower_reads_total"); after != before+1 {
+		t.Fatalf("shale_follower_reads_total went from %v to %v, want one more", before, after)
+	}
+}

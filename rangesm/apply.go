@@ -32,6 +32,7 @@ import (
 
 // Apply implements apply.StateMachine.
 func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, error) {
+	r.startFeed()
 	for _, e := range ents {
 		out = append(out, apply.Applied{})
 		a := &out[len(out)-1]

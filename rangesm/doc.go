@@ -23,6 +23,9 @@
 //     split.go, merge.go): the descriptor, the right-hand range's state,
 //     the freeze and the take-over of a merge, and the merge gate
 //     (MayApply).
+//   - Change feeds (feed.go): while a range is watched, the changes its
+//     writes make, handed to the node's FeedSink with each published
+//     batch (docs/watch.md).
 //   - The read path (read.go): Reader reads applied user data; the node
 //     serves Get, BatchGet and Scan through it after replication's read
 //     barrier.

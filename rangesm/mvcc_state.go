@@ -129,9 +129,11 @@ func (r *Range) publish() {
 	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats}
 	old := r.published.Load()
 	if old != nil && *old == *p {
+		r.publishFeed(p.Frontier)
 		return
 	}
 	r.published.Store(p)
+	r.publishFeed(p.Frontier)
 	if r.observe != nil && !p.Frontier.IsZero() && (old == nil || old.Frontier != p.Frontier) {
 		r.observe(p.Frontier)
 	}

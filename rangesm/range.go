@@ -26,6 +26,9 @@ type Config struct {
 	// node's clock follows the versions it applies. It runs on the apply
 	// path: it must be cheap and must not block.
 	Observe func(frontier hlc.Timestamp)
+	// Feed, if set, receives the changes replicas apply to watched
+	// ranges (feed.go).
+	Feed FeedSink
 }
 
 // Factory makes the range state machines of one node (apply.Factory).
@@ -55,6 +58,7 @@ func (f *Factory) New(rangeID uint64, host apply.Host) (apply.StateMachine, erro
 		host:    host,
 		rangeID: rangeID,
 		observe: f.cfg.Observe,
+		sink:    f.cfg.Feed,
 	}
 	r.ov.init(f.cfg.Engine, host.WriteEngine, host.Counters().Writes)
 	if err := r.Restore(); err != nil {
@@ -111,6 +115,9 @@ type Range struct {
 	stats      mvcc.Stats
 	statsDirty bool
 	wCounted   mvcc.Stats
+	// sink and feed: the change feed (feed.go).
+	sink FeedSink
+	feed feedState
 }
 
 // writer returns the Writer of user versions into the apply batch.
@@ -119,6 +126,11 @@ func (r *Range) writer() *mvcc.Writer {
 	if r.w == nil {
 		r.w = keys.UserKeyspace.NewWriter(r.db, r.ov.batch)
 		r.wCounted = mvcc.Stats{}
+	}
+	if r.feed.collecting {
+		r.w.OnChange = r.onChange
+	} else {
+		r.w.OnChange = nil
 	}
 	return r.w
 }
@@ -178,6 +190,9 @@ func (r *Range) Restore() error {
 	r.stats, r.statsDirty = stats, false
 	r.w = nil
 	r.dedup.clear()
+	// What a snapshot brought was not collected.
+	r.feed.incomplete = true
+	r.feed.changes = nil
 	r.publish()
 	return nil
 }
