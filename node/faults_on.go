@@ -31,6 +31,8 @@ import (
 //	DELETE /debug/faults/txn
 //	PUT    /debug/faults/export-drop
 //	DELETE /debug/faults/export-drop
+//	PUT    /debug/faults/watch-drop     (faults_watch_on.go)
+//	DELETE /debug/faults/watch-drop
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
@@ -72,6 +74,8 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /debug/faults/txn", n.setTxnFault)
 	mux.HandleFunc("PUT /debug/faults/export-drop", n.setExportDrop)
 	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
+	mux.HandleFunc("PUT /debug/faults/watch-drop", n.setWatchDrop) // faults_watch_on.go
+	mux.HandleFunc("DELETE /debug/faults/watch-drop", n.setWatchDrop)
 }
 
 // setTxnFault turns the planted transaction bug on (PUT
