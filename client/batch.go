@@ -163,6 +163,10 @@ func (b *batchGetter) group(ctx context.Context, idx []int, first bool) {
 					p.rest = append(p.rest, i)
 				}
 			}
+			// Every key of the read in this one request: no other group
+			// is read at its answer, so the node need not issue and close
+			// a fresh timestamp (served as a Get is).
+			req.Whole = first && len(p.mine) == len(b.keys)
 			var err error
 			p.resp, err = e.kv.BatchGet(ctx, req)
 			return p, err

@@ -98,9 +98,9 @@ var (
 	// Error.ClockOffset has the measurement. It also matches
 	// ErrUnavailable.
 	ErrClockOffset = errors.New("client: node clock offset beyond the maximum")
-	// ErrTxnTooLarge: a transaction's writes are over its limits
-	// (MaxTxnWrites writes, MaxTxnWriteBytes of keys and values;
-	// docs/transactions.md). Nothing was applied. It also matches
+	// ErrTxnTooLarge: a transaction is over its limits (MaxTxnWrites
+	// writes, MaxTxnWriteBytes of keys and values, MaxTxnReads reads in a
+	// transaction that writes; docs/transactions.md). Nothing was applied. It also matches
 	// ErrInvalidArgument.
 	ErrTxnTooLarge = errors.New("client: transaction too large")
 	// ErrTxnAborted: a transaction did not commit and Txn stopped

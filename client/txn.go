@@ -30,6 +30,11 @@ const (
 	// MaxTxnWrites is the most writes (Put, Delete, DeleteRange) one
 	// transaction may buffer.
 	MaxTxnWrites = 10_000
+	// MaxTxnReads is the most keys and spans a transaction that writes
+	// may have read (each Get's key, each Scan's span): its commit carries
+	// them to be validated, within the nodes' default max_batch_ops. A
+	// transaction that only reads has no such limit.
+	MaxTxnReads = 10_000
 	// MaxTxnWriteBytes bounds the keys and values of one transaction's
 	// writes: the nodes' default max_write_bytes, since a one-range
 	// transaction commits as one write.
@@ -145,6 +150,11 @@ func (tx *Tx) commit(ctx context.Context) (committed bool, changed *Error, err e
 		}
 		// Read-only: its reads at R are all it did; nothing to commit.
 		return true, nil, nil
+	}
+	if len(tx.reads) > MaxTxnReads {
+		return false, nil, &Error{Op: op, kind: ErrTxnTooLarge,
+			Msg:   fmt.Sprintf("the transaction read %d keys and spans, over the %d a commit can validate (MaxTxnReads); it did not commit", len(tx.reads), MaxTxnReads),
+			Limit: &kvpb.LimitExceeded{Limit: "max_txn_reads", Max: MaxTxnReads, Actual: uint64(len(tx.reads))}}
 	}
 	req := &kvpb.TxnCommitRequest{Header: c.header(true), Reads: tx.reads, Mutations: tx.muts}
 	if len(tx.reads) > 0 {

@@ -21,3 +21,7 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 
 // dropExportEntry is the planted export bug of the test build: never here.
 func (n *Node) dropExportEntry(uint64) bool { return false }
+
+// leaseKeepAliveIgnored is the planted lease bug of the test build: never
+// here.
+func (n *Node) leaseKeepAliveIgnored() bool { return false }

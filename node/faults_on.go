@@ -31,6 +31,8 @@ import (
 //	DELETE /debug/faults/txn
 //	PUT    /debug/faults/export-drop
 //	DELETE /debug/faults/export-drop
+//	PUT    /debug/faults/lease-early
+//	DELETE /debug/faults/lease-early
 //	PUT    /debug/faults/watch-drop     (faults_watch_on.go)
 //	DELETE /debug/faults/watch-drop
 //
@@ -43,7 +45,10 @@ import (
 // reads (rangesm/faults_on.go), which the transaction checkers of the
 // fault suite must catch (set it on every node, or replicas diverge); and
 // a planted bug for the fault suite's backup checker: while export-drop is
-// set, every backup file this node exports leaves out its first key. A
+// set, every backup file this node exports leaves out its first key; and
+// a planted bug for the fault suite's lease checker: while lease-early is
+// set, a keep-alive this node serves as meta's leader is acknowledged
+// without renewing the lease, so keys go before their TTL. A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -58,6 +63,8 @@ type faultState struct {
 	delays map[string]diskDelay // by kind of operation
 	// dropExport is the planted export bug (dropExportEntry).
 	dropExport atomic.Bool
+	// leaseEarly is the planted lease bug (leaseKeepAliveIgnored).
+	leaseEarly atomic.Bool
 }
 
 type diskDelay struct{ delay, jitter time.Duration }
@@ -74,9 +81,23 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /debug/faults/txn", n.setTxnFault)
 	mux.HandleFunc("PUT /debug/faults/export-drop", n.setExportDrop)
 	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
+	mux.HandleFunc("PUT /debug/faults/lease-early", n.setLeaseEarly)
+	mux.HandleFunc("DELETE /debug/faults/lease-early", n.setLeaseEarly)
 	mux.HandleFunc("PUT /debug/faults/watch-drop", n.setWatchDrop) // faults_watch_on.go
 	mux.HandleFunc("DELETE /debug/faults/watch-drop", n.setWatchDrop)
 }
+
+// setLeaseEarly plants (PUT) or removes (DELETE) the lease bug.
+func (n *Node) setLeaseEarly(w http.ResponseWriter, r *http.Request) {
+	on := r.Method == http.MethodPut
+	n.faults.leaseEarly.Store(on)
+	n.log.Warn("fault injection: keep-alives are acknowledged without renewing leases", "on", on)
+	fmt.Fprintf(w, "lease-early %v\n", on)
+}
+
+// leaseKeepAliveIgnored says whether keep-alives are acknowledged without
+// renewing (the planted bug is set).
+func (n *Node) leaseKeepAliveIgnored() bool { return n.faults.leaseEarly.Load() }
 
 // setTxnFault turns the planted transaction bug on (PUT
 // ?skip_read_validation=true) or off (DELETE), or says which it is (GET).

@@ -416,6 +416,9 @@ func (l *lessor) keepAlive(ctx context.Context, id uint64) (time.Duration, error
 		ttl = time.Duration(rec.TTLMillis) * time.Millisecond
 		l.ttls[id] = ttl
 	}
+	if l.n.leaseKeepAliveIgnored() {
+		return ttl, nil // the planted bug of a faults build (faults_on.go)
+	}
 	l.deadlines[id] = time.Now().Add(ttl)
 	return ttl, nil
 }

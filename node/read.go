@@ -55,8 +55,9 @@ func (n *Node) readBarrier(ctx context.Context, op string, r *raft.Replica) (uin
 //     replica's F: every write acknowledged before the read began is at or
 //     below it. No extra round.
 //   - none, the first part of a read across ranges (multiRange: a Scan
-//     that goes on past this range, a BatchGet, whose other groups the
-//     client reads at the answer's timestamp): a timestamp from the
+//     that goes on past this range, a BatchGet not marked whole, whose
+//     other groups the client reads at the answer's timestamp): a
+//     timestamp from the
 //     node's TimestampSource, closed on this range first. The range's F
 //     would not do: another range may hold acknowledged writes above it,
 //     which the later parts, read at F, would miss.
@@ -284,8 +285,9 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 		}
 	}
 	// The client sends a BatchGet's keys by range, and reads every other
-	// group at this one's answer: a read across ranges.
-	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r, true)
+	// group at this one's answer: a read across ranges, unless the request
+	// is the whole read (every key in this range), served as a Get is.
+	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r, !req.GetWhole())
 	if err != nil {
 		return nil, err
 	}

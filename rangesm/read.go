@@ -2,6 +2,7 @@ package rangesm
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
@@ -122,23 +123,37 @@ func (r Reader) Scan(o ScanOptions) (page ScanPage, err error) {
 
 // versionIter yields the live versions a read at ts sees, one per key, in
 // key order or its reverse. Forward, the iterator has a version floor and
-// yields just those versions (tombstones too); in reverse, a key's
-// versions come oldest first and the newest at or below ts is kept until
-// the key changes.
+// yields just those versions (tombstones too). In reverse, a key's
+// versions come oldest first, and the newest at or below ts is the last
+// of them at or below it: versionIter steps over the others without
+// decoding them (their version suffixes are compared with the floor's as
+// bytes, as the engine's forward floor does), keeping the raw entry of the
+// latest candidate in buffers it reuses, and decodes one entry per key.
 type versionIter struct {
 	it      *storage.Iterator
 	ts      hlc.Timestamp
 	reverse bool
 	started bool
 	valid   bool
-	// pending is, in reverse, the key being gathered and its newest
-	// version at or below ts so far (has: one was seen).
-	pending mvcc.Entry
-	has     bool
+
+	// Reverse only. floor is the version suffix of ts: a version is at or
+	// below ts when its suffix is >= floor. enc is the encoded user key
+	// (engine key without its suffix) being gathered (has: one is); cand
+	// holds its newest version at or below ts so far (candKey, candVal:
+	// the raw entry; hasCand: one was seen). hold: the iterator already
+	// stands on the next entry to look at (the first of the next key).
+	floor            []byte
+	enc              []byte
+	has              bool
+	candKey, candVal []byte
+	hasCand          bool
+	hold             bool
 }
 
 func (v *versionIter) step() {
 	switch {
+	case v.hold:
+		v.hold = false
 	case !v.started && v.reverse:
 		v.valid = v.it.Last()
 	case !v.started:
@@ -154,45 +169,82 @@ func (v *versionIter) step() {
 // next returns the next live version; the entry's slices are the caller's
 // (Key) or valid until the next call (Value).
 func (v *versionIter) next() (mvcc.Entry, bool, error) {
+	if v.reverse {
+		return v.nextReverse()
+	}
+	for {
+		v.step()
+		if !v.valid {
+			return mvcc.Entry{}, false, v.it.Error()
+		}
+		e, err := keys.UserKeyspace.DecodeEntry(nil, v.it.UnsafeKey(), v.it.UnsafeValue())
+		if err != nil {
+			return mvcc.Entry{}, false, err
+		}
+		if e.Live && e.Version.LessEq(v.ts) {
+			return e, true, nil
+		}
+	}
+}
+
+// nextReverse is next for a reverse scan.
+func (v *versionIter) nextReverse() (mvcc.Entry, bool, error) {
+	if v.floor == nil {
+		v.floor = mvcc.VersionFloor(v.ts)
+	}
 	for {
 		v.step()
 		if !v.valid {
 			if err := v.it.Error(); err != nil {
 				return mvcc.Entry{}, false, err
 			}
-			if v.reverse && v.has {
-				v.has = false
-				if v.pending.Live {
-					return v.pending, true, nil
-				}
+			if e, ok, err := v.finishKey(); err != nil || ok {
+				return e, ok, err
 			}
 			return mvcc.Entry{}, false, nil
 		}
-		e, err := keys.UserKeyspace.DecodeEntry(nil, v.it.UnsafeKey(), v.it.UnsafeValue())
+		raw := v.it.UnsafeKey()
+		n, err := mvcc.SplitKey(raw)
 		if err != nil {
-			return mvcc.Entry{}, false, err
+			return mvcc.Entry{}, false, fmt.Errorf("engine key %x: %w", raw, err)
 		}
-		if !v.reverse {
-			if e.Live && e.Version.LessEq(v.ts) {
-				return e, true, nil
+		if v.has && !bytes.Equal(raw[:n], v.enc) {
+			// The key being gathered is complete: answer it, and look at
+			// this entry again on the next call.
+			v.hold = true
+			e, ok, err := v.finishKey()
+			if err != nil || ok {
+				return e, ok, err
 			}
 			continue
 		}
-		var out mvcc.Entry
-		emit := false
-		if v.has && !bytes.Equal(v.pending.Key, e.Key) {
-			out, emit = v.pending, v.pending.Live
-			v.has = false
+		if !v.has {
+			v.enc, v.has, v.hasCand = append(v.enc[:0], raw[:n]...), true, false
 		}
-		if e.Version.LessEq(v.ts) {
-			// Older versions of the key came first: this one is newer.
-			e.Value = append([]byte{}, e.Value...)
-			v.pending, v.has = e, true
-		}
-		if emit {
-			return out, true, nil
+		if bytes.Compare(raw[n:], v.floor) >= 0 {
+			// At or below ts, and newer than every candidate before it.
+			v.candKey = append(v.candKey[:0], raw...)
+			v.candVal = append(v.candVal[:0], v.it.UnsafeValue()...)
+			v.hasCand = true
 		}
 	}
+}
+
+// finishKey ends the key being gathered: its newest version at or below
+// ts, if there is one and it is live.
+func (v *versionIter) finishKey() (mvcc.Entry, bool, error) {
+	if !v.has {
+		return mvcc.Entry{}, false, nil
+	}
+	v.has = false
+	if !v.hasCand {
+		return mvcc.Entry{}, false, nil
+	}
+	e, err := keys.UserKeyspace.DecodeEntry(nil, v.candKey, v.candVal)
+	if err != nil {
+		return mvcc.Entry{}, false, err
+	}
+	return e, e.Live, nil
 }
 
 // TimestampProto returns ts on the wire (nil for the zero timestamp).

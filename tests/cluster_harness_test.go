@@ -364,9 +364,17 @@ func (c *testCluster) staleGet(id uint64, key string) (string, bool, error) {
 // exported) from node id's /metrics, or -1 if absent.
 func (c *testCluster) metric(id uint64, name string) float64 {
 	c.t.Helper()
-	resp, err := http.Get("http://" + c.node(id).httpAddr + "/metrics")
+	return metricAt(c.t, c.node(id).httpAddr, name)
+}
+
+// metricAt returns a metric line's value (name with labels, exactly as
+// exported) from the /metrics of the node serving HTTP at httpAddr, or -1
+// if absent.
+func metricAt(t testing.TB, httpAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

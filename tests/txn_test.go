@@ -183,6 +183,18 @@ func TestTxnOneRange(t *testing.T) {
 		}
 		return nil
 	}), client.ErrTxnTooLarge)
+	check("too many reads", c.Txn(ctx, func(tx *client.Tx) error {
+		keys := make([][]byte, client.MaxTxnReads+1)
+		for i := range keys {
+			keys[i] = []byte("r" + strconv.Itoa(i))
+		}
+		for i := 0; i < len(keys); i += 5000 {
+			if _, err := tx.BatchGet(ctx, keys[i:min(i+5000, len(keys))]); err != nil {
+				return err
+			}
+		}
+		return tx.Put([]byte("a"), []byte("x"))
+	}), client.ErrTxnTooLarge)
 	check("too large, error ignored", c.Txn(ctx, func(tx *client.Tx) error {
 		big := make([]byte, 3<<20)
 		for i := range 4 {

@@ -1316,9 +1316,17 @@ func (x *ScanResponse) GetResumeKey() []byte {
 }
 
 type BatchGetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Keys   [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// whole says keys are every key of the client's read: no other part of
+	// it is read at this answer's read_timestamp. Without a read_timestamp
+	// the node then serves it as it serves a Get (the linearizable barrier,
+	// then the range's frontier), with no close round. Unset (a BatchGet
+	// across ranges, or a client older than this field), the node reads at
+	// a fresh timestamp closed on the range first, so that the client's
+	// other groups, read at it, see every acknowledged write.
+	Whole         bool `protobuf:"varint,3,opt,name=whole,proto3" json:"whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1365,6 +1373,13 @@ func (x *BatchGetRequest) GetKeys() [][]byte {
 		return x.Keys
 	}
 	return nil
+}
+
+func (x *BatchGetRequest) GetWhole() bool {
+	if x != nil {
+		return x.Whole
+	}
+	return false
 }
 
 type GetResult struct {
@@ -2237,10 +2252,11 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x03kvs\x18\x02 \x03(\v2\x15.shale.kv.v1.KeyValueR\x03kvs\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x1d\n" +
 	"\n" +
-	"resume_key\x18\x04 \x01(\fR\tresumeKey\"Y\n" +
+	"resume_key\x18\x04 \x01(\fR\tresumeKey\"o\n" +
 	"\x0fBatchGetRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\fR\x04keys\"\xa8\x01\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x14\n" +
+	"\x05whole\x18\x03 \x01(\bR\x05whole\"\xa8\x01\n" +
 	"\tGetResult\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x120\n" +

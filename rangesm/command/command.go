@@ -586,6 +586,7 @@ const (
 	leaseExpired byte = 1 << 0
 	leaseTerm    byte = 1 << 1
 )
+
 // txnReadSpan flags a transaction read that is a span, not a point key.
 const txnReadSpan byte = 1 << 0
 

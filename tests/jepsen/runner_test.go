@@ -34,6 +34,9 @@ type runConfig struct {
 	watch bool
 }
 
+// leaseWorkers is how many lease workers a run has (lease_check_test.go).
+const leaseWorkers = 2
+
 // runResult is one row of the report.
 type runResult struct {
 	name          string
@@ -48,6 +51,7 @@ type runResult struct {
 	txns          int     // committed transactions (bank and list-append)
 	txnBad        int     // broken bank reads plus list-append anomalies
 	backup        string  // the backup check's summary (backup_check_test.go)
+	leases        string  // the lease check's summary (lease_check_test.go)
 	watch         string  // the watch check's summary (watch_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
@@ -204,9 +208,22 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	ctx, stopWorkers := context.WithCancel(context.Background())
 	reg := newRegisterWorkload(r.h, cfg.regKeys)
 	set := newSetWorkload(r.h)
+	leases := &leaseWorkload{}
 	var wg sync.WaitGroup
 	if txn != nil {
 		txn.run(ctx, &wg, cfg.txnWorkers, cfg.seed)
+	}
+	for i := range leaseWorkers {
+		s, err := newSession(c, t)
+		if err != nil {
+			t.Fatalf("dialling the cluster: %v", err)
+		}
+		sessions = append(sessions, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			leases.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(2000+i))))
+		}()
 	}
 	for i := range cfg.regWorkers + cfg.setWorkers {
 		s, err := newSession(c, t)
@@ -247,7 +264,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watch.writer(ctx, ws[0], rand.New(rand.NewPCG(cfg.seed, 2000)))
+			watch.writer(ctx, ws[0], rand.New(rand.NewPCG(cfg.seed, 3000)))
 		}()
 		watch.startWatchers(wctx, &watchWG, ws[1:], cfg.duration/4)
 	}
@@ -445,6 +462,19 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 			res.problems = append(res.problems, fmt.Sprintf("%d unexpected elements, e.g. %v", len(sc.unexpected), first(sc.unexpected, 5)))
 		}
 		r.logf("set: %d acknowledged adds all present, %d indeterminate adds present", sc.acked-len(sc.lost), sc.recovered)
+	}
+	res.leases = "-"
+	if lc, err := finishLeases(leases, adm.get()); err != nil {
+		res.problems = append(res.problems, "lease check: "+err.Error())
+	} else if p := lc.problems(); len(p) > 0 {
+		res.problems = append(res.problems, p...)
+		res.leases = "FAILED"
+	} else if lc.kept == 0 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: no lease session had an acknowledged keep-alive (%d sessions)", lc.sessions))
+	} else {
+		res.leases = "ok"
+		r.logf("leases: %d sessions (%d kept alive, %d revoked): no key went early, none outlived its lease by more than %v",
+			lc.sessions, lc.kept, lc.revoked, leaseBound)
 	}
 	res.backup = "-"
 	if backup.manifest == nil {
@@ -663,11 +693,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -683,8 +713,8 @@ func report(results []runResult) string {
 		if watch == "" {
 			watch = "-"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, watch,
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, watch,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()

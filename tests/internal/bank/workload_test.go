@@ -3,6 +3,7 @@ package bank
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -69,4 +70,32 @@ func TestWorkloadCatchesLostUpdates(t *testing.T) {
 		t.Fatalf("lost updates not found:\n%s", res)
 	}
 	t.Logf("%s", res)
+}
+
+// With groups, every transfer stays inside its group (never from or to
+// the last group's lone account), and the split points are the groups'
+// first accounts.
+func TestWorkloadGroups(t *testing.T) {
+	cfg := Config{Accounts: 7, Group: 3}
+	if got := cfg.GroupStarts(); len(got) != 2 || got[0] != "bank/003" || got[1] != "bank/006" {
+		t.Fatalf("GroupStarts = %v", got)
+	}
+	w := NewWorkload(Config{Accounts: 7, Group: 3, ReadShare: 0.01}, txnkv.NewMemKV(txnkv.NoBug, 0, 1), nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	transfers := 0
+	for range 2000 {
+		op := w.Next(rng)
+		if op.Kind != Transfer {
+			continue
+		}
+		transfers++
+		f, _ := strconv.Atoi(op.From[len("bank/"):])
+		to, _ := strconv.Atoi(op.To[len("bank/"):])
+		if f == to || f/3 != to/3 || f == 6 || to == 6 {
+			t.Fatalf("transfer %s -> %s crosses groups of 3", op.From, op.To)
+		}
+	}
+	if transfers < 1000 {
+		t.Fatalf("only %d transfers drawn", transfers)
+	}
 }

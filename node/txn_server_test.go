@@ -1,0 +1,57 @@
+package node
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// TestTxnService: Begin gives a timestamp a read can be served at; Commit
+// applies when the reads are unchanged, answers read_changed (not an
+// error, nothing written) when one changed, and refuses malformed
+// requests with InvalidArgument, nothing written.
+func TestTxnService(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	txn := kvpb.NewTxnClient(tn.cc)
+	put(t, tn, "a", "1")
+	begin, err := txn.Begin(ctxT(t), &kvpb.TxnBeginRequest{})
+	if err != nil || begin.GetReadTimestamp() == nil {
+		t.Fatalf("Begin = %v, %v", begin, err)
+	}
+	rts := begin.GetReadTimestamp()
+	if _, err := tn.kv.Get(ctxT(t), &kvpb.GetRequest{Header: &kvpb.RequestHeader{ReadTimestamp: rts}, Key: []byte("a")}); err != nil {
+		t.Fatalf("Get at the read timestamp: %v", err)
+	}
+	putA := func(v string) []*kvpb.Mutation {
+		return []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("a"), Value: []byte(v)}}}}
+	}
+	reads := []*kvpb.TxnRead{{Key: []byte("a")}, {Key: []byte("b"), EndKey: []byte("c"), Span: true}}
+	resp, err := txn.Commit(ctxT(t), &kvpb.TxnCommitRequest{ReadTimestamp: rts, Reads: reads, Mutations: putA("2")})
+	if err != nil || !resp.GetCommitted() || resp.GetVersion() == nil {
+		t.Fatalf("Commit of unchanged reads = %v, %v", resp, err)
+	}
+	// The same snapshot again: a now has a version above it.
+	resp, err = txn.Commit(ctxT(t), &kvpb.TxnCommitRequest{ReadTimestamp: rts, Reads: reads, Mutations: putA("3")})
+	if err != nil || resp.GetCommitted() || string(resp.GetReadChanged().GetKey()) != "a" {
+		t.Fatalf("Commit of a changed read = %v, %v", resp, err)
+	}
+	if v, _ := get(t, tn, "a"); v != "2" {
+		t.Fatalf("a = %q after a refused commit", v)
+	}
+	for name, req := range map[string]*kvpb.TxnCommitRequest{
+		"no mutations":           {ReadTimestamp: rts, Reads: reads},
+		"reads without a time":   {Reads: reads, Mutations: putA("4")},
+		"empty read key":         {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{}}, Mutations: putA("4")},
+		"read span start >= end": {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{Key: []byte("z"), EndKey: []byte("b"), Span: true}}, Mutations: putA("4")},
+	} {
+		if _, err := txn.Commit(ctxT(t), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: err = %v, want InvalidArgument", name, err)
+		}
+	}
+	if v, _ := get(t, tn, "a"); v != "2" {
+		t.Fatalf("a = %q after refused requests", v)
+	}
+}
