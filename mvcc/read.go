@@ -52,7 +52,7 @@ func (ks Keyspace) Get(r Reader, key []byte, ts hlc.Timestamp) (kv KeyValue, fou
 		Value:   e.value,
 		Version: e.ts,
 		Created: e.created,
-				Lease:   e.lease,
+		Lease:   e.lease,
 	}, true, nil
 }
 
@@ -192,7 +192,7 @@ func (ks Keyspace) GetMany(r Reader, keys [][]byte, ts hlc.Timestamp) (kvs []Key
 					Value:   e.value, // a slice of its own (MultiSeekPrefixGE)
 					Version: e.ts,
 					Created: e.created,
-				Lease:   e.lease,
+					Lease:   e.lease,
 				}
 				found[i] = true
 			}
@@ -247,7 +247,7 @@ func (ks Keyspace) getManyByIter(r Reader, keys [][]byte, ts hlc.Timestamp, kvs 
 			Value:   append([]byte{}, e.value...),
 			Version: e.ts,
 			Created: e.created,
-				Lease:   e.lease,
+			Lease:   e.lease,
 		}
 		found[i] = true
 	}

@@ -32,7 +32,7 @@ func TestDecodeValueRejectsMalformed(t *testing.T) {
 		nil,
 		{0x04},
 		{tagTombstone, 0x00},
-		append([]byte{tagLeasedValue}, make([]byte, 12)...),    // no lease
+		append([]byte{tagLeasedValue}, make([]byte, 12)...),   // no lease
 		append([]byte{tagLeasedValue}, make([]byte, 12+8)...), // lease 0
 		{tagValue, 0x00},
 		append([]byte{tagValue, 0x80}, make([]byte, 11)...), // negative created

@@ -50,8 +50,6 @@ type Node struct {
 	// closes coalesces the Close commands reads above a range's frontier
 	// wait for (read_close.go).
 	timestamps TimestampSource
-	// lessor keeps the leases while this node leads meta (lease_lessor.go).
-	lessor *lessor
 	closes     closer
 	disk       *diskspace.Monitor // disk.go
 	writes     *writeBudget       // memory.go
@@ -60,6 +58,8 @@ type Node struct {
 	peers      *peerClients
 	live       liveness
 	awake      awake // quorum.go
+	// lessor keeps the leases while this node leads meta (lease_lessor.go).
+	lessor *lessor
 	// quorumProbes confirm that silent voters are unreachable (quorum.go).
 	quorumProbes quorumProbes
 	load         loadTracker

@@ -146,6 +146,25 @@ func TestBenchWorkloadsOnCluster(t *testing.T) {
 	}
 }
 
+// TestBenchLeasesOnCluster: the leases workload grants its leases, then
+// renews each every third of its TTL: about keys*3/TTL keep-alives a
+// second, none failing.
+func TestBenchLeasesOnCluster(t *testing.T) {
+	c := newCluster(t, 3)
+	eps := strings.Join(c.endpoints(), ",")
+	rep := runBench(t, "leases", "--endpoints", eps, "--duration", "4s", "--clients", "4", "--keys", "60")
+	checkReport(t, rep, "keepalive")
+	// 60 leases renewed every 10s/3: 18 a second, at most 4s of them
+	// plus each lease's first turn.
+	if r := rep.Results[0]; r.Ops > 60+18*5 || r.Items != r.Ops {
+		t.Errorf("leases: %d keep-alives (%d items) in 4s, want at most %d", r.Ops, r.Items, 60+18*5)
+	}
+	ls, err := c.client().Leases(context.Background())
+	if err != nil || len(ls) != 60 {
+		t.Fatalf("after the run: %d leases, %v; want the 60 granted", len(ls), err)
+	}
+}
+
 func TestBenchRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "nosuchworkload"},

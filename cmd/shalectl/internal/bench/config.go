@@ -53,6 +53,9 @@ type Config struct {
 	// Watch, if set, names the servers whose CPU time and written bytes
 	// the report gives for the timed phase (Report.Server).
 	Watch *Watch
+
+	// leases are the leases workload's, granted before the timed phase.
+	leases *leaseState
 }
 
 // Workloads lists the workloads and what each does.
@@ -67,6 +70,7 @@ var Workloads = map[string]string{
 	"readseq":          "scans of batch-size entries from random keys, in key order",
 	"multiget":         "BatchGets of batch-size random keys",
 	"dirwalk":          "walks of a directory tree: dir-depth dependent gets (seeds/002)",
+	"leases":           "keys live leases (TTL 10s), each kept alive every third of its TTL; see --server-pids",
 }
 
 // WorkloadNames returns the workload names, sorted.

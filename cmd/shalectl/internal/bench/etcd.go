@@ -104,4 +104,17 @@ func (d *etcdDriver) Scan(ctx context.Context, start []byte, limit int) (int, er
 	return len(resp.Kvs), nil
 }
 
+func (d *etcdDriver) Grant(ctx context.Context, ttl time.Duration) (uint64, error) {
+	resp, err := d.c.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	return uint64(resp.ID), nil
+}
+
+func (d *etcdDriver) KeepAliveOnce(ctx context.Context, id uint64) error {
+	_, err := d.c.KeepAliveOnce(ctx, clientv3.LeaseID(id))
+	return err
+}
+
 func (d *etcdDriver) Close() error { return d.c.Close() }

@@ -74,24 +74,31 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		if err := loadDirs(ctx, &cfg, drivers); err != nil {
 			return nil, fmt.Errorf("loading the directory tree: %w", err)
 		}
+	case cfg.Workload == "leases":
+		var err error
+		if cfg.leases, err = grantLeases(ctx, &cfg, drivers); err != nil {
+			return nil, fmt.Errorf("granting %d leases: %w", cfg.Keys, err)
+		}
 	case cfg.Load:
 		if err := loadKeys(ctx, &cfg, drivers); err != nil {
 			return nil, fmt.Errorf("loading %d keys: %w", cfg.Keys, err)
 		}
 	}
-	if cfg.Workload == "dirwalk" || cfg.Load {
+	if cfg.Workload == "dirwalk" || cfg.Workload == "leases" || cfg.Load {
 		rep.LoadSeconds = time.Since(loadStart).Seconds()
 		progressf(cfg.Progress, "bench: loaded in %.1fs\n", rep.LoadSeconds)
 	}
 
 	var seq atomic.Int64
 	steps := make([]step, cfg.Clients)
+	waits := make([]func(context.Context), cfg.Clients)
 	for i := range steps {
-		s, err := newWorker(i, &cfg, drivers[i%len(drivers)], cfg.Seed, &seq).stepFor()
+		wk := newWorker(i, &cfg, drivers[i%len(drivers)], cfg.Seed, &seq)
+		s, err := wk.stepFor()
 		if err != nil {
 			return nil, err
 		}
-		steps[i] = s
+		steps[i], waits[i] = s, wk.wait
 	}
 
 	var before usageSample
@@ -115,7 +122,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runWorker(ctx, &cfg, s, rec, &live, &stop)
+			runWorker(ctx, &cfg, s, waits[i], rec, &live, &stop)
 		}()
 	}
 	done := make(chan struct{})
@@ -135,8 +142,14 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 
 // runWorker issues requests one after another until stop is set or ctx
 // ends.
-func runWorker(ctx context.Context, cfg *Config, s step, rec *recorder, live *counters, stop *atomic.Bool) {
+func runWorker(ctx context.Context, cfg *Config, s step, wait func(context.Context), rec *recorder, live *counters, stop *atomic.Bool) {
 	for !stop.Load() && ctx.Err() == nil {
+		if wait != nil {
+			wait(ctx)
+			if stop.Load() || ctx.Err() != nil {
+				return
+			}
+		}
 		octx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
 		t0 := time.Now()
 		kind, items, found, err := s(octx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shaledb/shale/client"
 )
@@ -84,6 +85,16 @@ func (d *shaleDriver) Scan(ctx context.Context, start []byte, limit int) (int, e
 		n++
 	}
 	return n, nil
+}
+
+func (d *shaleDriver) Grant(ctx context.Context, ttl time.Duration) (uint64, error) {
+	id, err := d.c.Grant(ctx, ttl)
+	return uint64(id), err
+}
+
+func (d *shaleDriver) KeepAliveOnce(ctx context.Context, id uint64) error {
+	_, err := d.c.KeepAliveOnce(ctx, client.LeaseID(id))
+	return err
 }
 
 func (d *shaleDriver) Close() error { return d.c.Close() }

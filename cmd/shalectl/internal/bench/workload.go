@@ -16,10 +16,11 @@ const (
 	opMultiGet
 	opScan
 	opWalk
+	opKeepAlive
 	numOpKinds
 )
 
-var opNames = [numOpKinds]string{"write", "read", "multiget", "scan", "walk"}
+var opNames = [numOpKinds]string{"write", "read", "multiget", "scan", "walk", "keepalive"}
 
 // String returns the name used in reports.
 func (k opKind) String() string { return opNames[k] }
@@ -39,6 +40,9 @@ type worker struct {
 	keys  [][]byte
 	zipf  *zipfKeys
 	seq   *atomic.Int64 // fillseq: next index, shared by all workers
+	// wait, if set, runs before each step, outside its latency (the
+	// leases workload's pacing).
+	wait func(context.Context)
 }
 
 func newWorker(id int, cfg *Config, d Driver, seed uint64, seq *atomic.Int64) *worker {
@@ -95,6 +99,10 @@ func (w *worker) stepFor() (step, error) {
 		return w.multiget, nil
 	case "dirwalk":
 		return w.walk, nil
+	case "leases":
+		s, wait, err := w.leaseSteps()
+		w.wait = wait
+		return s, err
 	}
 	return nil, fmt.Errorf("unknown workload %q", w.cfg.Workload)
 }
