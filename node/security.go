@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,6 +52,10 @@ type security struct {
 	// rather than with the other metrics because the Raft transport may
 	// dial (and refuse a peer) before those exist.
 	impersonation prometheus.Counter
+	// mu guards refusalLogged: when a refusal of each dialled node was
+	// last logged (peerRefused).
+	mu            sync.Mutex
+	refusalLogged map[uint64]time.Time
 }
 
 func (n *Node) initSecurity() error {
@@ -106,14 +112,32 @@ func (n *Node) peerCredentials(id uint64) credentials.TransportCredentials {
 	if n.sec.tls == nil {
 		return insecure.NewCredentials()
 	}
-	return n.sec.tls.peerCredentials(id, n.peerRefused)
+	return n.sec.tls.peerCredentials(id, func(err error) { n.peerRefused(id, err) })
 }
 
-// peerRefused counts and logs a peer refused at the handshake for
-// presenting another node's certificate.
-func (n *Node) peerRefused(err error) {
+// refusalLogInterval spaces the log lines of refusals of one dialled
+// node: gRPC redials within a second, and each attempt is refused again.
+const refusalLogInterval = 10 * time.Second
+
+// peerRefused counts every refusal of a server presenting another node's
+// certificate when dialled as node id, and logs one per id per
+// refusalLogInterval.
+func (n *Node) peerRefused(id uint64, err error) {
 	n.sec.impersonation.Inc()
-	n.log.Warn("refused a peer presenting another node's certificate: it is not the node dialled", "err", err)
+	now := time.Now()
+	n.sec.mu.Lock()
+	last, seen := n.sec.refusalLogged[id]
+	if !seen || now.Sub(last) >= refusalLogInterval {
+		if n.sec.refusalLogged == nil {
+			n.sec.refusalLogged = map[uint64]time.Time{}
+		}
+		n.sec.refusalLogged[id] = now
+		seen = false
+	}
+	n.sec.mu.Unlock()
+	if !seen {
+		n.log.Warn("refused a peer presenting another node's certificate: it is not the node dialled", "node", id, "err", err)
+	}
 }
 
 // ReloadCredentials re-reads the node's certificates and token file now
