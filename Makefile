@@ -12,6 +12,7 @@
 #   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make bench-idle     what idle ranges cost: CPU, memory per replica, cold puts
+#   make bench-watch    watch event lag and idle watchers' memory, vs etcd
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
 #   make rocksdb-release  RocksDB's db_bench built for release (build/rocksdb-release)
@@ -42,7 +43,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         rocksdb-release \
-        bench-unavailability bench-idle
+        bench-unavailability bench-idle bench-watch
 
 all: build
 
@@ -108,6 +109,14 @@ bench-cluster: build
 bench-idle: build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -count=1 -run '^$$' -bench IdleRanges -benchtime 1x -timeout 60m -v ./tests/ | grep -v '^time='
+
+# Watch side by side with etcd (tests/watch_bench_test.go): event lag at
+# SHALE_WATCH_RATE (5000) writes/s with SHALE_WATCH_WATCHERS (100)
+# watchers on one prefix, and the memory of SHALE_WATCH_IDLE (10000) idle
+# watchers on one node; etcd from $$SHALE_ETCD_BIN or the PATH.
+bench-watch: build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
+	  $(GO) test -count=1 -run '^$$' -bench 'BenchmarkWatch$$' -benchtime 1x -timeout 60m -v ./tests/ | grep -v '^time='
 
 # How long writes to a range stay unavailable when its leader is killed,
 # paused, partitioned (iptables) or its disk stalls (strace), Shale beside

@@ -55,7 +55,8 @@ type endpoint struct {
 	admin kvpb.AdminClient
 	// backup serves backup and restore (backup.go).
 	backup kvpb.BackupClient
-	// txn serves transactions' timestamps and commits (txn.go).
+	// txn serves transactions' timestamps and commits (txn.go): over the
+	// mux stream unless multiplexing is disabled.
 	txn kvpb.TxnClient
 }
 
@@ -67,6 +68,7 @@ func (c *Client) newEndpoint(addr string, cc *grpc.ClientConn) *endpoint {
 	if !c.opts.DisableMultiplexing {
 		e.mux = newMuxKV(e.kv)
 		e.kv = e.mux
+		e.txn = &muxTxn{m: e.mux, unary: e.txn}
 	}
 	return e
 }

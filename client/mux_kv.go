@@ -270,3 +270,31 @@ func result[T any](out *T, err error) (*T, error) {
 	}
 	return out, nil
 }
+
+// muxTxn is the Txn client of one connection: its calls ride the
+// connection's Multiplex stream like KV calls (muxKV), unary when the
+// node does not multiplex.
+type muxTxn struct {
+	m     *muxKV
+	unary kvpb.TxnClient
+}
+
+var _ kvpb.TxnClient = (*muxTxn)(nil)
+
+func (t *muxTxn) Begin(ctx context.Context, in *kvpb.TxnBeginRequest, opts ...grpc.CallOption) (*kvpb.TxnBeginResponse, error) {
+	out := new(kvpb.TxnBeginResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_BEGIN, in, out, func() (err error) {
+		out, err = t.unary.Begin(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
+}
+
+func (t *muxTxn) Commit(ctx context.Context, in *kvpb.TxnCommitRequest, opts ...grpc.CallOption) (*kvpb.TxnCommitResponse, error) {
+	out := new(kvpb.TxnCommitResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_COMMIT, in, out, func() (err error) {
+		out, err = t.unary.Commit(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
+}

@@ -33,6 +33,8 @@ import (
 //	DELETE /debug/faults/export-drop
 //	PUT    /debug/faults/lease-early
 //	DELETE /debug/faults/lease-early
+//	PUT    /debug/faults/watch-drop     (faults_watch_on.go)
+//	DELETE /debug/faults/watch-drop
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
@@ -81,6 +83,8 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
 	mux.HandleFunc("PUT /debug/faults/lease-early", n.setLeaseEarly)
 	mux.HandleFunc("DELETE /debug/faults/lease-early", n.setLeaseEarly)
+	mux.HandleFunc("PUT /debug/faults/watch-drop", n.setWatchDrop) // faults_watch_on.go
+	mux.HandleFunc("DELETE /debug/faults/watch-drop", n.setWatchDrop)
 }
 
 // setLeaseEarly plants (PUT) or removes (DELETE) the lease bug.

@@ -64,6 +64,9 @@ type muxHub struct {
 // the method's full name.
 type muxMethod struct {
 	handler grpc.MethodHandler
+	// srv is the service the handler is of; nil for the KV service,
+	// whose server is the stream's.
+	srv any
 }
 
 // muxMethodNames maps each MuxMethod to its unary method's name in the KV
@@ -79,6 +82,12 @@ var muxMethodNames = map[kvpb.MuxMethod]string{
 	kvpb.MuxMethod_MUX_METHOD_DELETE_RANGE:     "DeleteRange",
 }
 
+// muxTxnMethodNames maps the Txn service's MuxMethods to its methods.
+var muxTxnMethodNames = map[kvpb.MuxMethod]string{
+	kvpb.MuxMethod_MUX_METHOD_TXN_BEGIN:  "Begin",
+	kvpb.MuxMethod_MUX_METHOD_TXN_COMMIT: "Commit",
+}
+
 func newMuxHub(n *Node) *muxHub {
 	h := &muxHub{
 		n:       n,
@@ -92,6 +101,14 @@ func newMuxHub(n *Node) *muxHub {
 		for _, md := range sd.Methods {
 			if md.MethodName == name {
 				h.methods[m] = muxMethod{handler: md.Handler}
+			}
+		}
+	}
+	txn := &txnServer{n: n}
+	for m, name := range muxTxnMethodNames {
+		for _, md := range kvpb.Txn_ServiceDesc.Methods {
+			if md.MethodName == name {
+				h.methods[m] = muxMethod{handler: md.Handler, srv: txn}
 			}
 		}
 	}
@@ -334,7 +351,11 @@ func (c *muxCall) serve() (any, error) {
 		}
 		return nil
 	}
-	return m.handler(c.st.srv, ctx, dec, c.st.hub.n.unaryChain)
+	var srv any = c.st.srv
+	if m.srv != nil {
+		srv = m.srv
+	}
+	return m.handler(srv, ctx, dec, c.st.hub.n.unaryChain)
 }
 
 // muxCallHook, when set (by tests only), is called with each call's context

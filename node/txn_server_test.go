@@ -2,9 +2,11 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shaledb/shale/api/kvpb"
 )
@@ -53,5 +55,37 @@ func TestTxnService(t *testing.T) {
 	}
 	if v, _ := get(t, tn, "a"); v != "2" {
 		t.Fatalf("a = %q after refused requests", v)
+	}
+}
+
+// TestTxnOverMux: Begin and Commit ride a Multiplex stream, served by
+// the Txn service's handlers.
+func TestTxnOverMux(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	m := openMux(t, tn.kv)
+	begin := m.call(kvpb.MuxMethod_MUX_METHOD_TXN_BEGIN, &kvpb.TxnBeginRequest{}, time.Minute)
+	m.send(begin)
+	var br kvpb.TxnBeginResponse
+	if r := m.recv(1)[begin.CallId]; r.GetStatus() != nil {
+		t.Fatalf("Begin: %v", r.GetStatus())
+	} else if err := proto.Unmarshal(r.GetResponse(), &br); err != nil || br.GetReadTimestamp() == nil {
+		t.Fatalf("Begin = %v, %v", &br, err)
+	}
+	if _, err := tn.kv.Get(ctxT(t), &kvpb.GetRequest{Header: &kvpb.RequestHeader{ReadTimestamp: br.GetReadTimestamp()}, Key: []byte("a")}); err != nil {
+		t.Fatalf("Get at the read timestamp: %v", err)
+	}
+	commit := m.call(kvpb.MuxMethod_MUX_METHOD_TXN_COMMIT, &kvpb.TxnCommitRequest{
+		ReadTimestamp: br.GetReadTimestamp(), Reads: []*kvpb.TxnRead{{Key: []byte("a")}},
+		Mutations: []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("a"), Value: []byte("1")}}}},
+	}, time.Minute)
+	m.send(commit)
+	var cr kvpb.TxnCommitResponse
+	if r := m.recv(1)[commit.CallId]; r.GetStatus() != nil {
+		t.Fatalf("Commit: %v", r.GetStatus())
+	} else if err := proto.Unmarshal(r.GetResponse(), &cr); err != nil || !cr.GetCommitted() {
+		t.Fatalf("Commit = %v, %v", &cr, err)
+	}
+	if v, _ := get(t, tn, "a"); v != "1" {
+		t.Fatalf("a = %q after a multiplexed commit", v)
 	}
 }

@@ -178,7 +178,12 @@ func (f *watchFeeds) Applied(rangeID uint64, desc *kvpb.RangeDescriptor, changes
 			}
 		}
 		w.progress = w.progress.Forward(frontier)
-		w.signal()
+		// A new frontier alone does not wake the stream: it sends
+		// progress with its next events, or at its next check
+		// (watchCheckInterval).
+		if len(w.queue) > 0 || w.err != nil || !complete {
+			w.signal()
+		}
 	}
 }
 

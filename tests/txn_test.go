@@ -134,6 +134,26 @@ func TestTxnOneRange(t *testing.T) {
 		t.Fatalf("counter = %q after %d increments", v, workers*each)
 	}
 
+	// The same without the multiplexed stream (unary Txn calls).
+	unary, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{DisableMultiplexing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unary.Close()
+	if err := unary.Txn(ctx, func(tx *client.Tx) error {
+		v, _, err := tx.Get(ctx, []byte("counter"))
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.Atoi(string(v))
+		return tx.Put([]byte("counter"), []byte(strconv.Itoa(n+1)))
+	}); err != nil {
+		t.Fatalf("a transaction over unary calls: %v", err)
+	}
+	if v, _, _ := c.Get(ctx, []byte("counter")); string(v) != strconv.Itoa(workers*each+1) {
+		t.Fatalf("counter = %q after the unary increment", v)
+	}
+
 	// A read-only transaction may read across ranges.
 	if err := c.Txn(ctx, func(tx *client.Tx) error {
 		kvs, err := tx.Scan(ctx, nil, nil, 0)

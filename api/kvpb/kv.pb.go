@@ -45,20 +45,25 @@ const (
 	MuxMethod_MUX_METHOD_BATCH            MuxMethod = 6
 	MuxMethod_MUX_METHOD_COMPARE_AND_SWAP MuxMethod = 7
 	MuxMethod_MUX_METHOD_DELETE_RANGE     MuxMethod = 8
+	// The Txn service's methods (txn.proto), which ride the same stream.
+	MuxMethod_MUX_METHOD_TXN_BEGIN  MuxMethod = 9
+	MuxMethod_MUX_METHOD_TXN_COMMIT MuxMethod = 10
 )
 
 // Enum value maps for MuxMethod.
 var (
 	MuxMethod_name = map[int32]string{
-		0: "MUX_METHOD_UNSPECIFIED",
-		1: "MUX_METHOD_GET",
-		2: "MUX_METHOD_PUT",
-		3: "MUX_METHOD_DELETE",
-		4: "MUX_METHOD_SCAN",
-		5: "MUX_METHOD_BATCH_GET",
-		6: "MUX_METHOD_BATCH",
-		7: "MUX_METHOD_COMPARE_AND_SWAP",
-		8: "MUX_METHOD_DELETE_RANGE",
+		0:  "MUX_METHOD_UNSPECIFIED",
+		1:  "MUX_METHOD_GET",
+		2:  "MUX_METHOD_PUT",
+		3:  "MUX_METHOD_DELETE",
+		4:  "MUX_METHOD_SCAN",
+		5:  "MUX_METHOD_BATCH_GET",
+		6:  "MUX_METHOD_BATCH",
+		7:  "MUX_METHOD_COMPARE_AND_SWAP",
+		8:  "MUX_METHOD_DELETE_RANGE",
+		9:  "MUX_METHOD_TXN_BEGIN",
+		10: "MUX_METHOD_TXN_COMMIT",
 	}
 	MuxMethod_value = map[string]int32{
 		"MUX_METHOD_UNSPECIFIED":      0,
@@ -70,6 +75,8 @@ var (
 		"MUX_METHOD_BATCH":            6,
 		"MUX_METHOD_COMPARE_AND_SWAP": 7,
 		"MUX_METHOD_DELETE_RANGE":     8,
+		"MUX_METHOD_TXN_BEGIN":        9,
+		"MUX_METHOD_TXN_COMMIT":       10,
 	}
 )
 
@@ -2306,7 +2313,7 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\"|\n" +
 	"\x13DeleteRangeResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\xe9\x01\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\x9e\x02\n" +
 	"\tMuxMethod\x12\x1a\n" +
 	"\x16MUX_METHOD_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMUX_METHOD_GET\x10\x01\x12\x12\n" +
@@ -2316,7 +2323,10 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x14MUX_METHOD_BATCH_GET\x10\x05\x12\x14\n" +
 	"\x10MUX_METHOD_BATCH\x10\x06\x12\x1f\n" +
 	"\x1bMUX_METHOD_COMPARE_AND_SWAP\x10\a\x12\x1b\n" +
-	"\x17MUX_METHOD_DELETE_RANGE\x10\b*t\n" +
+	"\x17MUX_METHOD_DELETE_RANGE\x10\b\x12\x18\n" +
+	"\x14MUX_METHOD_TXN_BEGIN\x10\t\x12\x19\n" +
+	"\x15MUX_METHOD_TXN_COMMIT\x10\n" +
+	"*t\n" +
 	"\x0fReadConsistency\x12!\n" +
 	"\x1dREAD_CONSISTENCY_LINEARIZABLE\x10\x00\x12\x1a\n" +
 	"\x16READ_CONSISTENCY_STALE\x10\x01\x12\"\n" +

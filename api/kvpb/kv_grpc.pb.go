@@ -65,7 +65,8 @@ type KVClient interface {
 	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*CompareAndSwapResponse, error)
 	// DeleteRange removes every key in [start_key, end_key) of one range.
 	DeleteRange(ctx context.Context, in *DeleteRangeRequest, opts ...grpc.CallOption) (*DeleteRangeResponse, error)
-	// Multiplex carries many of the calls above over one long-lived stream:
+	// Multiplex carries many of the calls above (and Txn's, txn.proto)
+	// over one long-lived stream:
 	// each MuxCall names its method, its call_id and its request; each
 	// MuxResult answers one call_id, in any order. A call is served exactly
 	// as the unary method would serve it (same authorization, limits,
@@ -199,7 +200,8 @@ type KVServer interface {
 	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error)
 	// DeleteRange removes every key in [start_key, end_key) of one range.
 	DeleteRange(context.Context, *DeleteRangeRequest) (*DeleteRangeResponse, error)
-	// Multiplex carries many of the calls above over one long-lived stream:
+	// Multiplex carries many of the calls above (and Txn's, txn.proto)
+	// over one long-lived stream:
 	// each MuxCall names its method, its call_id and its request; each
 	// MuxResult answers one call_id, in any order. A call is served exactly
 	// as the unary method would serve it (same authorization, limits,

@@ -32,7 +32,7 @@ func runAll(t *testing.T, names []string, duration time.Duration, nodes int) {
 			t.Fatalf("unknown nemesis %q", name)
 		}
 		cfg := runConfig{nemesis: n, duration: duration, nodes: nodes, seed: seed,
-			regWorkers: 6, regKeys: 4, setWorkers: 3, scanReaders: 2, txnWorkers: 2}
+			regWorkers: 6, regKeys: 4, setWorkers: 3, scanReaders: 2, txnWorkers: 2, watch: true}
 		var res runResult
 		t.Run(name, func(t *testing.T) {
 			res = runNemesis(t, cfg)

@@ -29,6 +29,9 @@ type runConfig struct {
 	// the consistent-scan workload's readers (plus its one writer); and
 	// txnWorkers each of the bank and list-append (txn_workload_test.go).
 	regWorkers, regKeys, setWorkers, scanReaders, txnWorkers int
+	// watch runs the watch workload and its checker
+	// (watch_workload_test.go).
+	watch bool
 }
 
 // leaseWorkers is how many lease workers a run has (lease_check_test.go).
@@ -49,6 +52,7 @@ type runResult struct {
 	txnBad        int     // broken bank reads plus list-append anomalies
 	backup        string  // the backup check's summary (backup_check_test.go)
 	leases        string  // the lease check's summary (lease_check_test.go)
+	watch         string  // the watch check's summary (watch_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
 	faultTime     time.Duration
@@ -238,6 +242,33 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		}()
 	}
 
+	// The watch workload: its writer stops with the other workers, its
+	// watchers only once they have caught up (below).
+	var watch *watchWorkload
+	wctx, stopWatchers := context.WithCancel(context.Background())
+	defer stopWatchers()
+	var watchWG sync.WaitGroup
+	if cfg.watch {
+		watch = &watchWorkload{}
+		var ws []*session
+		for range 4 {
+			s, err := newSession(c, t)
+			if err != nil {
+				t.Fatalf("dialling the cluster: %v", err)
+			}
+			ws = append(ws, s)
+		}
+		sessions = append(sessions, ws...)
+		// The writer runs under the workers' context, the watchers under
+		// their own.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watch.writer(ctx, ws[0], rand.New(rand.NewPCG(cfg.seed, 3000)))
+		}()
+		watch.startWatchers(wctx, &watchWG, ws[1:], cfg.duration/4)
+	}
+
 	if scan != nil {
 		for i := range 1 + cfg.scanReaders {
 			s, err := newSession(c, t)
@@ -296,6 +327,21 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	pause(context.Background(), 3*time.Second) // availability after the faults
 	stopWorkers()
 	wg.Wait()
+	if watch != nil {
+		set.mu.Lock()
+		added := maps.Clone(set.added)
+		set.mu.Unlock()
+		watch.caughtUp(added, 30*time.Second)
+		stopWatchers()
+		watchWG.Wait()
+		summary, problems := watch.check(added)
+		res.watch = "ok"
+		if len(problems) > 0 {
+			res.watch = "FAILED"
+			res.problems = append(res.problems, problems...)
+		}
+		r.logf("watch: %s", summary)
+	}
 	for _, s := range sessions {
 		s.close()
 	}
@@ -647,11 +693,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -663,8 +709,12 @@ func report(results []runResult) string {
 			scans, torn = "-", "-"
 			note += " (consistent scans skipped: " + r.scanSkipped + ")"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases,
+		watch := r.watch
+		if watch == "" {
+			watch = "-"
+		}
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, watch,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()
