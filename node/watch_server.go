@@ -43,9 +43,12 @@ const (
 	// watchMaxEvents and watchMaxBytes bound one message.
 	watchMaxEvents = 1000
 	watchMaxBytes  = 1 << 20
-	// catchUpMaxEvents and catchUpMaxBytes bound what one history read
-	// holds: a longer history is read in several passes, each up to a
-	// version below which it fits.
+)
+
+// catchUpMaxEvents and catchUpMaxBytes bound what one history read holds:
+// a longer history is read in several passes, each up to a version below
+// which it fits. Variables so that tests can make passes small.
+var (
 	catchUpMaxEvents = 16384
 	catchUpMaxBytes  = 8 << 20
 )
