@@ -241,7 +241,11 @@ func (p *peer) stream() error {
 	}
 	ctx, cancel := context.WithCancel(p.t.ctx)
 	defer cancel()
-	s, err := raftrpcpb.NewRaftTransportClient(conn).RaftMessages(ctx)
+	// No replay buffer: gRPC otherwise keeps every batch sent (256 KiB of
+	// them, as decoded messages) until the peer first answers, which on
+	// this stream may be never, to retry a stream the server never saw.
+	// Raft sends again whatever is lost, and run redials.
+	s, err := raftrpcpb.NewRaftTransportClient(conn).RaftMessages(ctx, grpc.MaxRetryRPCBufferSize(0))
 	if err != nil {
 		return err
 	}
