@@ -143,6 +143,29 @@ func (r *Replica) sleepLocked(leaderNode uint64) {
 	r.asleep.Store(true)
 	r.store.metrics.quiescent.Inc()
 	r.store.metrics.quiesces.Inc()
+	r.releaseMemoryLocked()
+}
+
+// releaseMemoryLocked frees what a replica keeps for its next round, as
+// it goes to rest (docs/replication.md, "Memory per replica"): the entry
+// cache (every entry is durable here, and, on a leader, held by every
+// follower; a read after waking goes to the engine), the buffers reused
+// between rounds, and the state machine's apply batch. Nothing here is
+// state: each is built again on first use.
+// REQUIRES: raftMu, the replica at rest (atRestLocked).
+func (r *Replica) releaseMemoryLocked() {
+	r.ls.ReleaseCache()
+	r.appliedBuf = nil
+	// A map keeps the room it grew to; an empty one costs a header.
+	r.proposals = make(map[uint64]*proposal)
+	r.pending, r.ccPending, r.readRounds, r.deferredApply, r.snaps = nil, nil, nil, nil, nil
+	if len(r.splits) == 0 {
+		r.splits = nil
+	}
+	if len(r.merges) == 0 {
+		r.merges = nil
+	}
+	r.sm.Rest()
 }
 
 // wakeLocked wakes a sleeping replica for the work in msgs (its inbox's

@@ -69,7 +69,16 @@ func (a *overlay) init(db *storage.DB, write func(*storage.Batch, storage.WriteO
 	a.db = db
 	a.write = write
 	a.writes = writes
-	a.batch = storage.NewBatch(4 << 10)
+	// No buffer until the first write: most replicas of a node with many
+	// ranges are idle (docs/replication.md, "Memory per replica").
+	a.batch = &storage.Batch{}
+}
+
+// release frees the buffers reset keeps for the next batch, for a range
+// going to rest. REQUIRES: the batch written (reset since).
+func (a *overlay) release() {
+	a.batch.Release()
+	a.points, a.keys, a.index, a.ranges = nil, nil, nil, nil
 }
 
 // reset empties the batch and the overlay (after the batch was written).

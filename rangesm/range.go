@@ -166,6 +166,14 @@ func (r *Range) Written() {
 	r.publish()
 }
 
+// Rest implements apply.StateMachine: the range is at rest, so the apply
+// batch's buffers are freed until it next applies.
+func (r *Range) Rest() {
+	if r.ov.batch.Empty() {
+		r.ov.release()
+	}
+}
+
 // Restore implements apply.StateMachine: the descriptor, the freeze and the
 // MVCC state are read again and the dedup cache is emptied (a snapshot
 // replaced the dedup state).

@@ -113,6 +113,15 @@ func (b *Batch) Reset() {
 	b.err = nil
 }
 
+// Release empties the batch and frees its buffer, for a batch kept for
+// reuse that is going to stay unused for long (the apply batch of a range
+// at rest): the next record allocates a small buffer again.
+func (b *Batch) Release() {
+	b.repr = nil
+	b.count = 0
+	b.err = nil
+}
+
 // Repr returns the batch's encoded representation (grammar above). The
 // slice aliases the batch's buffer: it is valid until the batch is next
 // modified, and the caller must not change it.

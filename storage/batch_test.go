@@ -106,6 +106,21 @@ func TestBatchResetAndReuse(t *testing.T) {
 	}
 }
 
+// TestBatchReleaseAndReuse: a released batch is empty, holds no buffer,
+// and takes records again.
+func TestBatchReleaseAndReuse(t *testing.T) {
+	b := NewBatch(4 << 10)
+	b.Put([]byte("a"), []byte("b"))
+	b.Release()
+	if !b.Empty() || b.Count() != 0 || b.repr != nil || b.Len() != 12 {
+		t.Fatalf("after Release: count %d, buffer of %d bytes, Len %d", b.Count(), cap(b.repr), b.Len())
+	}
+	b.Delete([]byte("x"))
+	if b.Count() != 1 || hex.EncodeToString(b.Repr()) != "000000000000000001000000"+"000178" {
+		t.Fatalf("after reuse: %x", b.Repr())
+	}
+}
+
 func TestBatchSetReprRejectsDamage(t *testing.T) {
 	var good Batch
 	good.Put([]byte("key"), []byte("value"))

@@ -72,6 +72,11 @@ type StateMachine interface {
 	// Written tells the state machine that Batch reached the engine: it
 	// empties it for the next group.
 	Written()
+	// Rest tells the state machine that its range went to rest on this
+	// node (raft's quiesce.go), with every applied batch written: it may
+	// free what it keeps for the next batch, since an idle range's
+	// replica should cost little memory.
+	Rest()
 
 	// Restore reloads the state machine from the engine after a snapshot
 	// replaced the range's replicated state there.
