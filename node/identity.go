@@ -71,41 +71,50 @@ type peerAnswer struct {
 	err  error
 }
 
-// probe asks the node at each address for its status, all at once, each
-// for at most peerProbeTimeout.
-func (n *Node) probe(ctx context.Context, addrs []string) []peerAnswer {
-	answers := make([]peerAnswer, len(addrs))
+// peerAt is another node to probe: its address and, when known, its ID
+// (0: unknown).
+type peerAt struct {
+	id   uint64
+	addr string
+}
+
+// probe asks each node for its status, all at once, each for at most
+// peerProbeTimeout.
+func (n *Node) probe(ctx context.Context, peers []peerAt) []peerAnswer {
+	answers := make([]peerAnswer, len(peers))
 	var wg sync.WaitGroup
-	for i, addr := range addrs {
+	for i, p := range peers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
 			defer cancel()
-			resp, err := n.peerStatus(pctx, addr)
-			answers[i] = peerAnswer{addr: addr, resp: resp, err: err}
+			resp, err := n.peerStatus(pctx, p)
+			answers[i] = peerAnswer{addr: p.addr, resp: resp, err: err}
 		}()
 	}
 	wg.Wait()
 	return answers
 }
 
-// otherMembers returns the addresses of the initial members other than
-// node self.
-func (n *Node) otherMembers(self uint64) []string {
-	var out []string
+// otherMembers returns the initial members other than node self.
+func (n *Node) otherMembers(self uint64) []peerAt {
+	var out []peerAt
 	for _, m := range n.cfg.InitialCluster {
 		if m.GetNodeId() != self && m.GetAddress() != n.cfg.AdvertiseAddr {
-			out = append(out, m.GetAddress())
+			out = append(out, peerAt{id: m.GetNodeId(), addr: m.GetAddress()})
 		}
 	}
 	return out
 }
 
-// peerStatus asks the node at addr for its full status, over the peer
-// credentials. It fails rather than waits when the node is not serving.
-func (n *Node) peerStatus(ctx context.Context, addr string) (*kvpb.StatusResponse, error) {
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(n.peerCredentials(0)))
+// peerStatus asks node p for its full status, over the peer credentials:
+// when p's ID is known, a server whose certificate is bound to another
+// node is refused, so a stolen certificate answering at a member's
+// address cannot hand this node another cluster's ID. It fails rather
+// than waits when the node is not serving.
+func (n *Node) peerStatus(ctx context.Context, p peerAt) (*kvpb.StatusResponse, error) {
+	cc, err := grpc.NewClient("passthrough:///"+p.addr, grpc.WithTransportCredentials(n.peerCredentials(p.id)))
 	if err != nil {
 		return nil, err
 	}
@@ -201,24 +210,24 @@ func (n *Node) initialClusterID(self uint64) (string, error) {
 // Nodes that do not answer prove nothing: they may be down. It runs before
 // replication starts, so a refused directory changes nothing anywhere.
 func (n *Node) checkDirectoryCluster(id string) error {
-	seen := map[string]bool{}
-	var addrs []string
-	add := func(a string) {
-		if a != "" && a != unknownAddress && a != n.cfg.AdvertiseAddr && !seen[a] {
-			seen[a] = true
-			addrs = append(addrs, a)
+	seen := map[peerAt]bool{}
+	var peers []peerAt
+	add := func(p peerAt) {
+		if p.addr != "" && p.addr != unknownAddress && p.addr != n.cfg.AdvertiseAddr && !seen[p] {
+			seen[p] = true
+			peers = append(peers, p)
 		}
 	}
-	for _, a := range n.otherMembers(n.ident.NodeID) {
-		add(a)
+	for _, p := range n.otherMembers(n.ident.NodeID) {
+		add(p)
 	}
 	for peer, a := range n.store.PeerAddresses() {
 		if peer != n.ident.NodeID {
-			add(a)
+			add(peerAt{id: peer, addr: a})
 		}
 	}
 	var foreign []string
-	for _, a := range n.probe(context.Background(), addrs) {
+	for _, a := range n.probe(context.Background(), peers) {
 		if a.err != nil || a.resp.GetClusterId() == "" {
 			continue
 		}

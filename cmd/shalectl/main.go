@@ -14,6 +14,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -21,6 +22,12 @@ import (
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "shalectl:", err)
+		// A command that ran another (lock NAME -- CMD) exits with its
+		// status.
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) && ec.ExitCode() > 0 {
+			os.Exit(ec.ExitCode())
+		}
 		os.Exit(1)
 	}
 }
