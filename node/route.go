@@ -224,6 +224,11 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// Not a failure of the request: the transaction's answer says
 		// its reads changed (txn_server.go).
 		return nil
+	case command.CodeMalformed:
+		// Every replica refused the command as it stood (a transaction
+		// claiming reads above the range's frontier, say): it wrote
+		// nothing, so the outcome is known, not Internal's "unknown".
+		return status.Errorf(codes.InvalidArgument, "%s: refused, nothing written: %s", op, res.Message)
 	case command.CodeDedupWindowExpired:
 		// Whether the first attempt applied is no longer known.
 		st := status.Newf(codes.Unknown, "%s: the outcome of the write is unknown: %s", op, res.Message)

@@ -48,6 +48,9 @@ func TestTxnService(t *testing.T) {
 		"reads without a time":   {Reads: reads, Mutations: putA("4")},
 		"empty read key":         {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{}}, Mutations: putA("4")},
 		"read span start >= end": {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{Key: []byte("z"), EndKey: []byte("b"), Span: true}}, Mutations: putA("4")},
+		// Refused by the state machine, not the server: reads claimed at
+		// a time the range never served (above its frontier).
+		"reads in the future": {ReadTimestamp: &kvpb.Timestamp{WallNanos: time.Now().Add(time.Hour).UnixNano()}, Reads: reads, Mutations: putA("4")},
 	} {
 		if _, err := txn.Commit(ctxT(t), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: err = %v, want InvalidArgument", name, err)
