@@ -47,7 +47,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		return err
 	}
 	for {
-		ahead, err := m.ahead(ctx, v)
+		ahead, aheadV, err := m.ahead(ctx, v)
 		if err != nil {
 			m.abandon()
 			return err
@@ -56,7 +56,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			m.token = v
 			return nil
 		}
-		if err := m.waitGone(ctx, ahead); err != nil {
+		if err := m.waitGone(ctx, ahead, aheadV); err != nil {
 			m.abandon()
 			return err
 		}
@@ -64,15 +64,16 @@ func (m *Mutex) Lock(ctx context.Context) error {
 }
 
 // ahead returns the key of the contender just ahead of ours (whose
-// version is the highest below ours), or nil if ours is the lowest.
-func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, error) {
+// version is the highest below ours) and its version, or nil if ours is
+// the lowest.
+func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, client.Timestamp, error) {
 	end := append(append([]byte(nil), m.prefix[:len(m.prefix)-1]...), '/'+1)
 	var best []byte
 	var bestV client.Timestamp
 	found := false
 	for kv, err := range m.s.c.Scan(ctx, m.prefix, end, nil) {
 		if err != nil {
-			return nil, err
+			return nil, client.Timestamp{}, err
 		}
 		if bytes.Equal(kv.Key, m.key) {
 			found = true
@@ -84,17 +85,18 @@ func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, error
 		}
 	}
 	if !found {
-		return nil, ErrSessionEnded // our key went with the lease
+		return nil, client.Timestamp{}, ErrSessionEnded // our key went with the lease
 	}
-	return best, nil
+	return best, bestV, nil
 }
 
-// waitGone polls key until it is gone.
-func (m *Mutex) waitGone(ctx context.Context, key []byte) error {
+// waitGone polls key until its version v is gone: deleted, or replaced by
+// a new version (its holder unlocked and queued again, behind us).
+func (m *Mutex) waitGone(ctx context.Context, key []byte, v client.Timestamp) error {
 	wait := 10 * time.Millisecond
 	for {
-		_, found, err := m.s.c.Get(ctx, key)
-		if err == nil && !found {
+		r, err := m.s.c.GetVersioned(ctx, key)
+		if err == nil && (!r.Found || r.Version != v) {
 			return nil
 		}
 		if ctx.Err() != nil {
