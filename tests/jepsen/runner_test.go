@@ -269,7 +269,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	defer stopWatchers()
 	var watchWG sync.WaitGroup
 	if cfg.watch {
-		watch = &watchWorkload{}
+		watch = &watchWorkload{retention: retentionOf(cfg.nemesis.nodeFlags)}
 		var ws []*session
 		for range 4 {
 			s, err := newSession(c, t)
