@@ -121,7 +121,12 @@ func (w *watchWorkload) watcher(ctx context.Context, sess *session, l *watchLog,
 			for _, e := range resp.Events {
 				id := fmt.Sprintf("%s@%s", e.Key, e.Version)
 				if _, again := seen[id]; again {
+					// Delivered by an earlier incarnation: drop it, but
+					// it still counts as delivered above the next
+					// resume point (a later incarnation may send it
+					// again too).
 					delete(seen, id)
+					delivered = append(delivered, e)
 					continue
 				}
 				l.events = append(l.events, e)
