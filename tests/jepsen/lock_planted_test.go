@@ -53,7 +53,7 @@ func TestLockCheckCatchesPlantedBug(t *testing.T) {
 		}
 	}
 
-	clean := runWorkers(35 * time.Second)
+	clean := runWorkers(25 * time.Second)
 	cc := checkLocks(clean.holds)
 	if p := cc.problems(); len(p) > 0 {
 		t.Fatalf("without the planted bug the checker found: %v", p)
@@ -65,7 +65,7 @@ func TestLockCheckCatchesPlantedBug(t *testing.T) {
 
 	plant(true)
 	defer plant(false)
-	planted := runWorkers(35 * time.Second)
+	planted := runWorkers(25 * time.Second)
 	pc := checkLocks(planted.holds)
 	if len(pc.overlaps) == 0 {
 		t.Fatalf("with keep-alives that do not renew, the checker found no overlapping holders (%d turns, %d writes, %d fenced out)", pc.holds, pc.writes, pc.fenced)
