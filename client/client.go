@@ -44,6 +44,8 @@ type Client struct {
 	// suspects are nodes that just failed to answer an attempt in time
 	// (attempt.go).
 	suspects suspects
+	// watches spreads watch streams over connections (watch_conns.go).
+	watches watchConns
 }
 
 // endpoint is one node address and its connection.
@@ -206,6 +208,7 @@ func (c *Client) Close() error {
 	}
 	c.extra.conns = nil
 	c.extra.Unlock()
+	errs = append(errs, c.closeWatchConns())
 	return errors.Join(errs...)
 }
 

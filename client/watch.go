@@ -348,11 +348,17 @@ func (m *watchMerge) open(p *watchPiece) (kvpb.Watch_WatchClient, *kvpb.RangeDes
 		}
 		req := &kvpb.WatchRequest{Header: routeHeader(m.c.header(false), d), StartKey: p.start, EndKey: end,
 			StartVersion: p.resume(), PrevValues: m.opts.PrevValues}
+		cc, release, err := m.c.watchConn(e)
+		if err != nil {
+			return err
+		}
 		// The stream outlives the attempt; only its opening is bounded by
-		// the attempt's deadline.
-		sctx, scancel := context.WithCancel(m.ctx)
-		stop := context.AfterFunc(actx, scancel)
-		s, err := kvpb.NewWatchClient(e.cc).Watch(sctx, req)
+		// the attempt's deadline. Its connection slot is given back when
+		// it ends.
+		sctx, cancelStream := context.WithCancel(m.ctx)
+		scancel := func() { cancelStream(); release() }
+		stop := context.AfterFunc(actx, cancelStream)
+		s, err := kvpb.NewWatchClient(cc).Watch(sctx, req)
 		var resp *kvpb.WatchResponse
 		if err == nil {
 			resp, err = s.Recv()

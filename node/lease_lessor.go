@@ -15,6 +15,7 @@ import (
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/storage"
 )
 
 // The lessor: leases as the meta range's leader keeps them
@@ -191,6 +192,11 @@ func (l *lessor) tick(ctx context.Context) {
 		l.mu.Unlock()
 		return
 	}
+	if l.idle() {
+		// No lease to keep: leave meta's leader lease alone, so that an
+		// idle cluster's meta range may quiesce (grants set things up).
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	term, err := l.ready(rctx)
 	cancel()
@@ -222,6 +228,24 @@ func (l *lessor) tick(ctx context.Context) {
 	for _, id := range sweep {
 		go l.sweepAndForget(ctx, id)
 	}
+}
+
+// idle reports whether there is nothing for the loop to do: no deadline
+// kept, nothing ending, and no lease record in this node's copy of meta.
+func (l *lessor) idle() bool {
+	l.mu.Lock()
+	busy := len(l.deadlines) > 0 || len(l.ending) > 0
+	l.mu.Unlock()
+	if busy {
+		return false
+	}
+	span := keys.LeaseSpan()
+	it, err := l.n.db.NewIter(&storage.IterOptions{LowerBound: span.Start, UpperBound: span.End})
+	if err != nil {
+		return false
+	}
+	defer it.Close()
+	return !it.First()
 }
 
 // reconcileLocked adds the live leases the deadlines miss (a full TTL

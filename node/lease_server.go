@@ -84,15 +84,22 @@ func (n *Node) onMetaLeader(ctx context.Context, call func(context.Context, *grp
 	target := n.leaderOf(keys.MetaRangeID).GetNodeId()
 	var last error = status.Error(codes.Unavailable, "no node leads the meta range")
 	for attempt := 0; ; attempt++ {
-		if target == 0 || target == n.ident.NodeID {
+		if target == n.ident.NodeID {
+			// This node leads meta but may not serve yet (its leader
+			// lease, an entry of its term): not served, retry.
+			return unavailable(100*time.Millisecond, "the meta range's leader (this node) is not ready to serve leases yet")
+		}
+		if target == 0 {
 			ms := n.members()
-			target = 0
 			for i := range ms {
 				m := ms[(attempt+i)%len(ms)]
 				if m.GetNodeId() != n.ident.NodeID {
 					target = m.GetNodeId()
 					break
 				}
+			}
+			if target == 0 {
+				return unavailable(100*time.Millisecond, "no other node to serve leases and this one does not lead the meta range yet")
 			}
 		}
 		if target != 0 {

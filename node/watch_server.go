@@ -94,12 +94,10 @@ func (s *watchServer) Watch(req *kvpb.WatchRequest, stream kvpb.Watch_WatchServe
 	if r.Frozen() {
 		return n.raftError(op, r.FrozenError())
 	}
-	if explicit {
-		if limit := n.clock.PhysicalNow() + int64(n.clock.MaxOffset()); from.WallTime > limit {
-			return invalidArgument("start_version", "future version %s: beyond this node's clock plus the maximum clock offset (%v)",
-				from, n.clock.MaxOffset())
-		}
-	}
+	// A start_version ahead of this node's clock is served as it is: a
+	// watch closes nothing at it (unlike a read), and a client resuming
+	// from a frontier another node's clock set may be ahead of a skewed
+	// node's.
 	w := n.watches.register(r.RangeID(), bytes.Clone(start), bytes.Clone(end), func() rangesm.MVCCState { return mvccState(r) })
 	defer n.watches.unregister(w)
 	if !explicit {

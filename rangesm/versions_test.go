@@ -37,6 +37,12 @@ func newStore(t *testing.T) *store { return newStoreObserving(t, nil) }
 
 func newStoreObserving(t *testing.T, observe func(hlc.Timestamp)) *store {
 	t.Helper()
+	return newStoreConfig(t, rangesm.Config{Observe: observe})
+}
+
+// newStoreConfig is newStore with cfg's Observe and Feed.
+func newStoreConfig(t *testing.T, cfg rangesm.Config) *store {
+	t.Helper()
 	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), keys.WithUserVersions(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +51,7 @@ func newStoreObserving(t *testing.T, observe func(hlc.Timestamp)) *store {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log, Observe: observe})
+	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log, Observe: cfg.Observe, Feed: cfg.Feed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,12 +32,15 @@ func TestClusterMutex(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// One session per worker, locking again after each unlock:
+			// its key comes back under the same name, behind the others.
+			s, err := concurrency.NewSession(ctx, cl, 5*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close(ctx)
 			for i := 0; i < 3; i++ {
-				s, err := concurrency.NewSession(ctx, cl, 5*time.Second)
-				if err != nil {
-					t.Error(err)
-					return
-				}
 				m := concurrency.NewMutex(s, "jobs")
 				if err := m.Lock(ctx); err != nil {
 					t.Error(err)
@@ -54,7 +57,6 @@ func TestClusterMutex(t *testing.T) {
 				if err := m.Unlock(ctx); err != nil {
 					t.Error(err)
 				}
-				s.Close(ctx)
 			}
 		}()
 	}

@@ -317,3 +317,60 @@ func TestClusterWatchBadInput(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestClusterWatchManyOnOneClient: one client holds more watches on one
+// node than a connection carries streams (256 by default): each still
+// starts and gets the next write.
+func TestClusterWatchManyOnOneClient(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.Put(ctx, []byte("m/warm"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	got := make(chan bool, n)
+	for range n {
+		ch, err := cl.Watch(ctx, []byte("m/"), []byte("m0"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for resp := range ch {
+				for _, e := range resp.Events {
+					if string(e.Key) == "m/k" {
+						got <- true
+						return
+					}
+				}
+				if resp.Err != nil {
+					got <- false
+					return
+				}
+			}
+		}()
+	}
+	// Every watch has started once a write made after its start reaches
+	// it; keep writing until all have one.
+	for seen := 0; seen < n; {
+		if err := cl.Put(ctx, []byte("m/k"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(2 * time.Second)
+	wait:
+		for seen < n {
+			select {
+			case ok := <-got:
+				if !ok {
+					t.Fatal("a watch ended with an error")
+				}
+				seen++
+			case <-deadline:
+				break wait
+			case <-ctx.Done():
+				t.Fatalf("%d of %d watches got a write", seen, n)
+			}
+		}
+	}
+}

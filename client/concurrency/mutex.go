@@ -17,8 +17,8 @@ import (
 // key). A contender waits for every key below its own to go: deleted by
 // Unlock, or with its session's lease.
 //
-// Waiting polls the key ahead with backoff (up to waitPollMax); it should
-// wait on a watch of that key's deletion once watches are built.
+// Waiting watches the key ahead (client.Watch) and, as a safety net,
+// looks at it with backoff up to waitPollMax.
 type Mutex struct {
 	s      *Session
 	prefix []byte
@@ -31,7 +31,7 @@ func NewMutex(s *Session, prefix string) *Mutex {
 	return &Mutex{s: s, prefix: []byte(prefix + "/")}
 }
 
-// waitPollMax caps the backoff of a waiting contender's polls.
+// waitPollMax caps the backoff of a waiting contender's own looks.
 const waitPollMax = 500 * time.Millisecond
 
 // ErrSessionEnded is returned when the session's lease was lost.
@@ -47,7 +47,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		return err
 	}
 	for {
-		ahead, err := m.ahead(ctx, v)
+		ahead, aheadV, err := m.ahead(ctx, v)
 		if err != nil {
 			m.abandon()
 			return err
@@ -56,7 +56,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 			m.token = v
 			return nil
 		}
-		if err := m.waitGone(ctx, ahead); err != nil {
+		if err := m.waitGone(ctx, ahead, aheadV); err != nil {
 			m.abandon()
 			return err
 		}
@@ -64,15 +64,16 @@ func (m *Mutex) Lock(ctx context.Context) error {
 }
 
 // ahead returns the key of the contender just ahead of ours (whose
-// version is the highest below ours), or nil if ours is the lowest.
-func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, error) {
+// version is the highest below ours) and its version, or nil if ours is
+// the lowest.
+func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, client.Timestamp, error) {
 	end := append(append([]byte(nil), m.prefix[:len(m.prefix)-1]...), '/'+1)
 	var best []byte
 	var bestV client.Timestamp
 	found := false
 	for kv, err := range m.s.c.Scan(ctx, m.prefix, end, nil) {
 		if err != nil {
-			return nil, err
+			return nil, client.Timestamp{}, err
 		}
 		if bytes.Equal(kv.Key, m.key) {
 			found = true
@@ -84,28 +85,53 @@ func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, error
 		}
 	}
 	if !found {
-		return nil, ErrSessionEnded // our key went with the lease
+		return nil, client.Timestamp{}, ErrSessionEnded // our key went with the lease
 	}
-	return best, nil
+	return best, bestV, nil
 }
 
-// waitGone polls key until it is gone.
-func (m *Mutex) waitGone(ctx context.Context, key []byte) error {
+// waitGone waits until key's version v is gone: deleted, or replaced by
+// a new version (its holder unlocked and queued again, behind us). It
+// watches the key from v, so no change after v is missed; it also looks
+// itself every waitPollMax, and polls alone if the watch cannot start or
+// ends, so a watch outage only slows it down.
+func (m *Mutex) waitGone(ctx context.Context, key []byte, v client.Timestamp) error {
+	gone := func() bool {
+		r, err := m.s.c.GetVersioned(ctx, key)
+		return err == nil && (!r.Found || r.Version != v)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := m.s.c.Watch(wctx, key, append(bytes.Clone(key), 0), &client.WatchOptions{From: v})
+	if err != nil {
+		events = nil // poll only
+	}
 	wait := 10 * time.Millisecond
 	for {
-		_, found, err := m.s.c.Get(ctx, key)
-		if err == nil && !found {
+		if gone() {
 			return nil
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		case <-m.s.Done():
+			t.Stop()
 			return ErrSessionEnded
-		case <-time.After(wait):
+		case r, ok := <-events:
+			t.Stop()
+			if !ok || r.Err != nil {
+				events = nil // poll only from now on
+				continue
+			}
+			for _, e := range r.Events {
+				if bytes.Equal(e.Key, key) && e.Version != v {
+					return nil
+				}
+			}
+			continue // a progress notice: nothing changed yet
+		case <-t.C:
 		}
 		wait = min(2*wait, waitPollMax)
 	}

@@ -34,8 +34,12 @@ type runConfig struct {
 	watch bool
 }
 
-// leaseWorkers is how many lease workers a run has (lease_check_test.go).
-const leaseWorkers = 2
+// leaseWorkers is how many lease workers a run has (lease_check_test.go),
+// lockWorkers how many take turns on its mutex (lock_check_test.go).
+const (
+	leaseWorkers = 2
+	lockWorkers  = 2
+)
 
 // runResult is one row of the report.
 type runResult struct {
@@ -52,6 +56,7 @@ type runResult struct {
 	txnBad        int     // broken bank reads plus list-append anomalies
 	backup        string  // the backup check's summary (backup_check_test.go)
 	leases        string  // the lease check's summary (lease_check_test.go)
+	locks         string  // the lock check's summary (lock_check_test.go)
 	watch         string  // the watch check's summary (watch_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
@@ -209,6 +214,9 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	reg := newRegisterWorkload(r.h, cfg.regKeys)
 	set := newSetWorkload(r.h)
 	leases := &leaseWorkload{}
+	locks := &lockWorkload{hold: func(r *rand.Rand) time.Duration {
+		return 200*time.Millisecond + time.Duration(r.Int64N(int64(800*time.Millisecond)))
+	}}
 	var wg sync.WaitGroup
 	if txn != nil {
 		txn.run(ctx, &wg, cfg.txnWorkers, cfg.seed)
@@ -223,6 +231,18 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		go func() {
 			defer wg.Done()
 			leases.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(2000+i))))
+		}()
+	}
+	for i := range lockWorkers {
+		s, err := newSession(c, t)
+		if err != nil {
+			t.Fatalf("dialling the cluster: %v", err)
+		}
+		sessions = append(sessions, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			locks.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(3000+i))))
 		}()
 	}
 	for i := range cfg.regWorkers + cfg.setWorkers {
@@ -249,7 +269,7 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	defer stopWatchers()
 	var watchWG sync.WaitGroup
 	if cfg.watch {
-		watch = &watchWorkload{}
+		watch = &watchWorkload{retention: retentionOf(cfg.nemesis.nodeFlags)}
 		var ws []*session
 		for range 4 {
 			s, err := newSession(c, t)
@@ -462,6 +482,19 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 			res.problems = append(res.problems, fmt.Sprintf("%d unexpected elements, e.g. %v", len(sc.unexpected), first(sc.unexpected, 5)))
 		}
 		r.logf("set: %d acknowledged adds all present, %d indeterminate adds present", sc.acked-len(sc.lost), sc.recovered)
+	}
+	locks.mu.Lock()
+	lk := checkLocks(locks.holds)
+	locks.mu.Unlock()
+	res.locks = "ok"
+	if p := lk.problems(); len(p) > 0 {
+		res.problems = append(res.problems, p...)
+		res.locks = "FAILED"
+	} else if lk.holds < 2 || lk.writes == 0 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: the lock workers held the lock %d times and made %d fenced writes (need 2 turns and a write)", lk.holds, lk.writes))
+		res.locks = "-"
+	} else {
+		r.logf("locks: %d turns, %d fenced writes in token order, %d fenced out; no two live holders overlapped", lk.holds, lk.writes, lk.fenced)
 	}
 	res.leases = "-"
 	if lc, err := finishLeases(leases, adm.get()); err != nil {
@@ -693,11 +726,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "locks", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -713,8 +746,8 @@ func report(results []runResult) string {
 		if watch == "" {
 			watch = "-"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, watch,
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, r.locks, watch,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()
