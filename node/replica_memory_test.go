@@ -11,7 +11,7 @@ import (
 
 // idleRangeHeapBound is the Go heap a node may hold per idle range it
 // serves, node layer included (docs/replication.md, "Memory per
-// replica"): measured at 4.7 KiB with one node, bounded with margin.
+// replica"): measured at 4.5 KiB with one node, bounded with margin.
 const idleRangeHeapBound = 8 << 10
 
 // TestIdleRangeHeapOnNode: a real node (one voter per range) is split

@@ -21,15 +21,25 @@ import (
 // operator needs at info level Shale logs itself (a replica became
 // leader: replica_ready.go; replicas added or removed: confchange.go).
 // Warnings and errors keep their level. Every line of the library
-// carries src=etcd-raft, so that it can be filtered either way.
+// carries src=etcd-raft, so that it can be filtered either way, and the
+// range and replica (when set) it is about.
+//
+// The range and replica are added to each line rather than bound with
+// slog's With, which copies the handler's state for every replica of the
+// node (a few hundred bytes each, for lines that are rarely written).
 type raftLogger struct {
-	l *slog.Logger
+	l                  *slog.Logger
+	rangeID, replicaID uint64
 }
 
 var _ etcdraft.Logger = raftLogger{}
 
 func (r raftLogger) log(level slog.Level, msg string) {
-	r.l.Log(context.Background(), level, msg, "src", "etcd-raft")
+	if r.rangeID == 0 {
+		r.l.Log(context.Background(), level, msg, "src", "etcd-raft")
+		return
+	}
+	r.l.Log(context.Background(), level, msg, "range", r.rangeID, "replica", r.replicaID, "src", "etcd-raft")
 }
 
 func (r raftLogger) Debug(v ...any) { r.log(slog.LevelDebug, fmt.Sprint(v...)) }

@@ -35,7 +35,7 @@ func (b *syncBuffer) String() string {
 // keep their level; its Info messages go to debug.
 func TestRaftLoggerKeepsWarningsAndErrors(t *testing.T) {
 	var buf syncBuffer
-	l := raftLogger{l: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	l := raftLogger{l: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), rangeID: 7, replicaID: 3}
 	l.Infof("%x became follower at term %d", 1, 5)
 	l.Info("newRaft 1 [peers: []]")
 	if buf.String() != "" {
@@ -46,8 +46,8 @@ func TestRaftLoggerKeepsWarningsAndErrors(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "quorum is not active") ||
 		!strings.Contains(out, "level=ERROR") || !strings.Contains(out, "failed to apply 7") ||
-		!strings.Contains(out, "src=etcd-raft") {
-		t.Fatalf("warnings and errors lost their level or their src attribute: %q", out)
+		!strings.Contains(out, "range=7 replica=3 src=etcd-raft") {
+		t.Fatalf("warnings and errors lost their level or their range, replica or src attribute: %q", out)
 	}
 }
 

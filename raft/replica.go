@@ -259,7 +259,7 @@ func (s *Store) raftConfig(r *Replica) *etcdraft.Config {
 		// Log writes and applies are handed over as messages (see
 		// replica_ready.go), so a round never waits for an fsync.
 		AsyncStorageWrites: true,
-		Logger:             raftLogger{l: s.cfg.Logger.With("range", r.rangeID, "replica", r.replicaID)},
+		Logger:             raftLogger{l: s.cfg.Logger, rangeID: r.rangeID, replicaID: r.replicaID},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 
 // idleReplicaHeapBound is the Go heap one idle replica may hold, once its
 // range is at rest on every node (docs/replication.md, "Memory per
-// replica"): measured at 4.7 KiB, bounded with margin; before the apply
+// replica"): measured at 4.5 KiB, bounded with margin; before the apply
 // batch was allocated lazily and freed at rest, and before the transport
 // stopped keeping sent batches for replay, it was 17 KiB.
 const idleReplicaHeapBound = 8 << 10
