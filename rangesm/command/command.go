@@ -20,7 +20,7 @@
 //	           | split | alloc_range_id | put_descriptors | freeze
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
-//	           | lease_put | lease_delete | tso_window
+//	           | lease_put | lease_delete | tso_window | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -65,6 +65,13 @@
 //	lease_put      := id:uvarint deadline:timestamp key:bytes value:bytes (kind 25)
 //	lease_delete   := id:uvarint count:uvarint key:bytes{count}      (kind 26)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
+//	protect        := id:uvarint timestamp start:bytes end:bytes
+//	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
+//	                  (id 0: create, meta allocates the ID; else refresh
+//	                  that record's expiry; protect.go)
+//	release        := id:uvarint flags:u8 [expired_by:fixed64 if flags bit 0]
+//	                                                                 (kind 41)
+//	                  flags: bit 0 only if the record expired by then
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -145,6 +152,11 @@ const (
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
 	KindTSOWindow Kind = 30
+	// KindProtect and KindRelease create (or refresh) and remove a
+	// protected timestamp record (meta range only; protect.go,
+	// docs/versions.md "Protected timestamps").
+	KindProtect Kind = 40
+	KindRelease Kind = 41
 )
 
 func (k Kind) String() string {
@@ -203,6 +215,10 @@ func (k Kind) String() string {
 		return "TxnCommit"
 	case KindTSOWindow:
 		return "TSOWindow"
+	case KindProtect:
+		return "Protect"
+	case KindRelease:
+		return "Release"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -336,6 +352,8 @@ type Command struct {
 	// Lease is set for the lease kinds. A KindLeasePut also has its key
 	// and value as its one KindPut mutation.
 	Lease Lease
+	// Protect is set for KindProtect and KindRelease.
+	Protect Protect
 }
 
 // Lease is the body of a lease command (docs/leases.md).
@@ -575,6 +593,8 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(c.TSOWindow))
+	case KindProtect, KindRelease:
+		return appendProtect(dst, c)
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -785,6 +805,12 @@ func Decode(data []byte, c *Command) error {
 		if d.err == nil && c.TSOWindow <= 0 {
 			d.fail("TSOWindow of %d", c.TSOWindow)
 		}
+	case KindProtect, KindRelease:
+		if v == version1 {
+			d.fail("%v in a version 1 command", c.Kind)
+			break
+		}
+		d.protect(c)
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}

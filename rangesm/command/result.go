@@ -20,7 +20,8 @@ import (
 //	           bit 3 current
 //	id      := the node ID a PutNode registered, the range ID an
 //	           AllocRangeID allocated, the window a TSOWindow found,
-//	           the versions a GC deleted (0 otherwise)
+//	           the versions a GC deleted, the ID of the protection a
+//	           Protect created or refreshed (0 otherwise)
 //	value   := the CAS key's value before the command, the user key a
 //	           GC's next chunk starts at, the key a TxnCommit found
 //	           changed (empty otherwise)
@@ -94,6 +95,15 @@ const (
 	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
 	// than the one its leader decided it in. Nothing was changed.
 	CodeLeaseStaleExpiry Code = 11
+	// CodeProtectionNotFound: a Protect refresh or a Release named a
+	// protection that does not exist (never created, released, or
+	// expired). Nothing was changed.
+	CodeProtectionNotFound Code = 40
+	// CodeProtectionTooOld: a Protect's timestamp is older than its
+	// proposal timestamp minus half the retention window: GC may already
+	// have passed it (docs/versions.md, "Protected timestamps"). Nothing
+	// was written.
+	CodeProtectionTooOld Code = 41
 )
 
 func (c Code) String() string {
@@ -122,6 +132,10 @@ func (c Code) String() string {
 		return "lease expiry from another term"
 	case CodeReadChanged:
 		return "read changed"
+	case CodeProtectionNotFound:
+		return "protection not found"
+	case CodeProtectionTooOld:
+		return "protected timestamp too old"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }
