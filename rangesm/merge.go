@@ -272,6 +272,13 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		return err
 	}
 	r.addStats(rstats)
+	// ... and the intents of both (intent.go): the right-hand range's
+	// lock table entries join this range's (their keys are disjoint).
+	moved, err := copyIntents(a, rightID, r.rangeID, nil, nil)
+	if err != nil {
+		return fmt.Errorf("taking over the intents of range %d: %w", rightID, err)
+	}
+	r.intents += moved
 	ls := keys.RangeLocalSpan(rightID)
 	a.delRange(ls.Start, ls.End)
 	return nil

@@ -25,6 +25,7 @@
 //	             | 0x01 'r' range_id 'q' client_id seq        dedup record
 //	             | 0x01 'r' range_id 'v'                      MVCC state (frontier, GC threshold)
 //	             | 0x01 'r' range_id 's'                      MVCC stats of the range's user data
+//	             | 0x01 'r' range_id 'k' user_key             intent on user_key (lock table)
 //	meta        := 0x02 'd' 0x00 end_key                      user range descriptor
 //	             | 0x02 'd' 0x01                              ... whose end is +inf
 //	             | 0x02 'm'                                   meta range descriptor
@@ -80,6 +81,7 @@ const (
 	suffixFreeze       = 'z'
 	suffixMVCCState    = 'v'
 	suffixMVCCStats    = 's'
+	suffixLock         = 'k'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -239,6 +241,33 @@ func DecodeDedupFloorKey(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("keys: %x is not a dedup floor key", key)
 	}
 	return binary.BigEndian.Uint64(key[11:]), nil
+}
+
+// LockKey holds range rangeID's intent on user key k: its lock table
+// entry (docs/transactions.md). The user key follows the fixed-length
+// prefix as it is, so a range's entries sort in user key order.
+func LockKey(rangeID uint64, k []byte) []byte {
+	return append(rangeKey(RangeLocalPrefix, rangeID, suffixLock, len(k)), k...)
+}
+
+// LockSpan returns the span of range rangeID's lock table entries for the
+// user keys [start, end) (an empty end: to the end of the key space).
+func LockSpan(rangeID uint64, start, end []byte) Span {
+	sp := Span{Start: LockKey(rangeID, start)}
+	if len(end) == 0 {
+		sp.End = rangeKey(RangeLocalPrefix, rangeID, suffixLock+1, 0)
+	} else {
+		sp.End = LockKey(rangeID, end)
+	}
+	return sp
+}
+
+// DecodeLockKey returns the user key of a lock table key (aliasing key).
+func DecodeLockKey(key []byte) ([]byte, error) {
+	if len(key) < 11 || key[0] != RangeLocalPrefix || key[1] != rangeInfix || key[10] != suffixLock {
+		return nil, fmt.Errorf("keys: %x is not a lock table key", key)
+	}
+	return key[11:], nil
 }
 
 // FreezeKey holds range rangeID's freeze record while it is frozen for a

@@ -20,7 +20,8 @@
 //	           | split | alloc_range_id | put_descriptors | freeze
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
-//	           | lease_put | lease_delete | tso_window | protect | release
+//	           | lease_put | lease_delete | txn_write | txn_resolve
+//	           | tso_window | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -64,6 +65,15 @@
 //	lease_swept    := id:uvarint                                     (kind 24)
 //	lease_put      := id:uvarint deadline:timestamp key:bytes value:bytes (kind 25)
 //	lease_delete   := id:uvarint count:uvarint key:bytes{count}      (kind 26)
+//	txn_write      := txn_id:16 bytes record:bytes read_ts:timestamp
+//	                  count:uvarint read{count}
+//	                  count:uvarint mutation{count}                  (kind 27)
+//	                  (mutations: put and delete only; read_ts zero
+//	                  only without reads)
+//	txn_resolve    := txn_id:16 bytes flags:u8
+//	                  [commit_ts:timestamp if flags bit 0]
+//	                  count:uvarint key:bytes{count}                 (kind 28)
+//	                  flags: bit 0 committed (else aborted)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	protect        := id:uvarint timestamp start:bytes end:bytes
 //	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
@@ -148,6 +158,12 @@ const (
 	KindLeaseSwept  Kind = 24
 	KindLeasePut    Kind = 25
 	KindLeaseDelete Kind = 26
+	// KindTxnWrite writes a transaction's intents on one range of a
+	// transaction across ranges (docs/transactions.md, "Several ranges").
+	KindTxnWrite Kind = 27
+	// KindTxnResolve turns a finished transaction's intents on one range
+	// into versions (committed) or drops them (aborted).
+	KindTxnResolve Kind = 28
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
@@ -213,6 +229,10 @@ func (k Kind) String() string {
 		return "LeaseDelete"
 	case KindTxnCommit:
 		return "TxnCommit"
+	case KindTxnWrite:
+		return "TxnWrite"
+	case KindTxnResolve:
+		return "TxnResolve"
 	case KindTSOWindow:
 		return "TSOWindow"
 	case KindProtect:
@@ -227,7 +247,8 @@ func (k Kind) String() string {
 // deduplication by client ID).
 func (k Kind) IsWrite() bool {
 	switch k {
-	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete:
+	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete,
+		KindTxnWrite, KindTxnResolve:
 		return true
 	}
 	return false
@@ -270,8 +291,40 @@ type TxnCommit struct {
 	Reads []TxnRead
 }
 
-// Mutation is one write of a Put, Delete, DeleteRange, Batch or TxnCommit
-// command.
+// TxnIDLen is the length of a transaction ID.
+const TxnIDLen = 16
+
+// TxnID names a transaction across ranges: random, chosen by its
+// coordinator.
+type TxnID [TxnIDLen]byte
+
+func (id TxnID) String() string { return fmt.Sprintf("%x", id[:]) }
+
+// TxnWrite is the body of a KindTxnWrite besides its reads (Txn) and
+// mutations.
+type TxnWrite struct {
+	// ID is the transaction's.
+	ID TxnID
+	// Record is the key of the transaction's record (the user key its
+	// record range is addressed by).
+	Record []byte
+}
+
+// TxnResolve is the body of a KindTxnResolve.
+type TxnResolve struct {
+	// ID is the finished transaction's.
+	ID TxnID
+	// Committed: each intent of ID on Keys becomes a version at
+	// CommitTimestamp; otherwise each is dropped.
+	Committed       bool
+	CommitTimestamp hlc.Timestamp
+	// Keys are the keys whose intents to resolve; a key without an
+	// intent of ID is left alone (resolution is idempotent).
+	Keys [][]byte
+}
+
+// Mutation is one write of a Put, Delete, DeleteRange, Batch, TxnCommit
+// or TxnWrite command.
 type Mutation struct {
 	Kind Kind // KindPut, KindDelete or KindDeleteRange
 	// Key is the key written, or the start of a DeleteRange.
@@ -304,8 +357,12 @@ type Command struct {
 	// Mutations: exactly one for KindPut, KindDelete and KindDeleteRange;
 	// any number (at least one) for KindBatch and KindTxnCommit.
 	Mutations []Mutation
-	// Txn is set for KindTxnCommit.
+	// Txn is set for KindTxnCommit and KindTxnWrite.
 	Txn TxnCommit
+	// TxnWrite is set for KindTxnWrite.
+	TxnWrite TxnWrite
+	// TxnResolve is set for KindTxnResolve.
+	TxnResolve TxnResolve
 	// CAS is set for KindCAS.
 	CAS CAS
 	// Node is set for KindPutNode: the node to register. NodeId 0 asks the
@@ -423,7 +480,16 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
 		}
-	case KindTxnCommit:
+	case KindTxnCommit, KindTxnWrite:
+		if c.Kind == KindTxnWrite {
+			for _, m := range c.Mutations {
+				if m.Kind != KindPut && m.Kind != KindDelete {
+					return nil, fmt.Errorf("command: a TxnWrite writes puts and deletes only, not %v", m.Kind)
+				}
+			}
+			dst = append(dst, c.TxnWrite.ID[:]...)
+			dst = appendBytes(dst, c.TxnWrite.Record)
+		}
 		if !c.Txn.ReadTimestamp.Valid() || (c.Txn.ReadTimestamp.IsZero() && len(c.Txn.Reads) > 0) {
 			return nil, fmt.Errorf("command: invalid transaction read timestamp %s", c.Txn.ReadTimestamp)
 		}
@@ -442,6 +508,22 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
+		}
+	case KindTxnResolve:
+		t := &c.TxnResolve
+		dst = append(dst, t.ID[:]...)
+		if t.Committed {
+			if !t.CommitTimestamp.Valid() || t.CommitTimestamp.IsZero() {
+				return nil, fmt.Errorf("command: invalid commit timestamp %s", t.CommitTimestamp)
+			}
+			dst = append(dst, txnResolveCommitted)
+			dst = t.CommitTimestamp.AppendEncode(dst)
+		} else {
+			dst = append(dst, 0)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
 		}
 	case KindCAS:
 		var flags byte
@@ -610,6 +692,9 @@ const (
 // txnReadSpan flags a transaction read that is a span, not a point key.
 const txnReadSpan byte = 1 << 0
 
+// txnResolveCommitted flags a resolution of a committed transaction.
+const txnResolveCommitted byte = 1 << 0
+
 // appendMutations appends the mutations of a batch or transaction: at
 // least one, each a put, delete or delete_range.
 func appendMutations(dst []byte, muts []Mutation) ([]byte, error) {
@@ -678,10 +763,14 @@ func Decode(data []byte, c *Command) error {
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
 	case KindBatch:
 		c.Mutations = d.mutations()
-	case KindTxnCommit:
+	case KindTxnCommit, KindTxnWrite:
 		if v == version1 {
-			d.fail("txn_commit in a version 1 command")
+			d.fail("%v in a version 1 command", c.Kind)
 			break
+		}
+		if c.Kind == KindTxnWrite {
+			c.TxnWrite.ID = d.txnID()
+			c.TxnWrite.Record = d.bytes()
 		}
 		c.Txn.ReadTimestamp = d.timestamp()
 		n := d.uvarint()
@@ -709,6 +798,41 @@ func Decode(data []byte, c *Command) error {
 		}
 		if d.err == nil {
 			c.Mutations = d.mutations()
+		}
+		if c.Kind == KindTxnWrite {
+			for _, m := range c.Mutations {
+				if m.Kind != KindPut && m.Kind != KindDelete {
+					d.fail("a TxnWrite writes puts and deletes only, not %v", m.Kind)
+				}
+			}
+		}
+	case KindTxnResolve:
+		if v == version1 {
+			d.fail("txn_resolve in a version 1 command")
+			break
+		}
+		t := &c.TxnResolve
+		t.ID = d.txnID()
+		flags := d.byte()
+		if flags&^txnResolveCommitted != 0 {
+			d.fail("unknown resolve flags %#x", flags)
+			break
+		}
+		if flags&txnResolveCommitted != 0 {
+			t.Committed = true
+			t.CommitTimestamp = d.timestamp()
+		}
+		n := d.uvarint()
+		// Every key takes at least one byte.
+		if n > uint64(len(d.buf)) {
+			d.fail("key count %d for %d bytes", n, len(d.buf))
+			break
+		}
+		if n > 0 {
+			t.Keys = make([][]byte, n)
+		}
+		for i := range t.Keys {
+			t.Keys[i] = d.bytes()
 		}
 	case KindCAS:
 		flags := d.byte()
@@ -890,6 +1014,19 @@ func (d *decoder) timestamp() hlc.Timestamp {
 	}
 	d.buf = d.buf[hlc.EncodedLen:]
 	return ts
+}
+
+func (d *decoder) txnID() (id TxnID) {
+	if d.err != nil {
+		return id
+	}
+	if len(d.buf) < TxnIDLen {
+		d.fail("truncated")
+		return id
+	}
+	copy(id[:], d.buf)
+	d.buf = d.buf[TxnIDLen:]
+	return id
 }
 
 func (d *decoder) bytes() []byte {

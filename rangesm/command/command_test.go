@@ -64,6 +64,12 @@ func sampleCommands() []Command {
 			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDeleteRange, Key: []byte("e"), Value: []byte("f")}}},
 		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}},
 			Mutations: []Mutation{{Kind: KindDelete, Key: []byte("a")}}},
+		{Header: h, Kind: KindTxnWrite, TxnWrite: TxnWrite{ID: TxnID{1, 2, 15: 16}, Record: []byte("rec")},
+			Txn:       TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}, Reads: []TxnRead{{Key: []byte("a")}, {Key: []byte("b"), End: []byte("c"), Span: true}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDelete, Key: []byte("b")}}},
+		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Committed: true,
+			CommitTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Keys: [][]byte{[]byte("a"), {}}}},
+		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Keys: [][]byte{[]byte("a")}}},
 	}
 }
 
@@ -163,6 +169,8 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindLeasePut, Lease: Lease{ID: 1}, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k")}}},
 		{Kind: KindLeaseDelete, Lease: Lease{ID: 1}},
 		{Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: -1}}},
+		{Kind: KindTxnWrite, Mutations: []Mutation{{Kind: KindDeleteRange, Key: []byte("a"), Value: []byte("b")}}},
+		{Kind: KindTxnResolve, TxnResolve: TxnResolve{Committed: true}},
 	} {
 		if _, err := c.Encode(nil); err == nil {
 			t.Errorf("Encode(%+v) succeeded", c)

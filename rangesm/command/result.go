@@ -24,7 +24,8 @@ import (
 //	           Protect created or refreshed (0 otherwise)
 //	value   := the CAS key's value before the command, the user key a
 //	           GC's next chunk starts at, the key a TxnCommit found
-//	           changed (empty otherwise)
+//	           changed, the key whose intent a write met (empty
+//	           otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
@@ -95,6 +96,13 @@ const (
 	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
 	// than the one its leader decided it in. Nothing was changed.
 	CodeLeaseStaleExpiry Code = 11
+	// CodeIntentConflict: a key the command writes, or a key or span a
+	// transaction read, holds an intent of another transaction (a
+	// transaction across ranges not yet resolved; docs/transactions.md,
+	// "Readers and writers that meet an intent"). Nothing was written;
+	// Value is the key. The request may be retried once the intent is
+	// resolved.
+	CodeIntentConflict Code = 12
 	// CodeProtectionNotFound: a Protect refresh or a Release named a
 	// protection that does not exist (never created, released, or
 	// expired). Nothing was changed.
@@ -132,6 +140,8 @@ func (c Code) String() string {
 		return "lease expiry from another term"
 	case CodeReadChanged:
 		return "read changed"
+	case CodeIntentConflict:
+		return "intent conflict"
 	case CodeProtectionNotFound:
 		return "protection not found"
 	case CodeProtectionTooOld:
