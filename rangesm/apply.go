@@ -229,6 +229,8 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyLeasePut(cmd)
 	case command.KindLeaseDelete:
 		return r.applyLeaseDelete(cmd)
+	case command.KindProtect, command.KindRelease:
+		return r.applyProtect(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }

@@ -34,6 +34,7 @@
 //	             | 0x02 'c' name                              cluster-wide counter
 //	             | 0x02 'k' lease_id user_key                 lease attachment (lease.go)
 //	             | 0x02 'l' lease_id                          lease record (lease.go)
+//	             | 0x02 'p' protection_id                     protected timestamp (protect.go)
 //	user        := 0x03 versioned_key                         (package mvcc: key_enc version_suffix)
 //
 //	range_id, index, client_id, seq, node_id := fixed64, big-endian

@@ -21,7 +21,7 @@
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
 //	           | lease_put | lease_delete | txn_write | txn_resolve
-//	           | txn_record | tso_window | txn_prevent
+//	           | txn_record | tso_window | txn_prevent | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -82,6 +82,13 @@
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	txn_prevent    := txn_id:16 bytes timestamp
 //	                  count:uvarint key:bytes{count}                 (kind 31)
+//	protect        := id:uvarint timestamp start:bytes end:bytes
+//	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
+//	                  (id 0: create, meta allocates the ID; else refresh
+//	                  that record's expiry; protect.go)
+//	release        := id:uvarint flags:u8 [expired_by:fixed64 if flags bit 0]
+//	                                                                 (kind 41)
+//	                  flags: bit 0 only if the record expired by then
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -175,6 +182,11 @@ const (
 	// intents on one range: present at or below the staging timestamp,
 	// or made impossible there (docs/transactions.md).
 	KindTxnPrevent Kind = 31
+	// KindProtect and KindRelease create (or refresh) and remove a
+	// protected timestamp record (meta range only; protect.go,
+	// docs/versions.md "Protected timestamps").
+	KindProtect Kind = 40
+	KindRelease Kind = 41
 )
 
 func (k Kind) String() string {
@@ -241,6 +253,10 @@ func (k Kind) String() string {
 		return "TxnPrevent"
 	case KindTSOWindow:
 		return "TSOWindow"
+	case KindProtect:
+		return "Protect"
+	case KindRelease:
+		return "Release"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -461,6 +477,8 @@ type Command struct {
 	// Lease is set for the lease kinds. A KindLeasePut also has its key
 	// and value as its one KindPut mutation.
 	Lease Lease
+	// Protect is set for KindProtect and KindRelease.
+	Protect Protect
 }
 
 // Lease is the body of a lease command (docs/leases.md).
@@ -753,6 +771,8 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(c.TSOWindow))
+	case KindProtect, KindRelease:
+		return appendProtect(dst, c)
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -1018,6 +1038,12 @@ func Decode(data []byte, c *Command) error {
 		if d.err == nil && c.TSOWindow <= 0 {
 			d.fail("TSOWindow of %d", c.TSOWindow)
 		}
+	case KindProtect, KindRelease:
+		if v == version1 {
+			d.fail("%v in a version 1 command", c.Kind)
+			break
+		}
+		d.protect(c)
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}
