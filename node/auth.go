@@ -45,6 +45,10 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.LeaseInternal/":        certs.RoleNode,
 	"/shale.kv.v1.Txn/Begin":             certs.RoleReadOnly, // a timestamp; read-only transactions need it
 	"/shale.kv.v1.Txn/Commit":            certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Write":             certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Record":            certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Resolve":           certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Prevent":           certs.RoleReadWrite,
 	"/shale.raftrpc.v1.RaftTransport/":   certs.RoleNode, // every method of the service
 	"/shale.raftrpc.v1.TimestampOracle/": certs.RoleNode,
 }
