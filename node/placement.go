@@ -21,7 +21,8 @@ import (
 //
 //  1. repair: a replica on a dead node (not heard from for
 //     DeadNodeTimeout) or on a decommissioning one is replaced by a new
-//     one on the usable node with the fewest replicas;
+//     one on the usable node with the fewest replicas (the leader's
+//     replica last: see repairOrder);
 //  2. up-replication: a range with fewer voters than ReplicationFactor
 //     (and enough usable nodes) gets one more;
 //  3. rebalancing: while the usable node with the most replicas has two
@@ -133,7 +134,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 		if budget == 0 || !stillLeader() {
 			break
 		}
-		for _, rd := range d.GetReplicas() {
+		for _, rd := range repairOrder(d, leaderOf[d.GetRangeId()]) {
 			v := views[rd.GetNodeId()]
 			bad := v == nil || !v.live || v.desc.GetDecommissioning()
 			if !bad {
@@ -319,6 +320,29 @@ func pickTarget(views map[uint64]*nodeView, d *kvpb.RangeDescriptor) uint64 {
 		}
 	}
 	return best
+}
+
+// repairOrder is d's replicas in the order repair looks at them: its
+// leader's last. Replacing the leader's replica first moves the
+// leadership to a usable voter; when every voter is on a node to drain
+// (three nodes removed at once that together hold the range), there is
+// none, and trying the leader's replica first, every pass, left the
+// range on them for good. Another replica replaced first gives the next
+// pass a usable voter to hand the leadership to.
+func repairOrder(d *kvpb.RangeDescriptor, leader uint64) []*kvpb.ReplicaDescriptor {
+	out := make([]*kvpb.ReplicaDescriptor, 0, len(d.GetReplicas()))
+	var last *kvpb.ReplicaDescriptor
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == leader && last == nil {
+			last = rd
+			continue
+		}
+		out = append(out, rd)
+	}
+	if last != nil {
+		out = append(out, last)
+	}
+	return out
 }
 
 // pickLeaderMove returns the user range whose leadership moves next, its

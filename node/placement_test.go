@@ -116,3 +116,25 @@ func TestPickLeaderMoveLooksBeyondTheLeastLoadedNode(t *testing.T) {
 		t.Fatalf("picked range %d; want none (no leader leads two more than a voter of its range)", d.GetRangeId())
 	}
 }
+
+// TestRepairOrderLeavesTheLeaderLast: when every voter of a range is on a
+// node being drained, the leader's replica cannot go first (there is no
+// usable voter to hand the leadership to), so repair looks at the others
+// first.
+func TestRepairOrderLeavesTheLeaderLast(t *testing.T) {
+	d := rangeOn(7, 4, 5, 6)
+	var got []uint64
+	for _, rd := range repairOrder(d, 4) {
+		got = append(got, rd.GetNodeId())
+	}
+	if fmt.Sprint(got) != "[5 6 4]" {
+		t.Fatalf("repair order %v; want [5 6 4] (the leader, node 4, last)", got)
+	}
+	got = got[:0]
+	for _, rd := range repairOrder(d, 0) { // leader unknown
+		got = append(got, rd.GetNodeId())
+	}
+	if fmt.Sprint(got) != "[4 5 6]" {
+		t.Fatalf("repair order %v; want [4 5 6]", got)
+	}
+}
