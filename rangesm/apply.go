@@ -55,8 +55,10 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			if err != nil {
 				return out, err
 			}
-			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC {
-				// Change the MVCC state (and a GC old versions) only.
+			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC ||
+				cmd.Kind == command.KindTxnRecord || cmd.Kind == command.KindTxnPrevent {
+				// Change the MVCC state (and a GC old versions, a record
+				// op a transaction record) only.
 			} else if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
 				// change the dedup state behind the cache; any of them may
@@ -89,7 +91,14 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 // the empty entries new leaders append), whose application touches
 // nothing but the range's own keys, its dedup records and its applied
 // state, and triggers nothing once written.
+//
+// A range that holds intents, or entries that write some, are not plain:
+// their application may write the batch early to read the lock table
+// (intent.go, spanConflict).
 func (r *Range) Plain(ents []*pb.Entry) bool {
+	if r.intents > 0 {
+		return false
+	}
 	for _, e := range ents {
 		if e.GetType() != pb.EntryNormal {
 			return false
@@ -103,7 +112,7 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 		}
 		switch k {
 		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
-			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete:
+			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve, command.KindTxnRecord:
 		default:
 			return false
 		}
@@ -143,10 +152,25 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 				return res, nil
 			}
 		}
+		if res, ok, err := r.mutationsConflict(cmd.Mutations, nil); err != nil || !ok {
+			return res, err
+		}
 		return r.applyMutations(cmd)
 
 	case command.KindTxnCommit:
 		return r.applyTxnCommit(cmd)
+
+	case command.KindTxnWrite:
+		return r.applyTxnWrite(cmd)
+
+	case command.KindTxnResolve:
+		return r.applyTxnResolve(cmd)
+
+	case command.KindTxnRecord:
+		return r.applyTxnRecord(cmd)
+
+	case command.KindTxnPrevent:
+		return r.applyTxnPrevent(cmd)
 
 	case command.KindCAS:
 		return r.applyCAS(cmd)
@@ -205,6 +229,8 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyLeasePut(cmd)
 	case command.KindLeaseDelete:
 		return r.applyLeaseDelete(cmd)
+	case command.KindProtect, command.KindRelease:
+		return r.applyProtect(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }
@@ -251,6 +277,11 @@ func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
 	c := &cmd.CAS
 	if !keys.ContainsUserKey(r.desc, c.Key) {
 		return outOfRange(r.desc, c.Key), nil
+	}
+	// Even a comparison that fails reads the key: it must not answer
+	// from below an intent.
+	if res, ok, err := r.keyConflict(c.Key, nil, "cannot compare"); err != nil || !ok {
+		return res, err
 	}
 	w := r.writer()
 	cur, found, err := w.Get(c.Key)

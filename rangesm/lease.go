@@ -209,6 +209,9 @@ func (r *Range) applyLeasePut(cmd *command.Command) (command.Result, error) {
 	if !ok {
 		return frontierAtMax(), nil
 	}
+	if res, ok, err := r.keyConflict(m.Key, nil, "cannot write"); err != nil || !ok {
+		return res, err
+	}
 	if cmd.Lease.Deadline.Less(v) {
 		return command.Result{Code: command.CodeLeaseWindowPassed,
 			Message: fmt.Sprintf("put of %q attached to lease %d would apply at %s, past its attach window (%s)", m.Key, cmd.Lease.ID, v, cmd.Lease.Deadline)}, nil
@@ -229,6 +232,11 @@ func (r *Range) applyLeaseDelete(cmd *command.Command) (command.Result, error) {
 	for _, k := range cmd.Lease.Keys {
 		if !keys.ContainsUserKey(r.desc, k) {
 			return outOfRange(r.desc, k), nil
+		}
+	}
+	for _, k := range cmd.Lease.Keys {
+		if res, ok, err := r.keyConflict(k, nil, "cannot delete"); err != nil || !ok {
+			return res, err
 		}
 	}
 	v, ok := r.nextVersion(cmd.Timestamp)

@@ -43,6 +43,12 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 1 << 61, Logical: 3}, Start: []byte("a"), End: []byte("m"), MaxDeletes: 1000, MaxKeys: 1 << 20}},
 		{Header: h, Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: 5}}},
 		{Header: h, Kind: KindTSOWindow, TSOWindow: 1 << 61},
+		{Header: h, Kind: KindProtect, Protect: Protect{Timestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 1}, Start: []byte("a"),
+			End: []byte("b"), Expiry: 1 << 61, Window: int64(10e9), Description: "backup b1"}},
+		{Header: h, Kind: KindProtect, Protect: Protect{Timestamp: hlc.Timestamp{WallTime: 5}, Expiry: 9, Window: 1}},
+		{Header: h, Kind: KindProtect, Protect: Protect{ID: 7, Expiry: 1 << 61}},
+		{Header: h, Kind: KindRelease, Protect: Protect{ID: 7}},
+		{Header: h, Kind: KindRelease, Protect: Protect{ID: 7, ExpiredBy: 1 << 60}},
 		{Header: h, Kind: KindLeaseGrant, Lease: Lease{TTLMillis: 10_000}},
 		{Header: h, Kind: KindLeaseGrant, Lease: Lease{ID: 1 << 50, TTLMillis: 1}},
 		{Header: h, Kind: KindLeaseRevoke, Lease: Lease{ID: 3}},
@@ -58,6 +64,16 @@ func sampleCommands() []Command {
 			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDeleteRange, Key: []byte("e"), Value: []byte("f")}}},
 		{Header: h, Kind: KindTxnCommit, Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}},
 			Mutations: []Mutation{{Kind: KindDelete, Key: []byte("a")}}},
+		{Header: h, Kind: KindTxnWrite, TxnWrite: TxnWrite{ID: TxnID{1, 2, 15: 16}, Record: []byte("rec")},
+			Txn:       TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}, Reads: []TxnRead{{Key: []byte("a")}, {Key: []byte("b"), End: []byte("c"), Span: true}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}, {Kind: KindDelete, Key: []byte("b")}}},
+		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Committed: true,
+			CommitTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Keys: [][]byte{[]byte("a"), {}}}},
+		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Keys: [][]byte{[]byte("a")}}},
+		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnStage, RecordKey: []byte("r"),
+			Timestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Heartbeat: 1 << 61, Keys: [][]byte{[]byte("a"), []byte("b")}}},
+		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnDelete, RecordKey: []byte("r")}},
+		{Header: h, Kind: KindTxnPrevent, TxnPrevent: TxnPrevent{ID: TxnID{7}, Timestamp: hlc.Timestamp{WallTime: 5}, Keys: [][]byte{[]byte("a")}}},
 	}
 }
 
@@ -157,6 +173,10 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindLeasePut, Lease: Lease{ID: 1}, Mutations: []Mutation{{Kind: KindPut, Key: []byte("k")}}},
 		{Kind: KindLeaseDelete, Lease: Lease{ID: 1}},
 		{Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: -1}}},
+		{Kind: KindTxnWrite, Mutations: []Mutation{{Kind: KindDeleteRange, Key: []byte("a"), Value: []byte("b")}}},
+		{Kind: KindTxnResolve, TxnResolve: TxnResolve{Committed: true}},
+		{Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{Op: 9}},
+		{Kind: KindTxnPrevent},
 	} {
 		if _, err := c.Encode(nil); err == nil {
 			t.Errorf("Encode(%+v) succeeded", c)
