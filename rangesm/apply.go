@@ -55,8 +55,10 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			if err != nil {
 				return out, err
 			}
-			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC {
-				// Change the MVCC state (and a GC old versions) only.
+			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC ||
+				cmd.Kind == command.KindTxnRecord || cmd.Kind == command.KindTxnPrevent {
+				// Change the MVCC state (and a GC old versions, a record
+				// op a transaction record) only.
 			} else if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
 				// change the dedup state behind the cache; any of them may
@@ -110,7 +112,7 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 		}
 		switch k {
 		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
-			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve:
+			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve, command.KindTxnRecord:
 		default:
 			return false
 		}
@@ -163,6 +165,12 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 
 	case command.KindTxnResolve:
 		return r.applyTxnResolve(cmd)
+
+	case command.KindTxnRecord:
+		return r.applyTxnRecord(cmd)
+
+	case command.KindTxnPrevent:
+		return r.applyTxnPrevent(cmd)
 
 	case command.KindCAS:
 		return r.applyCAS(cmd)

@@ -308,3 +308,137 @@ func TestIntentsSurviveARestart(t *testing.T) {
 	}
 	wantConflict(t, "Put after the restart", s.propose(user, put("a", "2", ts(0, 0))), "a")
 }
+
+func recordOp(id command.TxnID, op command.TxnRecordOp, at hlc.Timestamp, ks ...string) *command.Command {
+	c := &command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{ID: id, Op: op, RecordKey: []byte("a"),
+		Timestamp: at, Heartbeat: at.WallTime}}
+	for _, k := range ks {
+		c.TxnRecord.Keys = append(c.TxnRecord.Keys, []byte(k))
+	}
+	return c
+}
+
+func wantRecord(t *testing.T, what string, res command.Result, status rangesm.TxnStatus, at hlc.Timestamp) {
+	t.Helper()
+	if res.Err() != nil || rangesm.TxnStatus(res.NodeID) != status || res.Version != at {
+		t.Fatalf("%s: %+v, want %v at %s", what, res, status, at)
+	}
+}
+
+// TestTxnRecordMovesOnlyForward: a record is staged, re-staged only
+// upwards, committed at or above its staging timestamp, and once
+// committed or aborted never changes again; an abort of a missing record
+// creates it aborted, so that it can never be staged; recovery's abort
+// applies only to the staging timestamp it checked.
+func TestTxnRecordMovesOnlyForward(t *testing.T) {
+	s := newStore(t)
+	wantRecord(t, "stage", s.propose(user, recordOp(txnA, command.TxnStage, ts(100, 0), "a", "b")), rangesm.TxnStaging, ts(100, 0))
+	wantRecord(t, "re-stage below", s.propose(user, recordOp(txnA, command.TxnStage, ts(90, 0), "a", "b")), rangesm.TxnStaging, ts(100, 0))
+	wantRecord(t, "re-stage above", s.propose(user, recordOp(txnA, command.TxnStage, ts(120, 0), "a", "b")), rangesm.TxnStaging, ts(120, 0))
+	wantRecord(t, "commit below C0", s.propose(user, recordOp(txnA, command.TxnCommitRecord, ts(110, 0))), rangesm.TxnStaging, ts(120, 0))
+	wantRecord(t, "abort of another C0", s.propose(user, recordOp(txnA, command.TxnAbort, ts(100, 0))), rangesm.TxnStaging, ts(120, 0))
+	wantRecord(t, "commit", s.propose(user, recordOp(txnA, command.TxnCommitRecord, ts(120, 0))), rangesm.TxnCommitted, ts(120, 0))
+	wantRecord(t, "abort after commit", s.propose(user, recordOp(txnA, command.TxnAbort, hlc.Timestamp{})), rangesm.TxnCommitted, ts(120, 0))
+	wantRecord(t, "stage after commit", s.propose(user, recordOp(txnA, command.TxnStage, ts(200, 0), "a")), rangesm.TxnCommitted, ts(120, 0))
+	rec, err := rangesm.ReadTxnRecord(s.db, user, txnA)
+	if err != nil || rec.Status != rangesm.TxnCommitted || len(rec.Keys) != 2 || string(rec.RecordKey) != "a" || rec.Heartbeat != 120 {
+		t.Fatalf("ReadTxnRecord: %+v %v", rec, err)
+	}
+	if res := s.propose(user, recordOp(txnA, command.TxnDelete, hlc.Timestamp{})); res.Err() != nil {
+		t.Fatalf("delete: %+v", res)
+	}
+	if rec, err := rangesm.ReadTxnRecord(s.db, user, txnA); err != nil || rec.Status != rangesm.TxnMissing {
+		t.Fatalf("after the delete: %+v %v", rec, err)
+	}
+	// A record aborted before its coordinator staged it stays aborted.
+	wantRecord(t, "abort of a missing record", s.propose(user, recordOp(txnB, command.TxnAbort, ts(50, 0))), rangesm.TxnAborted, hlc.Timestamp{})
+	wantRecord(t, "late stage", s.propose(user, recordOp(txnB, command.TxnStage, ts(300, 0), "a")), rangesm.TxnAborted, hlc.Timestamp{})
+	// A staging record is not deleted.
+	s.propose(user, recordOp(command.TxnID{0xc}, command.TxnStage, ts(300, 0), "a"))
+	s.propose(user, recordOp(command.TxnID{0xc}, command.TxnDelete, hlc.Timestamp{}))
+	if rec, _ := rangesm.ReadTxnRecord(s.db, user, command.TxnID{0xc}); rec.Status != rangesm.TxnStaging {
+		t.Fatalf("a staging record was deleted: %+v", rec)
+	}
+}
+
+// TestTxnPreventStopsAMissingIntent: recovery's check finds a staging
+// transaction's intents present at or below C0, or makes a missing one
+// impossible there: the range's frontier rises to C0, so the intent, if
+// it ever comes, is above C0 (and the transaction cannot commit at C0).
+func TestTxnPreventStopsAMissingIntent(t *testing.T) {
+	s := newStore(t)
+	p := s.propose(user, txnWrite(txnA, ts(100, 0), ts(0, 0), nil, putM("a", "1"))).Version
+	c0 := p.Add(time.Microsecond)
+	prevent := func(ks ...string) command.Result {
+		c := &command.Command{Kind: command.KindTxnPrevent, TxnPrevent: command.TxnPrevent{ID: txnA, Timestamp: c0}}
+		for _, k := range ks {
+			c.TxnPrevent.Keys = append(c.TxnPrevent.Keys, []byte(k))
+		}
+		return s.propose(user, c)
+	}
+	if res := prevent("a"); res.Err() != nil || !res.Found {
+		t.Fatalf("present intent: %+v", res)
+	}
+	if s.state(user).Frontier != p {
+		t.Fatal("a check that found every intent moved the frontier")
+	}
+	if res := prevent("a", "b"); res.Err() != nil || res.Found || string(res.Value) != "b" {
+		t.Fatalf("missing intent: %+v", res)
+	}
+	if f := s.state(user).Frontier; f.Less(c0) {
+		t.Fatalf("after preventing: frontier %s below C0 %s", f, c0)
+	}
+	// The late intent lands above C0.
+	if late := s.propose(user, txnWrite(txnA, ts(0, 0), ts(0, 0), nil, putM("b", "1"))).Version; late.LessEq(c0) {
+		t.Fatalf("late intent at %s, at or below C0 %s", late, c0)
+	}
+	if res := prevent("a", "b"); res.Found {
+		t.Fatalf("an intent above C0 counted as present: %+v", res)
+	}
+}
+
+// TestTxnRecordsMoveWithSplitAndMerge: a record lives on the range that
+// holds its record key, through splits and merges.
+func TestTxnRecordsMoveWithSplitAndMerge(t *testing.T) {
+	s := newStore(t)
+	stage := func(id command.TxnID, rk string) *command.Command {
+		c := recordOp(id, command.TxnStage, ts(100, 0), rk)
+		c.TxnRecord.RecordKey = []byte(rk)
+		return c
+	}
+	s.propose(user, stage(txnA, "a"))
+	s.propose(user, stage(txnB, "m"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var left, right *kvpb.RangeDescriptor
+	var err error
+	for {
+		left, right, err = s.s.Split(ctx, user, []byte("g"))
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, r := left.GetRangeId(), right.GetRangeId()
+	for _, c := range []struct {
+		rangeID uint64
+		id      command.TxnID
+		want    rangesm.TxnStatus
+	}{{l, txnA, rangesm.TxnStaging}, {l, txnB, rangesm.TxnMissing}, {r, txnB, rangesm.TxnStaging}, {r, txnA, rangesm.TxnMissing}} {
+		if rec, err := rangesm.ReadTxnRecord(s.db, c.rangeID, c.id); err != nil || rec.Status != c.want {
+			t.Fatalf("after the split, range %d, %s: %+v %v", c.rangeID, c.id, rec, err)
+		}
+	}
+	c := recordOp(txnB, command.TxnCommitRecord, ts(100, 0))
+	c.TxnRecord.RecordKey = []byte("m")
+	wantRecord(t, "commit on the right-hand range", s.propose(r, c), rangesm.TxnCommitted, ts(100, 0))
+	if _, err := s.s.Merge(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := rangesm.ReadTxnRecord(s.db, l, txnB); err != nil || rec.Status != rangesm.TxnCommitted {
+		t.Fatalf("after the merge: %+v %v", rec, err)
+	}
+}

@@ -178,5 +178,6 @@ func (r *Range) stageMVCCState() {
 // written with the MVCC state already (see through above).
 // REQUIRES: the replica's raftMu.
 func (r *Range) skipApplied(index uint64, k command.Kind) bool {
-	return index <= r.st.through && (k.IsWrite() || k == command.KindClose || k == command.KindGC)
+	return index <= r.st.through && (k.IsWrite() || k == command.KindClose || k == command.KindGC ||
+		k == command.KindTxnRecord || k == command.KindTxnPrevent)
 }

@@ -84,6 +84,9 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 	if err := r.moveIntents(right.GetStartKey(), rightEnd, right.GetRangeId(), create); err != nil {
 		return command.Result{}, fmt.Errorf("range %d: moving the intents of the split's right-hand half: %w", r.rangeID, err)
 	}
+	if err := r.moveTxnRecords(right.GetStartKey(), rightEnd, right.GetRangeId(), create); err != nil {
+		return command.Result{}, fmt.Errorf("range %d: moving the transaction records of the split's right-hand half: %w", r.rangeID, err)
+	}
 	r.addStats(sub(mvcc.Stats{}, rightStats))
 	r.desc = left
 	return command.Result{}, nil

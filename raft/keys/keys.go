@@ -26,6 +26,7 @@
 //	             | 0x01 'r' range_id 'v'                      MVCC state (frontier, GC threshold)
 //	             | 0x01 'r' range_id 's'                      MVCC stats of the range's user data
 //	             | 0x01 'r' range_id 'k' user_key             intent on user_key (lock table)
+//	             | 0x01 'r' range_id 'x' txn_id               transaction record
 //	meta        := 0x02 'd' 0x00 end_key                      user range descriptor
 //	             | 0x02 'd' 0x01                              ... whose end is +inf
 //	             | 0x02 'm'                                   meta range descriptor
@@ -82,6 +83,7 @@ const (
 	suffixMVCCState    = 'v'
 	suffixMVCCStats    = 's'
 	suffixLock         = 'k'
+	suffixTxnRecord    = 'x'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -266,6 +268,30 @@ func LockSpan(rangeID uint64, start, end []byte) Span {
 func DecodeLockKey(key []byte) ([]byte, error) {
 	if len(key) < 11 || key[0] != RangeLocalPrefix || key[1] != rangeInfix || key[10] != suffixLock {
 		return nil, fmt.Errorf("keys: %x is not a lock table key", key)
+	}
+	return key[11:], nil
+}
+
+// TxnRecordKey holds the record of transaction txnID (16 bytes) in range
+// rangeID: the range holding the transaction's record key.
+func TxnRecordKey(rangeID uint64, txnID []byte) []byte {
+	return append(rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord, len(txnID)), txnID...)
+}
+
+// TxnRecordSpan returns the span of every transaction record of range
+// rangeID.
+func TxnRecordSpan(rangeID uint64) Span {
+	return Span{
+		Start: rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord, 0),
+		End:   rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord+1, 0),
+	}
+}
+
+// DecodeTxnRecordKey returns the transaction ID of a record key (aliasing
+// key).
+func DecodeTxnRecordKey(key []byte) ([]byte, error) {
+	if len(key) != 11+16 || key[0] != RangeLocalPrefix || key[1] != rangeInfix || key[10] != suffixTxnRecord {
+		return nil, fmt.Errorf("keys: %x is not a transaction record key", key)
 	}
 	return key[11:], nil
 }

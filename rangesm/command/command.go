@@ -21,7 +21,7 @@
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
 //	           | lease_put | lease_delete | txn_write | txn_resolve
-//	           | tso_window | protect | release
+//	           | txn_record | tso_window | txn_prevent | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -74,7 +74,14 @@
 //	                  [commit_ts:timestamp if flags bit 0]
 //	                  count:uvarint key:bytes{count}                 (kind 28)
 //	                  flags: bit 0 committed (else aborted)
+//	txn_record     := txn_id:16 bytes op:u8 record_key:bytes
+//	                  timestamp heartbeat:fixed64
+//	                  count:uvarint key:bytes{count}                 (kind 29)
+//	                  op: 1 stage, 2 commit, 3 abort, 4 heartbeat,
+//	                  5 delete (fields an op does not use are empty)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
+//	txn_prevent    := txn_id:16 bytes timestamp
+//	                  count:uvarint key:bytes{count}                 (kind 31)
 //	protect        := id:uvarint timestamp start:bytes end:bytes
 //	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
 //	                  (id 0: create, meta allocates the ID; else refresh
@@ -164,10 +171,17 @@ const (
 	// KindTxnResolve turns a finished transaction's intents on one range
 	// into versions (committed) or drops them (aborted).
 	KindTxnResolve Kind = 28
+	// KindTxnRecord changes a transaction record (on the range holding
+	// its record key): stage, commit, abort, heartbeat, delete.
+	KindTxnRecord Kind = 29
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
 	KindTSOWindow Kind = 30
+	// KindTxnPrevent is recovery's check of a staging transaction's
+	// intents on one range: present at or below the staging timestamp,
+	// or made impossible there (docs/transactions.md).
+	KindTxnPrevent Kind = 31
 	// KindProtect and KindRelease create (or refresh) and remove a
 	// protected timestamp record (meta range only; protect.go,
 	// docs/versions.md "Protected timestamps").
@@ -233,6 +247,10 @@ func (k Kind) String() string {
 		return "TxnWrite"
 	case KindTxnResolve:
 		return "TxnResolve"
+	case KindTxnRecord:
+		return "TxnRecord"
+	case KindTxnPrevent:
+		return "TxnPrevent"
 	case KindTSOWindow:
 		return "TSOWindow"
 	case KindProtect:
@@ -323,6 +341,52 @@ type TxnResolve struct {
 	Keys [][]byte
 }
 
+// TxnRecordOp is what a KindTxnRecord does. DO NOT CHANGE the values:
+// they are stored in Raft logs.
+type TxnRecordOp uint8
+
+const (
+	// TxnStage creates the record STAGING at Timestamp (the commit
+	// candidate C0) with the keys of its intents, or moves a STAGING
+	// record's C0 up (a re-stage).
+	TxnStage TxnRecordOp = 1
+	// TxnCommitRecord marks a STAGING record COMMITTED at Timestamp (at
+	// or above its C0).
+	TxnCommitRecord TxnRecordOp = 2
+	// TxnAbort marks the record ABORTED (creating it so if it is missing,
+	// so that it can never be staged), if it is STAGING at Timestamp (zero:
+	// at any).
+	TxnAbort TxnRecordOp = 3
+	// TxnHeartbeat raises a STAGING record's heartbeat.
+	TxnHeartbeat TxnRecordOp = 4
+	// TxnDelete deletes a finished (COMMITTED or ABORTED) record.
+	TxnDelete TxnRecordOp = 5
+)
+
+// TxnRecordCmd is the body of a KindTxnRecord.
+type TxnRecordCmd struct {
+	ID TxnID
+	Op TxnRecordOp
+	// RecordKey addresses the record's range (every op).
+	RecordKey []byte
+	// Timestamp: C0 (stage), C (commit), the expected C0 (abort).
+	Timestamp hlc.Timestamp
+	// Heartbeat is the coordinator's wall clock, Unix nanoseconds (stage,
+	// heartbeat).
+	Heartbeat int64
+	// Keys are the keys of the transaction's intents (stage).
+	Keys [][]byte
+}
+
+// TxnPrevent is the body of a KindTxnPrevent.
+type TxnPrevent struct {
+	ID TxnID
+	// Timestamp is the staging timestamp C0 the intents must be at or
+	// below.
+	Timestamp hlc.Timestamp
+	Keys      [][]byte
+}
+
 // Mutation is one write of a Put, Delete, DeleteRange, Batch, TxnCommit
 // or TxnWrite command.
 type Mutation struct {
@@ -363,6 +427,10 @@ type Command struct {
 	TxnWrite TxnWrite
 	// TxnResolve is set for KindTxnResolve.
 	TxnResolve TxnResolve
+	// TxnRecord is set for KindTxnRecord.
+	TxnRecord TxnRecordCmd
+	// TxnPrevent is set for KindTxnPrevent.
+	TxnPrevent TxnPrevent
 	// CAS is set for KindCAS.
 	CAS CAS
 	// Node is set for KindPutNode: the node to register. NodeId 0 asks the
@@ -521,6 +589,34 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		} else {
 			dst = append(dst, 0)
 		}
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
+		}
+	case KindTxnRecord:
+		t := &c.TxnRecord
+		if t.Op < TxnStage || t.Op > TxnDelete {
+			return nil, fmt.Errorf("command: unknown transaction record op %d", t.Op)
+		}
+		if !t.Timestamp.Valid() {
+			return nil, fmt.Errorf("command: invalid record timestamp %s", t.Timestamp)
+		}
+		dst = append(dst, t.ID[:]...)
+		dst = append(dst, byte(t.Op))
+		dst = appendBytes(dst, t.RecordKey)
+		dst = t.Timestamp.AppendEncode(dst)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(t.Heartbeat))
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
+		}
+	case KindTxnPrevent:
+		t := &c.TxnPrevent
+		if !t.Timestamp.Valid() || t.Timestamp.IsZero() {
+			return nil, fmt.Errorf("command: invalid prevent timestamp %s", t.Timestamp)
+		}
+		dst = append(dst, t.ID[:]...)
+		dst = t.Timestamp.AppendEncode(dst)
 		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
 		for _, k := range t.Keys {
 			dst = appendBytes(dst, k)
@@ -822,18 +918,31 @@ func Decode(data []byte, c *Command) error {
 			t.Committed = true
 			t.CommitTimestamp = d.timestamp()
 		}
-		n := d.uvarint()
-		// Every key takes at least one byte.
-		if n > uint64(len(d.buf)) {
-			d.fail("key count %d for %d bytes", n, len(d.buf))
+		t.Keys = d.keyList()
+	case KindTxnRecord:
+		if v == version1 {
+			d.fail("txn_record in a version 1 command")
 			break
 		}
-		if n > 0 {
-			t.Keys = make([][]byte, n)
+		t := &c.TxnRecord
+		t.ID = d.txnID()
+		t.Op = TxnRecordOp(d.byte())
+		if d.err == nil && (t.Op < TxnStage || t.Op > TxnDelete) {
+			d.fail("unknown transaction record op %d", t.Op)
 		}
-		for i := range t.Keys {
-			t.Keys[i] = d.bytes()
+		t.RecordKey = d.bytes()
+		t.Timestamp = d.timestamp()
+		t.Heartbeat = int64(d.fixed64())
+		t.Keys = d.keyList()
+	case KindTxnPrevent:
+		if v == version1 {
+			d.fail("txn_prevent in a version 1 command")
+			break
 		}
+		t := &c.TxnPrevent
+		t.ID = d.txnID()
+		t.Timestamp = d.timestamp()
+		t.Keys = d.keyList()
 	case KindCAS:
 		flags := d.byte()
 		known := casExpectAbsent | casDelete
@@ -1014,6 +1123,27 @@ func (d *decoder) timestamp() hlc.Timestamp {
 	}
 	d.buf = d.buf[hlc.EncodedLen:]
 	return ts
+}
+
+// keyList reads count:uvarint key:bytes{count}.
+func (d *decoder) keyList() [][]byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	// Every key takes at least one byte.
+	if n > uint64(len(d.buf)) {
+		d.fail("key count %d for %d bytes", n, len(d.buf))
+		return nil
+	}
+	var ks [][]byte
+	if n > 0 {
+		ks = make([][]byte, n)
+	}
+	for i := range ks {
+		ks[i] = d.bytes()
+	}
+	return ks
 }
 
 func (d *decoder) txnID() (id TxnID) {

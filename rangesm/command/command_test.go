@@ -70,6 +70,10 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Committed: true,
 			CommitTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Keys: [][]byte{[]byte("a"), {}}}},
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Keys: [][]byte{[]byte("a")}}},
+		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnStage, RecordKey: []byte("r"),
+			Timestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Heartbeat: 1 << 61, Keys: [][]byte{[]byte("a"), []byte("b")}}},
+		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnDelete, RecordKey: []byte("r")}},
+		{Header: h, Kind: KindTxnPrevent, TxnPrevent: TxnPrevent{ID: TxnID{7}, Timestamp: hlc.Timestamp{WallTime: 5}, Keys: [][]byte{[]byte("a")}}},
 	}
 }
 
@@ -171,6 +175,8 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		{Kind: KindGC, GC: GC{Threshold: hlc.Timestamp{WallTime: -1}}},
 		{Kind: KindTxnWrite, Mutations: []Mutation{{Kind: KindDeleteRange, Key: []byte("a"), Value: []byte("b")}}},
 		{Kind: KindTxnResolve, TxnResolve: TxnResolve{Committed: true}},
+		{Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{Op: 9}},
+		{Kind: KindTxnPrevent},
 	} {
 		if _, err := c.Encode(nil); err == nil {
 			t.Errorf("Encode(%+v) succeeded", c)
