@@ -31,13 +31,15 @@ func deleteRangeCmd(req *kvpb.DeleteRangeRequest) *command.Command {
 }
 
 // batchCmd keeps the mutations in order: applied as one engine batch, a
-// later one wins.
+// later one wins. A put's lease is in its Mutation.Lease; the server
+// attaches it and makes the command a KindLeaseBatch
+// (attachBatchLeases).
 func batchCmd(req *kvpb.BatchRequest) *command.Command {
 	c := &command.Command{Kind: command.KindBatch, Mutations: make([]command.Mutation, 0, len(req.GetMutations()))}
 	for _, m := range req.GetMutations() {
 		switch op := m.GetOp().(type) {
 		case *kvpb.Mutation_Put:
-			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindPut, Key: op.Put.GetKey(), Value: op.Put.GetValue()})
+			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindPut, Key: op.Put.GetKey(), Value: op.Put.GetValue(), Lease: op.Put.GetLease()})
 		case *kvpb.Mutation_Delete:
 			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindDelete, Key: op.Delete.GetKey()})
 		case *kvpb.Mutation_DeleteRange:

@@ -21,15 +21,17 @@ import (
 //
 //  1. repair: a replica on a dead node (not heard from for
 //     DeadNodeTimeout) or on a decommissioning one is replaced by a new
-//     one on the usable node with the fewest replicas;
+//     one on the usable node with the fewest replicas (the leader's
+//     replica last: see repairOrder);
 //  2. up-replication: a range with fewer voters than ReplicationFactor
 //     (and enough usable nodes) gets one more;
 //  3. rebalancing: while the usable node with the most replicas has two
 //     more than the one with the fewest, a range moves from the first to
 //     the second (user ranges only: meta stays where it is unless
 //     repaired);
-//  4. leader balancing: while a node leads two more ranges than another
-//     that holds a voter of one of them, that range's leadership moves.
+//  4. leader balancing: while a range's leader leads two more ranges than
+//     a node holding another voter of it, its leadership moves (the pair
+//     furthest apart first).
 //
 // A move is one ChangeReplicas (add learner, snapshot, promote, remove,
 // with joint consensus for the swap), run through the Admin service on
@@ -132,7 +134,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 		if budget == 0 || !stillLeader() {
 			break
 		}
-		for _, rd := range d.GetReplicas() {
+		for _, rd := range repairOrder(d, leaderOf[d.GetRangeId()]) {
 			v := views[rd.GetNodeId()]
 			bad := v == nil || !v.live || v.desc.GetDecommissioning()
 			if !bad {
@@ -226,37 +228,21 @@ func (n *Node) placementPass(ctx context.Context) int {
 	// 4. Leader balancing (user ranges: meta's leadership stays, so the
 	// controller does not move itself mid-pass).
 	for i := 0; i < 2*o.MaxMovesPerPass && stillLeader(); i++ {
-		_, minN := extremes(views, func(v *nodeView) int { return v.leaders })
-		if minN == 0 {
-			break
-		}
-		// The range, with a voter on minN, whose leader leads the most
-		// (at least two more than minN).
-		var pick *kvpb.RangeDescriptor
-		var maxN uint64
-		for _, d := range descs {
-			l := views[leaderOf[d.GetRangeId()]]
-			if l == nil || keys.IsMetaRange(d) || failed[d.GetRangeId()] || !hasVoterOn(d, minN) || l.leaders <= views[minN].leaders+1 {
-				continue
-			}
-			if pick == nil || l.leaders > views[maxN].leaders {
-				pick, maxN = d, leaderOf[d.GetRangeId()]
-			}
-		}
+		pick, from, to := pickLeaderMove(descs, views, leaderOf, failed)
 		if pick == nil {
 			break
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := n.adminOf(tctx, s, maxN).TransferLeader(tctx, &kvpb.TransferLeaderRequest{RangeId: pick.GetRangeId(), TargetNodeId: minN})
+		_, err := n.adminOf(tctx, s, from).TransferLeader(tctx, &kvpb.TransferLeaderRequest{RangeId: pick.GetRangeId(), TargetNodeId: to})
 		cancel()
 		if err != nil {
-			n.log.Info("placement: leader transfer failed", "range", pick.GetRangeId(), "to", minN, "err", err)
+			n.log.Info("placement: leader transfer failed", "range", pick.GetRangeId(), "to", to, "err", err)
 			failed[pick.GetRangeId()] = true
 			continue
 		}
-		leaderOf[pick.GetRangeId()] = minN
-		views[maxN].leaders--
-		views[minN].leaders++
+		leaderOf[pick.GetRangeId()] = to
+		views[from].leaders--
+		views[to].leaders++
 		moves++
 	}
 	// 5. Automatic merges (merger.go).
@@ -334,6 +320,62 @@ func pickTarget(views map[uint64]*nodeView, d *kvpb.RangeDescriptor) uint64 {
 		}
 	}
 	return best
+}
+
+// repairOrder is d's replicas in the order repair looks at them: its
+// leader's last. Replacing the leader's replica first moves the
+// leadership to a usable voter; when every voter is on a node to drain
+// (three nodes removed at once that together hold the range), there is
+// none, and trying the leader's replica first, every pass, left the
+// range on them for good. Another replica replaced first gives the next
+// pass a usable voter to hand the leadership to.
+func repairOrder(d *kvpb.RangeDescriptor, leader uint64) []*kvpb.ReplicaDescriptor {
+	out := make([]*kvpb.ReplicaDescriptor, 0, len(d.GetReplicas()))
+	var last *kvpb.ReplicaDescriptor
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == leader && last == nil {
+			last = rd
+			continue
+		}
+		out = append(out, rd)
+	}
+	if last != nil {
+		out = append(out, last)
+	}
+	return out
+}
+
+// pickLeaderMove returns the user range whose leadership moves next, its
+// leader and the node it moves to: of every range's leader and usable
+// voters, the pair whose leader counts differ most, by at least two
+// (lowest range first on ties). nil when no such pair is left.
+//
+// Looking only at the node that leads the fewest ranges, as the
+// controller once did, stalls: the new nodes that lead the fewest often
+// hold no replica of the ranges the busiest leader leads (rebalancing
+// moves away replicas of ranges the node does not lead, so the busiest
+// leader's ranges stay on the first nodes): 6 nodes with 60 ranges
+// stayed at 29 leaders on one node against 6 or 7 on each other.
+func pickLeaderMove(descs []*kvpb.RangeDescriptor, views map[uint64]*nodeView, leaderOf map[uint64]uint64,
+	skip map[uint64]bool) (d *kvpb.RangeDescriptor, from, to uint64) {
+	gap := 1
+	for _, r := range descs {
+		lid := leaderOf[r.GetRangeId()]
+		l := views[lid]
+		if l == nil || keys.IsMetaRange(r) || skip[r.GetRangeId()] {
+			continue
+		}
+		for _, rd := range r.GetReplicas() {
+			v := views[rd.GetNodeId()]
+			if rd.GetNodeId() == lid || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER || v == nil || !v.usable {
+				continue
+			}
+			if g := l.leaders - v.leaders; g > gap {
+				d, from, to, gap = r, lid, rd.GetNodeId(), g
+			}
+		}
+	}
+	return d, from, to
 }
 
 // pickRangeToMove returns a user range with a voter on from and no

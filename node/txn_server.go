@@ -109,6 +109,11 @@ func (l *Limits) checkTxnCommit(req *kvpb.TxnCommitRequest) error {
 	if err := l.checkBatch(&kvpb.BatchRequest{Mutations: req.GetMutations()}); err != nil {
 		return err
 	}
+	for i, m := range req.GetMutations() {
+		if m.GetPut().GetLease() != 0 {
+			return invalidArgument(fmt.Sprintf("mutations[%d].put.lease", i), "a transaction's puts take no lease (a Batch's do)")
+		}
+	}
 	reads := req.GetReads()
 	if len(reads) > l.MaxBatchOps {
 		return countExceeded("reads", "reads", "max_batch_ops", l.MaxBatchOps, len(reads))

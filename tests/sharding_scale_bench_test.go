@@ -139,6 +139,13 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	var next, done, failed atomic.Int64
 	perm := rand.New(rand.NewPCG(1, 2))
 	order := perm.Perm(keys)
+	base := map[string]float64{}
+	for _, name := range []string{"shale_raft_rounds_total", "shale_raft_log_syncs_total", "shale_raft_messages_sent_total",
+		"shale_raft_range_applies_total", "shale_raft_apply_writes_total"} {
+		for _, cn := range c.all() {
+			base[name] += c.metric(cn.id, name)
+		}
+	}
 	start, startCPU := time.Now(), c.cpuSeconds()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -217,6 +224,19 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	// And what the engines wrote to their files: Raft log entries that
 	// outlive a memtable are flushed and compacted with the data.
 	var writes, applies, overwritten, flushed, compacted, truncations, snapshots float64
+	// Per key written: the per-round and per-range work the nodes did
+	// (summed over the nodes, since the start of the load), which says
+	// where CPU per key goes as ranges multiply.
+	perKey := func(name string) float64 {
+		var n float64
+		for _, cn := range c.all() {
+			n += c.metric(cn.id, name)
+		}
+		return (n - base[name]) / float64(max(done.Load(), 1))
+	}
+	b.Logf("per key written: %.3f rounds, %.3f log syncs, %.3f messages sent, %.3f range applies, %.3f apply writes",
+		perKey("shale_raft_rounds_total"), perKey("shale_raft_log_syncs_total"), perKey("shale_raft_messages_sent_total"),
+		perKey("shale_raft_range_applies_total"), perKey("shale_raft_apply_writes_total"))
 	for _, cn := range c.all() {
 		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
 		applies += c.metric(cn.id, "shale_raft_range_applies_total")
