@@ -39,7 +39,7 @@ const (
 	MaxLeaseTTL = 24 * time.Hour
 )
 
-// WriteOption changes how a Put writes.
+// WriteOption changes how a Put, a Batch's PutOp or a CompareAndSwap writes.
 type WriteOption func(*writeOptions)
 
 type writeOptions struct {
@@ -48,7 +48,8 @@ type writeOptions struct {
 
 // WithLease attaches the key to lease id: it is deleted when the lease
 // ends. A lease that does not exist (never granted, expired, revoked)
-// fails the put with ErrNotFound, and nothing is written.
+// fails the write with ErrNotFound, and nothing is written (for a Batch:
+// none of its mutations).
 func WithLease(id LeaseID) WriteOption {
 	return func(o *writeOptions) { o.lease = id }
 }

@@ -259,6 +259,7 @@ func New(cfg Config) (*Node, error) {
 	kvpb.RegisterWatchServer(n.grpc, &watchServer{n: n})
 	kvpb.RegisterLeaseServer(n.grpc, &leaseServer{n: n})
 	kvpb.RegisterLeaseInternalServer(n.grpc, &leaseInternalServer{n: n})
+	kvpb.RegisterProtectionServer(n.grpc, &protectionServer{n: n})
 	kvpb.RegisterTxnServer(n.grpc, &txnServer{n: n})
 	raftrpcpb.RegisterTimestampOracleServer(n.grpc, &tsoServer{n: n})
 	healthpb.RegisterHealthServer(n.grpc, n.health)
