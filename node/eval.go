@@ -92,7 +92,12 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if err != nil {
 		return command.Result{}, 0, err
 	}
-	if cmd.Timestamp, err = n.proposalTimestamp(ctx, op); err != nil {
+	if cmd.Kind == command.KindTxnWrite && !cmd.Timestamp.IsZero() {
+		// A transaction's intents go in at its commit candidate C0 (an
+		// oracle timestamp the caller checked against the clock), so
+		// that every range answers p = C0 unless its frontier passed it
+		// (txn_parallel.go).
+	} else if cmd.Timestamp, err = n.proposalTimestamp(ctx, op); err != nil {
 		release()
 		return command.Result{}, 0, err
 	}
@@ -100,6 +105,12 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	release()
 	if err != nil {
 		return res, 0, n.raftError(op, err)
+	}
+	if res.Code == command.CodeIntentConflict {
+		// Push the intent's transaction before the client retries (or
+		// the transaction runs again): its coordinator may be gone
+		// (txn_intents.go).
+		n.pushWriteConflict(ctx, r, res.Value)
 	}
 	if err := n.resultError(op, h, r, &res); err != nil {
 		return res, 0, err

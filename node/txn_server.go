@@ -92,7 +92,7 @@ func (s *txnServer) Commit(ctx context.Context, req *kvpb.TxnCommitRequest) (*kv
 		return nil, err
 	}
 	resp := &kvpb.TxnCommitResponse{Header: n.respHeader(r, idx)}
-	if res.Code == command.CodeReadChanged {
+	if res.Code == command.CodeReadChanged || res.Code == command.CodeIntentConflict {
 		resp.ReadChanged = &kvpb.ReadChanged{Key: append([]byte{}, res.Value...), Reason: res.Message}
 		return resp, nil
 	}

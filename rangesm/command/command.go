@@ -69,8 +69,9 @@
 //	txn_write      := txn_id:16 bytes record:bytes read_ts:timestamp
 //	                  count:uvarint read{count}
 //	                  count:uvarint mutation{count}                  (kind 27)
-//	                  (mutations: put and delete only; read_ts zero
-//	                  only without reads)
+//	                  (mutations: put and delete only, none on a range
+//	                  the transaction only read; read_ts zero only
+//	                  without reads)
 //	txn_resolve    := txn_id:16 bytes flags:u8
 //	                  [commit_ts:timestamp if flags bit 0]
 //	                  count:uvarint key:bytes{count}                 (kind 28)
@@ -598,6 +599,14 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 				dst = appendBytes(dst, rd.Key)
 			}
 		}
+		if c.Kind == KindTxnWrite && len(c.Mutations) == 0 {
+			// A range the transaction only read.
+			if len(c.Txn.Reads) == 0 {
+				return nil, errors.New("command: a TxnWrite without writes or reads")
+			}
+			dst = binary.AppendUvarint(dst, 0)
+			break
+		}
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
@@ -956,7 +965,9 @@ func Decode(data []byte, c *Command) error {
 			}
 			c.Txn.Reads[i] = rd
 		}
-		if d.err == nil {
+		if d.err == nil && c.Kind == KindTxnWrite && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
+			d.buf = d.buf[1:] // no mutations: a range the transaction only read
+		} else if d.err == nil {
 			c.Mutations = d.mutations()
 		}
 		if c.Kind == KindTxnWrite {

@@ -80,6 +80,8 @@ func sampleCommands() []Command {
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Committed: true,
 			CommitTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Keys: [][]byte{[]byte("a"), {}}}},
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Keys: [][]byte{[]byte("a")}}},
+		{Header: h, Kind: KindTxnWrite, TxnWrite: TxnWrite{ID: TxnID{3}, Record: []byte("r")},
+			Txn: TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}, Reads: []TxnRead{{Key: []byte("a")}}}},
 		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnStage, RecordKey: []byte("r"),
 			Timestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Heartbeat: 1 << 61, Keys: [][]byte{[]byte("a"), []byte("b")}}},
 		{Header: h, Kind: KindTxnRecord, TxnRecord: TxnRecordCmd{ID: TxnID{7}, Op: TxnDelete, RecordKey: []byte("r")}},
