@@ -277,16 +277,26 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 				}
 			}
 			t.Logf("reads went on %v after the coordinator died", time.Since(began).Round(time.Millisecond))
+			cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			// The record holds recovery's decision (and keeps it, for a
+			// coordinator that might still be alive).
+			rec, err := kvpb.NewTxnClient(cc).Record(ctx, &kvpb.TxnRecordRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a")})
+			wantStatus := kvpb.TxnStatus_TXN_STATUS_COMMITTED
+			if mode == "missing" {
+				wantStatus = kvpb.TxnStatus_TXN_STATUS_ABORTED
+			}
+			if err != nil || rec.GetStatus() != wantStatus {
+				t.Fatalf("the record after recovery: %v %v, want %v", rec, err, wantStatus)
+			}
 			if mode == "missing" {
 				// The missing intent, sent late (a delayed message of
 				// the dead coordinator), lands above C0: the transaction
 				// stays aborted and the intent is dropped by the next
 				// reader.
-				cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cc.Close()
 				c0 := &kvpb.Timestamp{WallNanos: wall, Logical: logical}
 				resp, err := kvpb.NewTxnClient(cc).Write(ctx, &kvpb.TxnWriteRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a"),
 					Mutations:       []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("n"), Value: []byte("130")}}}},
