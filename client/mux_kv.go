@@ -298,3 +298,22 @@ func (t *muxTxn) Commit(ctx context.Context, in *kvpb.TxnCommitRequest, opts ...
 	})
 	return result(out, err)
 }
+
+// The calls of transactions across ranges go unary (they are not
+// multiplexed methods yet).
+
+func (t *muxTxn) Write(ctx context.Context, in *kvpb.TxnWriteRequest, opts ...grpc.CallOption) (*kvpb.TxnWriteResponse, error) {
+	return t.unary.Write(ctx, in, opts...)
+}
+
+func (t *muxTxn) Record(ctx context.Context, in *kvpb.TxnRecordRequest, opts ...grpc.CallOption) (*kvpb.TxnRecordResponse, error) {
+	return t.unary.Record(ctx, in, opts...)
+}
+
+func (t *muxTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, opts ...grpc.CallOption) (*kvpb.TxnResolveResponse, error) {
+	return t.unary.Resolve(ctx, in, opts...)
+}
+
+func (t *muxTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, opts ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
+	return t.unary.Prevent(ctx, in, opts...)
+}

@@ -46,6 +46,10 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.Protection/Protections": certs.RoleReadOnly, // Protect and Release: admin, as backups are
 	"/shale.kv.v1.Txn/Begin":              certs.RoleReadOnly, // a timestamp; read-only transactions need it
 	"/shale.kv.v1.Txn/Commit":             certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Write":              certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Record":             certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Resolve":            certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Prevent":            certs.RoleReadWrite,
 	"/shale.raftrpc.v1.RaftTransport/":    certs.RoleNode, // every method of the service
 	"/shale.raftrpc.v1.TimestampOracle/":  certs.RoleNode,
 }

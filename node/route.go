@@ -221,6 +221,11 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// may have ended meanwhile. A new attempt attaches again.
 		return status.Errorf(codes.FailedPrecondition, "%s: %s; nothing written, retry", op, res.Message)
 	case command.CodeIntentConflict:
+		if op == "TxnWrite" || op == "TxnCommit" {
+			// Not a failure of the request: the transaction's answer
+			// says it met an intent, and it runs again (txn_parallel.go).
+			return nil
+		}
 		// A key locked by a transaction across ranges not yet resolved:
 		// nothing was written; the client retries after a pause.
 		return unavailable(intentRetryDelay, "%s: not applied: %s", op, res.Message)

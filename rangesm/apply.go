@@ -112,7 +112,8 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 		}
 		switch k {
 		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
-			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve, command.KindTxnRecord:
+			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve, command.KindTxnRecord,
+			command.KindLeaseBatch, command.KindLeaseCAS:
 		default:
 			return false
 		}
@@ -172,7 +173,7 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 	case command.KindTxnPrevent:
 		return r.applyTxnPrevent(cmd)
 
-	case command.KindCAS:
+	case command.KindCAS, command.KindLeaseCAS:
 		return r.applyCAS(cmd)
 
 	case command.KindClose:
@@ -229,6 +230,8 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyLeasePut(cmd)
 	case command.KindLeaseDelete:
 		return r.applyLeaseDelete(cmd)
+	case command.KindLeaseBatch:
+		return r.applyLeaseBatch(cmd)
 	case command.KindProtect, command.KindRelease:
 		return r.applyProtect(cmd)
 	}
@@ -271,7 +274,10 @@ func (r *Range) applyMutations(cmd *command.Command) (command.Result, error) {
 }
 
 // applyCAS compares and maybe swaps one key, at apply time: on its value
-// (or absence), or on its newest version when the command asks.
+// (or absence), or on its newest version when the command asks. A
+// KindLeaseCAS writes the new value attached to its lease, and is
+// refused, writing nothing, if the swap would apply above its attach
+// window (as applyLeasePut).
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
 	c := &cmd.CAS
@@ -309,9 +315,17 @@ func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
 	if !ok {
 		return frontierAtMax(), nil
 	}
-	if c.Delete {
+	leased := cmd.Kind == command.KindLeaseCAS
+	if leased && cmd.Lease.Deadline.Less(v) {
+		return command.Result{Code: command.CodeLeaseWindowPassed,
+			Message: fmt.Sprintf("swap of %q attached to lease %d would apply at %s, past its attach window (%s)", c.Key, cmd.Lease.ID, v, cmd.Lease.Deadline)}, nil
+	}
+	switch {
+	case c.Delete:
 		_, err = w.Delete(c.Key, v)
-	} else {
+	case leased:
+		err = w.PutLeased(c.Key, v, c.NewValue, cmd.Lease.ID)
+	default:
 		err = w.Put(c.Key, v, c.NewValue)
 	}
 	if err != nil {

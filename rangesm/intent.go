@@ -197,7 +197,7 @@ func (r Reader) intentsMet(l Locks, ks [][]byte, ts hlc.Timestamp) ([]Intent, er
 		if err != nil {
 			return nil, err
 		}
-		if ok && in.Provisional.LessEq(ts) && len(met) < maxIntentsReported {
+		if ok && in.Provisional.LessEq(ts) && !r.ignore[in.Txn] && len(met) < maxIntentsReported {
 			met = append(met, in)
 		}
 	}
@@ -210,7 +210,13 @@ func (r Reader) intentsIn(l Locks, start, end []byte, ts hlc.Timestamp) ([]Inten
 	if !l.Held {
 		return nil, nil
 	}
-	return scanIntents(r.db, l.RangeID, start, end, func(in *Intent) bool { return in.Provisional.LessEq(ts) })
+	return scanIntents(r.db, l.RangeID, start, end, func(in *Intent) bool { return in.Provisional.LessEq(ts) && !r.ignore[in.Txn] })
+}
+
+// ReadIntent returns the intent on user key k in range rangeID's lock
+// table as this node has applied it.
+func ReadIntent(db *storage.DB, rangeID uint64, k []byte) (Intent, bool, error) {
+	return Reader{db: db}.lockedKey(Locks{RangeID: rangeID, Held: true}, k)
 }
 
 // scanIntents returns the intents of range rangeID on [start, end) that
@@ -262,6 +268,31 @@ func (r *Range) intentOn(k []byte) (Intent, bool, error) {
 		return Intent{}, false, fmt.Errorf("range %d: %w", r.rangeID, err)
 	}
 	return in, true, nil
+}
+
+// feedFrontier is the frontier change feeds may report: the range's, or
+// just below its lowest intent (feed.go). It reads the lock table, in the
+// engine: the caller publishes after the batch was written.
+// REQUIRES: the replica's raftMu.
+func (r *Range) feedFrontier() hlc.Timestamp {
+	f := r.st.frontier
+	if r.intents == 0 {
+		return f
+	}
+	ins, err := scanIntents(r.db, r.rangeID, nil, nil, nil)
+	if err != nil {
+		// Hold the feed where it is rather than risk passing an intent.
+		if p := r.published.Load(); p != nil {
+			return p.FeedFrontier
+		}
+		return hlc.Timestamp{}
+	}
+	for _, in := range ins {
+		if in.Provisional.LessEq(f) {
+			f = in.Provisional.Prev()
+		}
+	}
+	return f
 }
 
 // conflict is the rejection of a command that met in.
@@ -375,8 +406,8 @@ func (r *Range) dropIntent(k []byte) {
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyTxnWrite(cmd *command.Command) (command.Result, error) {
 	own := &cmd.TxnWrite.ID
-	if len(cmd.Mutations) == 0 {
-		return command.Result{Code: command.CodeMalformed, Message: "a TxnWrite without writes"}, nil
+	if len(cmd.Mutations) == 0 && len(cmd.Txn.Reads) == 0 {
+		return command.Result{Code: command.CodeMalformed, Message: "a TxnWrite without writes or reads"}, nil
 	}
 	if res, ok := r.checkTxnKeys(cmd); !ok {
 		return res, nil

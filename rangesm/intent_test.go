@@ -442,3 +442,35 @@ func TestTxnRecordsMoveWithSplitAndMerge(t *testing.T) {
 		t.Fatalf("after the merge: %+v %v", rec, err)
 	}
 }
+
+// TestIntentsHoldTheFeed: while a range holds intents its change feed's
+// frontier stays below the lowest intent and its batches are reported
+// incomplete (watchers read history instead), and so is the batch that
+// resolves the last one: the version a resolution writes, below the
+// range's frontier, is never behind what a watcher was told.
+func TestIntentsHoldTheFeed(t *testing.T) {
+	sk := &sink{}
+	sk.watched.Store(true)
+	s := newStoreConfig(t, rangesm.Config{Feed: sk})
+	s.propose(user, put("a", "0", ts(100, 0)))
+	p := s.propose(user, txnWrite(txnA, ts(200, 0), ts(0, 0), nil, putM("b", "1"))).Version
+	m := sk.mark()
+	s.propose(user, put("c", "1", ts(300, 0)))
+	if _, complete, f := sk.since(m); complete || !f.Less(p) {
+		t.Fatalf("a write beside an intent: complete %v, feed frontier %s (intent at %s)", complete, f, p)
+	}
+	if st := s.state(user); !st.FeedFrontier.Less(p) || st.Frontier.Less(ts(300, 0)) {
+		t.Fatalf("published state: %+v", st)
+	}
+	m = sk.mark()
+	c := s.state(user).Frontier.Next()
+	s.propose(user, resolve(txnA, c, "b"))
+	if _, complete, f := sk.since(m); complete || f != c {
+		t.Fatalf("the resolving batch: complete %v, feed frontier %s, want %s", complete, f, c)
+	}
+	m = sk.mark()
+	s.propose(user, put("d", "1", ts(0, 0)))
+	if changes, complete, _ := sk.since(m); !complete || len(changes) != 1 {
+		t.Fatalf("after the intents: %v %v", changes, complete)
+	}
+}

@@ -115,6 +115,10 @@ type MVCCState struct {
 	// Intents is the number of intents in the range's lock table
 	// (intent.go): reads look intents up only when it is not zero.
 	Intents int
+	// FeedFrontier is what change feeds may report (feed.go): Frontier,
+	// or just below the lowest provisional version of the range's
+	// intents while it holds any.
+	FeedFrontier hlc.Timestamp
 }
 
 // MVCCState returns the range's MVCC state as of its last written batch.
@@ -129,14 +133,15 @@ func (r *Range) MVCCState() MVCCState {
 // publish makes the applied MVCC state visible to readers.
 // REQUIRES: the replica's raftMu, and every write it covers in the engine.
 func (r *Range) publish() {
-	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats, Intents: r.intents}
+	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats, Intents: r.intents,
+		FeedFrontier: r.feedFrontier()}
 	old := r.published.Load()
 	if old != nil && *old == *p {
-		r.publishFeed(p.Frontier)
+		r.publishFeed(p.FeedFrontier)
 		return
 	}
 	r.published.Store(p)
-	r.publishFeed(p.Frontier)
+	r.publishFeed(p.FeedFrontier)
 	if r.observe != nil && !p.Frontier.IsZero() && (old == nil || old.Frontier != p.Frontier) {
 		r.observe(p.Frontier)
 	}

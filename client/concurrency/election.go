@@ -32,6 +32,7 @@ type Election struct {
 	prefix []byte
 	key    []byte           // our key while campaigning or leading
 	rev    client.Timestamp // its create version, once leading
+	ver    client.Timestamp // its newest version we know of (zero: read it)
 }
 
 // Leader is a leader's key and value, as Leader and Observe report them.
@@ -76,7 +77,7 @@ func (e *Election) end() []byte {
 func (e *Election) Campaign(ctx context.Context, val []byte) error {
 	c := e.s.c
 	e.key = fmt.Appendf(append([]byte(nil), e.prefix...), "%016x", uint64(e.s.id))
-	e.rev = client.Timestamp{}
+	e.rev, e.ver = client.Timestamp{}, client.Timestamp{}
 	if err := c.Put(ctx, e.key, val, client.WithLease(e.s.id)); err != nil {
 		if errors.Is(err, client.ErrNotFound) {
 			err = ErrSessionEnded
@@ -96,7 +97,7 @@ func (e *Election) Campaign(ctx context.Context, val []byte) error {
 		}
 		mine = a.mine
 		if a.key == nil {
-			e.rev = mine
+			e.rev, e.ver = mine, a.mineVer
 			return nil
 		}
 		// Wait for the key ahead to be deleted: a new value (its holder
@@ -116,6 +117,7 @@ func (e *Election) Campaign(ctx context.Context, val []byte) error {
 // just ahead of it (nil if none) with its versions.
 type aheadOf struct {
 	mine    client.Timestamp
+	mineVer client.Timestamp
 	key     []byte
 	version client.Timestamp
 	create  client.Timestamp
@@ -132,7 +134,7 @@ func (e *Election) ahead(ctx context.Context) (aheadOf, error) {
 			return aheadOf{}, err
 		}
 		if bytes.Equal(kv.Key, e.key) {
-			found, a.mine = true, kv.CreateVersion
+			found, a.mine, a.mineVer = true, kv.CreateVersion, kv.Version
 			continue
 		}
 		kvs = append(kvs, kv)
@@ -160,39 +162,54 @@ func (e *Election) abandon() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e.s.c.Delete(ctx, e.key) //nolint:errcheck // best effort: the lease deletes it anyway
-	e.key, e.rev = nil, client.Timestamp{}
+	e.key, e.rev, e.ver = nil, client.Timestamp{}, client.Timestamp{}
 }
 
 // Proclaim sets the leader's value without giving up the lead. It fails
 // with ErrElectionNotLeader if this campaigner does not lead, and with
 // ErrSessionEnded if its lease has ended.
 //
-// The value is written with the session's lease, then the key is read
-// back: if its create version is not the leader's (the key had been
-// deleted, so the write made a new campaigner), the new key is deleted
-// and Proclaim fails. A lease that ended makes the write fail
-// (client.ErrNotFound), so a Proclaim that succeeds was made while the
-// lease was alive.
+// The value is one compare-and-swap on the leader's key, on the newest
+// version the leader knows of, written with the session's lease: it
+// writes only while the key is the leader's (a key deleted and made
+// again has other versions), and a lease that ended fails it
+// (client.ErrNotFound) and writes nothing. A comparison that fails on a
+// key still holding the leader's create version is the leader's own
+// earlier write it did not hear back from (a Proclaim that timed out):
+// Proclaim takes that version and swaps again.
 func (e *Election) Proclaim(ctx context.Context, val []byte) error {
 	if e.key == nil || e.rev.IsZero() {
 		return ErrElectionNotLeader
 	}
 	c := e.s.c
-	if err := c.Put(ctx, e.key, val, client.WithLease(e.s.id)); err != nil {
-		if errors.Is(err, client.ErrNotFound) {
-			return ErrSessionEnded
+	for range 3 {
+		if e.ver.IsZero() {
+			r, err := c.GetVersioned(ctx, e.key)
+			if err != nil {
+				return err
+			}
+			if !r.Found || r.CreateVersion != e.rev {
+				return ErrElectionNotLeader
+			}
+			e.ver = r.Version
 		}
-		return err
+		res, err := c.CompareAndSwap(ctx, e.key, client.IfVersion(e.ver), val, client.WithLease(e.s.id))
+		if err != nil {
+			if errors.Is(err, client.ErrNotFound) {
+				return ErrSessionEnded
+			}
+			return err
+		}
+		if res.Succeeded {
+			e.ver = res.Version
+			return nil
+		}
+		if !res.Found || res.CurrentCreateVersion != e.rev {
+			return ErrElectionNotLeader
+		}
+		e.ver = res.CurrentVersion
 	}
-	r, err := c.GetVersioned(ctx, e.key)
-	if err != nil {
-		return err
-	}
-	if !r.Found || r.CreateVersion != e.rev {
-		e.abandon()
-		return ErrElectionNotLeader
-	}
-	return nil
+	return fmt.Errorf("concurrency: Proclaim: the leader's key %q keeps changing under it", e.key)
 }
 
 // Resign gives up the lead (or the campaign) by deleting the session's
@@ -205,7 +222,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	if err := e.s.c.Delete(ctx, e.key); err != nil {
 		return err
 	}
-	e.key, e.rev = nil, client.Timestamp{}
+	e.key, e.rev, e.ver = nil, client.Timestamp{}, client.Timestamp{}
 	return nil
 }
 

@@ -21,7 +21,8 @@
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
 //	           | lease_put | lease_delete | txn_write | txn_resolve
-//	           | txn_record | tso_window | txn_prevent | protect | release
+//	           | txn_record | tso_window | txn_prevent | lease_batch
+//	           | lease_cas | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -68,8 +69,9 @@
 //	txn_write      := txn_id:16 bytes record:bytes read_ts:timestamp
 //	                  count:uvarint read{count}
 //	                  count:uvarint mutation{count}                  (kind 27)
-//	                  (mutations: put and delete only; read_ts zero
-//	                  only without reads)
+//	                  (mutations: put and delete only, none on a range
+//	                  the transaction only read; read_ts zero only
+//	                  without reads)
 //	txn_resolve    := txn_id:16 bytes flags:u8
 //	                  [commit_ts:timestamp if flags bit 0]
 //	                  count:uvarint key:bytes{count}                 (kind 28)
@@ -82,6 +84,12 @@
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
 //	txn_prevent    := txn_id:16 bytes timestamp
 //	                  count:uvarint key:bytes{count}                 (kind 31)
+//	lease_batch    := count:uvarint lmutation{count}                 (kind 32)
+//	lmutation      := kind:u8 (put | delete | delete_range | leased_put)
+//	leased_put     := id:uvarint deadline:timestamp key:bytes value:bytes
+//	                  (mutation kind 25; at least one in a lease_batch)
+//	lease_cas      := id:uvarint deadline:timestamp cas              (kind 33)
+//	                  (cas without its delete flag)
 //	protect        := id:uvarint timestamp start:bytes end:bytes
 //	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
 //	                  (id 0: create, meta allocates the ID; else refresh
@@ -182,6 +190,11 @@ const (
 	// intents on one range: present at or below the staging timestamp,
 	// or made impossible there (docs/transactions.md).
 	KindTxnPrevent Kind = 31
+	// KindLeaseBatch is a batch with puts attached to leases (each with
+	// its lease and attach window, like KindLeasePut); KindLeaseCAS a
+	// compare-and-swap whose new value is attached to a lease.
+	KindLeaseBatch Kind = 32
+	KindLeaseCAS   Kind = 33
 	// KindProtect and KindRelease create (or refresh) and remove a
 	// protected timestamp record (meta range only; protect.go,
 	// docs/versions.md "Protected timestamps").
@@ -241,6 +254,10 @@ func (k Kind) String() string {
 		return "LeasePut"
 	case KindLeaseDelete:
 		return "LeaseDelete"
+	case KindLeaseBatch:
+		return "LeaseBatch"
+	case KindLeaseCAS:
+		return "LeaseCAS"
 	case KindTxnCommit:
 		return "TxnCommit"
 	case KindTxnWrite:
@@ -266,7 +283,7 @@ func (k Kind) String() string {
 func (k Kind) IsWrite() bool {
 	switch k {
 	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete,
-		KindTxnWrite, KindTxnResolve:
+		KindTxnWrite, KindTxnResolve, KindLeaseBatch, KindLeaseCAS:
 		return true
 	}
 	return false
@@ -390,11 +407,15 @@ type TxnPrevent struct {
 // Mutation is one write of a Put, Delete, DeleteRange, Batch, TxnCommit
 // or TxnWrite command.
 type Mutation struct {
-	Kind Kind // KindPut, KindDelete or KindDeleteRange
+	Kind Kind // KindPut, KindDelete or KindDeleteRange; KindLeasePut in a KindLeaseBatch
 	// Key is the key written, or the start of a DeleteRange.
 	Key []byte
 	// Value is the value of a Put, or the (exclusive) end of a DeleteRange.
 	Value []byte
+	// Lease and Deadline are a KindLeasePut mutation's lease and attach
+	// window (Command.Lease's ID and Deadline for a KindLeasePut command).
+	Lease    uint64
+	Deadline hlc.Timestamp
 }
 
 // CAS is a compare-and-swap of one key.
@@ -548,6 +569,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
 		}
+	case KindLeaseBatch:
+		var err error
+		if dst, err = appendLeaseMutations(dst, c.Mutations); err != nil {
+			return nil, err
+		}
 	case KindTxnCommit, KindTxnWrite:
 		if c.Kind == KindTxnWrite {
 			for _, m := range c.Mutations {
@@ -572,6 +598,14 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 				dst = append(dst, 0)
 				dst = appendBytes(dst, rd.Key)
 			}
+		}
+		if c.Kind == KindTxnWrite && len(c.Mutations) == 0 {
+			// A range the transaction only read.
+			if len(c.Txn.Reads) == 0 {
+				return nil, errors.New("command: a TxnWrite without writes or reads")
+			}
+			dst = binary.AppendUvarint(dst, 0)
+			break
 		}
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
@@ -621,7 +655,14 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		for _, k := range t.Keys {
 			dst = appendBytes(dst, k)
 		}
-	case KindCAS:
+	case KindCAS, KindLeaseCAS:
+		if c.Kind == KindLeaseCAS {
+			if c.Lease.ID == 0 || !c.Lease.Deadline.Valid() || c.Lease.Deadline.IsZero() || c.CAS.Delete {
+				return nil, fmt.Errorf("command: LeaseCAS with lease %d, deadline %s, delete %v", c.Lease.ID, c.Lease.Deadline, c.CAS.Delete)
+			}
+			dst = binary.AppendUvarint(dst, c.Lease.ID)
+			dst = c.Lease.Deadline.AppendEncode(dst)
+		}
 		var flags byte
 		if c.CAS.ExpectAbsent {
 			flags |= casExpectAbsent
@@ -811,6 +852,36 @@ func appendMutations(dst []byte, muts []Mutation) ([]byte, error) {
 	return dst, nil
 }
 
+// appendLeaseMutations appends the mutations of a lease_batch: at least
+// one leased put among puts, deletes and delete_ranges.
+func appendLeaseMutations(dst []byte, muts []Mutation) ([]byte, error) {
+	leased := 0
+	dst = binary.AppendUvarint(dst, uint64(len(muts)))
+	for i := range muts {
+		m := &muts[i]
+		switch m.Kind {
+		case KindPut, KindDelete, KindDeleteRange:
+		case KindLeasePut:
+			if m.Lease == 0 || !m.Deadline.Valid() || m.Deadline.IsZero() {
+				return nil, fmt.Errorf("command: leased put %d with lease %d and deadline %s", i, m.Lease, m.Deadline)
+			}
+			leased++
+		default:
+			return nil, fmt.Errorf("command: lease batch mutation %d has kind %v", i, m.Kind)
+		}
+		dst = append(dst, byte(m.Kind))
+		if m.Kind == KindLeasePut {
+			dst = binary.AppendUvarint(dst, m.Lease)
+			dst = m.Deadline.AppendEncode(dst)
+		}
+		dst = appendMutationBody(dst, m)
+	}
+	if leased == 0 {
+		return nil, errors.New("command: a lease batch without a leased put")
+	}
+	return dst, nil
+}
+
 const (
 	casExpectAbsent  byte = 1 << 0
 	casDelete        byte = 1 << 1
@@ -859,6 +930,8 @@ func Decode(data []byte, c *Command) error {
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
 	case KindBatch:
 		c.Mutations = d.mutations()
+	case KindLeaseBatch:
+		c.Mutations = d.leaseMutations()
 	case KindTxnCommit, KindTxnWrite:
 		if v == version1 {
 			d.fail("%v in a version 1 command", c.Kind)
@@ -892,7 +965,9 @@ func Decode(data []byte, c *Command) error {
 			}
 			c.Txn.Reads[i] = rd
 		}
-		if d.err == nil {
+		if d.err == nil && c.Kind == KindTxnWrite && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
+			d.buf = d.buf[1:] // no mutations: a range the transaction only read
+		} else if d.err == nil {
 			c.Mutations = d.mutations()
 		}
 		if c.Kind == KindTxnWrite {
@@ -943,7 +1018,14 @@ func Decode(data []byte, c *Command) error {
 		t.ID = d.txnID()
 		t.Timestamp = d.timestamp()
 		t.Keys = d.keyList()
-	case KindCAS:
+	case KindCAS, KindLeaseCAS:
+		if c.Kind == KindLeaseCAS {
+			c.Lease.ID = d.uvarint()
+			c.Lease.Deadline = d.timestamp()
+			if d.err == nil && c.Lease.ID == 0 {
+				d.fail("LeaseCAS with lease 0")
+			}
+		}
 		flags := d.byte()
 		known := casExpectAbsent | casDelete
 		if v != version1 {
@@ -954,6 +1036,9 @@ func Decode(data []byte, c *Command) error {
 		}
 		c.CAS.ExpectAbsent = flags&casExpectAbsent != 0
 		c.CAS.Delete = flags&casDelete != 0
+		if c.Kind == KindLeaseCAS && c.CAS.Delete {
+			d.fail("LeaseCAS with the delete flag")
+		}
 		c.CAS.Key = d.bytes()
 		c.CAS.Expected = d.bytes()
 		c.CAS.NewValue = d.bytes()
@@ -1208,6 +1293,47 @@ func (d *decoder) mutations() []Mutation {
 			break
 		}
 		muts[i] = d.mutationBody(k)
+	}
+	return muts
+}
+
+// leaseMutations reads a lease_batch's mutations (at least one leased
+// put).
+func (d *decoder) leaseMutations() []Mutation {
+	n := d.uvarint()
+	if n == 0 || n > uint64(len(d.buf))/2 {
+		d.fail("lease batch count %d for %d bytes", n, len(d.buf))
+		return nil
+	}
+	muts := make([]Mutation, n)
+	leased := 0
+	for i := range muts {
+		k := Kind(d.byte())
+		var id uint64
+		var deadline hlc.Timestamp
+		switch k {
+		case KindPut, KindDelete, KindDeleteRange:
+		case KindLeasePut:
+			id, deadline = d.uvarint(), d.timestamp()
+			if d.err == nil && id == 0 {
+				d.fail("leased put %d with lease 0", i)
+			}
+			leased++
+		default:
+			d.fail("lease batch mutation %d has kind %v", i, k)
+		}
+		if d.err != nil {
+			break
+		}
+		body := k
+		if k == KindLeasePut {
+			body = KindPut
+		}
+		muts[i] = d.mutationBody(body)
+		muts[i].Kind, muts[i].Lease, muts[i].Deadline = k, id, deadline
+	}
+	if d.err == nil && leased == 0 {
+		d.fail("a lease batch without a leased put")
 	}
 	return muts
 }
