@@ -82,6 +82,13 @@ func (c *Client) GrantID(ctx context.Context, id LeaseID, ttl time.Duration) (Le
 // Revoke ends a lease and deletes the keys attached to it; it returns
 // once they are deleted, with how many were. A lease that does not exist
 // is ErrNotFound.
+//
+// Retrying a Revoke that failed with an unknown outcome (a timeout) is
+// safe: while the first is still running or its keys are not all
+// deleted, the retry finishes the job and answers as the first would
+// have. Once the keys are deleted the lease no longer exists, and a
+// retry answers ErrNotFound: after a failed Revoke, ErrNotFound from
+// the retry means the lease is gone.
 func (c *Client) Revoke(ctx context.Context, id LeaseID) (uint64, error) {
 	var resp *kvpb.LeaseRevokeResponse
 	err := c.do(ctx, "Revoke", true, func(ctx context.Context, e *endpoint) (err error) {

@@ -77,3 +77,38 @@ func TestClusterLeaseBatchAndCAS(t *testing.T) {
 	}
 	mustAbsent(t, cl, "late")
 }
+
+// TestClusterLeaseRevokeRetried: a Revoke cut short by its caller's
+// timeout after the lease's end was written (its sweep waits out the
+// attach window) and then retried answers like the first would have:
+// the keys deleted, once they are. Only after that is the lease
+// NotFound.
+func TestClusterLeaseRevokeRetried(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := cl.Grant(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Put(ctx, []byte("r"), []byte("v"), client.WithLease(id)); err != nil {
+		t.Fatal(err)
+	}
+	// The sweep waits until 5 s after the put's attach: a 1 s revoke
+	// times out after writing the lease's end.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	_, err = cl.Revoke(short, id)
+	cancelShort()
+	if err == nil {
+		t.Fatal("a 1 s revoke returned before the attach window passed")
+	}
+	n, err := cl.Revoke(ctx, id)
+	if err != nil || n != 1 {
+		t.Fatalf("retried revoke = %d, %v; want 1 key deleted", n, err)
+	}
+	mustAbsent(t, cl, "r")
+	if _, err := cl.Revoke(ctx, id); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("revoke of a swept lease = %v, want ErrNotFound", err)
+	}
+}
