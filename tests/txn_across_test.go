@@ -134,6 +134,18 @@ func TestTxnAcrossRanges(t *testing.T) {
 	if total != start*len(accounts) {
 		t.Fatalf("final total %d, want %d", total, start*len(accounts))
 	}
+	// The one-call conditional form across ranges: compares on two
+	// ranges, writes on a third.
+	res, err := c.CondTxn(ctx, []client.Compare{client.CompareValue([]byte("a1"), client.CmpEqual, rs[0].Value),
+		client.CompareValue([]byte("i1"), client.CmpEqual, rs[2].Value)},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("then")), client.OpGet([]byte("a1"))},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("else"))})
+	if err != nil || !res.Succeeded || len(res.Gets) != 1 || string(res.Gets[0].Value) != string(rs[0].Value) {
+		t.Fatalf("CondTxn across ranges: %+v %v", res, err)
+	}
+	if v, _, err := c.Get(ctx, []byte("q9")); err != nil || string(v) != "then" {
+		t.Fatalf("q9 after CondTxn: %q %v", v, err)
+	}
 	// A transaction across ranges cannot delete a span yet: refused,
 	// nothing applied.
 	err = c.Txn(ctx, func(tx *client.Tx) error {
