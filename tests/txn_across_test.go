@@ -134,6 +134,18 @@ func TestTxnAcrossRanges(t *testing.T) {
 	if total != start*len(accounts) {
 		t.Fatalf("final total %d, want %d", total, start*len(accounts))
 	}
+	// The one-call conditional form across ranges: compares on two
+	// ranges, writes on a third.
+	res, err := c.CondTxn(ctx, []client.Compare{client.CompareValue([]byte("a1"), client.CmpEqual, rs[0].Value),
+		client.CompareValue([]byte("i1"), client.CmpEqual, rs[2].Value)},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("then")), client.OpGet([]byte("a1"))},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("else"))})
+	if err != nil || !res.Succeeded || len(res.Gets) != 1 || string(res.Gets[0].Value) != string(rs[0].Value) {
+		t.Fatalf("CondTxn across ranges: %+v %v", res, err)
+	}
+	if v, _, err := c.Get(ctx, []byte("q9")); err != nil || string(v) != "then" {
+		t.Fatalf("q9 after CondTxn: %q %v", v, err)
+	}
 	// A transaction across ranges cannot delete a span yet: refused,
 	// nothing applied.
 	err = c.Txn(ctx, func(tx *client.Tx) error {
@@ -277,16 +289,26 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 				}
 			}
 			t.Logf("reads went on %v after the coordinator died", time.Since(began).Round(time.Millisecond))
+			cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			// The record holds recovery's decision (and keeps it, for a
+			// coordinator that might still be alive).
+			rec, err := kvpb.NewTxnClient(cc).Record(ctx, &kvpb.TxnRecordRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a")})
+			wantStatus := kvpb.TxnStatus_TXN_STATUS_COMMITTED
+			if mode == "missing" {
+				wantStatus = kvpb.TxnStatus_TXN_STATUS_ABORTED
+			}
+			if err != nil || rec.GetStatus() != wantStatus {
+				t.Fatalf("the record after recovery: %v %v, want %v", rec, err, wantStatus)
+			}
 			if mode == "missing" {
 				// The missing intent, sent late (a delayed message of
 				// the dead coordinator), lands above C0: the transaction
 				// stays aborted and the intent is dropped by the next
 				// reader.
-				cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cc.Close()
 				c0 := &kvpb.Timestamp{WallNanos: wall, Logical: logical}
 				resp, err := kvpb.NewTxnClient(cc).Write(ctx, &kvpb.TxnWriteRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a"),
 					Mutations:       []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("n"), Value: []byte("130")}}}},
