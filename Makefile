@@ -12,6 +12,7 @@
 #   make bench-cluster  Shale against local etcd 3.7 and 3.4 clusters, side by side
 #   make bench-unavailability  write unavailability under leader faults, vs etcd
 #   make bench-idle     what idle ranges cost: CPU, memory per replica, cold puts
+#   make bench-many     30 nodes, 3,000 ranges: balance, adding and removing nodes
 #   make bench-watch    watch event lag and idle watchers' memory, vs etcd
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
@@ -43,7 +44,7 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         rocksdb-release \
-        bench-unavailability bench-idle bench-watch
+        bench-unavailability bench-idle bench-watch bench-many
 
 all: build
 
@@ -109,6 +110,13 @@ bench-cluster: build
 bench-idle: build
 	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
 	  $(GO) test -count=1 -run '^$$' -bench IdleRanges -benchtime 1x -timeout 60m -v ./tests/ | grep -v '^time='
+
+# Placement at many nodes (tests/many_nodes_bench_test.go): SHALE_MANY_NODES
+# (30) node processes on 127.0.0.x with SHALE_MANY_RANGES (3000) ranges;
+# balance, then 3 nodes added and 3 removed under writes, each timed.
+bench-many: build
+	SHALE_BIN=$(CURDIR)/bin/shale SHALECTL_BIN=$(CURDIR)/bin/shalectl \
+	  $(GO) test -count=1 -run '^$$' -bench ManyNodes -benchtime 1x -timeout 120m -v ./tests/ | grep -v '^time='
 
 # Watch side by side with etcd (tests/watch_bench_test.go): event lag at
 # SHALE_WATCH_RATE (5000) writes/s with SHALE_WATCH_WATCHERS (100)

@@ -19,9 +19,20 @@ type BackupOptions struct {
 	// build on: the new backup holds only the keys written or deleted
 	// since Base's timestamp. The ranges keep versions only for the
 	// retention window (docs/versions.md), so an incremental backup must be
-	// taken within it of its base; older, it fails with "history
-	// compacted" and a full backup is needed.
+	// taken within it of its base, or while the base's protection
+	// (KeepProtected) lasts; otherwise it fails with "history compacted"
+	// and a full backup is needed.
 	Base string
+	// KeepProtected, if above 0, keeps the protected timestamp the backup
+	// runs under for that long after it finishes (the manifest's
+	// Protection), so that an incremental backup on top of this one can
+	// be taken later than the retention window allows; 0 releases it
+	// when the backup ends.
+	KeepProtected time.Duration
+	// ProtectionTTL is the TTL of the protection held while the backup
+	// runs, refreshed every third of it (0: DefaultBackupProtectionTTL).
+	// If the backup process dies, the protection lapses this long after.
+	ProtectionTTL time.Duration
 	// BytesPerSecond throttles the export (keys and values per second,
 	// averaged over the backup); 0: no limit. See docs/backup.md for the
 	// foreground cost of each setting.
@@ -49,6 +60,9 @@ type BackupProgress struct {
 	Rate    float64
 	ETA     time.Duration
 }
+
+// DefaultBackupProtectionTTL is the TTL of a running backup's protection.
+const DefaultBackupProtectionTTL = 2 * time.Minute
 
 // progressClock derives rates and ETAs.
 type progressClock struct {
@@ -80,6 +94,11 @@ func (p progressClock) report(files, filesTotal int, bytesDone, bytesTotal, entr
 // records; the backup equals a consistent scan of the span at that
 // timestamp. Each range's leader writes its part as an SST file; Backup
 // then writes the manifest. dir must not hold a finished backup.
+//
+// The read timestamp is protected for the run (Protect, refreshed every
+// third of ProtectionTTL), so a backup that takes longer than the
+// retention window still reads every range; with KeepProtected the
+// protection outlives the run.
 //
 // Backup is resumable only by starting again (a new dir): files of an
 // unfinished backup have no manifest and are ignored by Restore.
@@ -114,21 +133,41 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 		m.Since = &ts
 		since = ts.proto()
 	}
+	if o.KeepProtected < 0 || o.ProtectionTTL < 0 {
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("negative KeepProtected (%v) or ProtectionTTL (%v)", o.KeepProtected, o.ProtectionTTL), kind: ErrInvalidArgument}
+	}
+	ttl := o.ProtectionTTL
+	if ttl == 0 {
+		ttl = DefaultBackupProtectionTTL
+	}
+	prot, err := c.Protect(ctx, o.Start, o.End, Timestamp{}, ttl, "backup "+dir)
+	if err != nil {
+		return nil, err
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			// Best effort: unreleased, it lapses after its TTL.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_ = c.ReleaseProtection(rctx, prot.ID)
+			cancel()
+		}
+	}()
+	stopRefresh := c.refreshWhile(ctx, prot.ID, ttl)
+	readTS := toProto(prot.Timestamp)
+	m.ReadTimestamp = backupTimestampOf(readTS)
 	ranges, total := c.backupEstimate(ctx, o.Start, o.End)
 	prog := progressClock{phase: "backup", start: time.Now(), fn: o.Progress}
-	var readTS *kvpb.Timestamp
 	for cur, n := o.Start, 0; ; n++ {
 		f, resp, err := c.exportOne(ctx, dir, n, cur, o.End, readTS, since)
 		if err != nil {
+			stopRefresh()
 			return nil, err
 		}
-		if readTS == nil {
-			readTS = resp.GetHeader().GetReadTimestamp()
-			if readTS.GetWallNanos() == 0 && readTS.GetLogical() == 0 {
-				return nil, &Error{Op: op, Msg: "the cluster did not say which timestamp it read at (a node older than versioned reads?); no consistent backup possible",
-					kind: ErrInternal}
-			}
-			m.ReadTimestamp = backupTimestampOf(readTS)
+		if got := resp.GetHeader().GetReadTimestamp(); got != nil && (got.GetWallNanos() != readTS.GetWallNanos() || got.GetLogical() != readTS.GetLogical()) {
+			stopRefresh()
+			return nil, &Error{Op: op, Msg: fmt.Sprintf("range %d was read at %v, not at the backup's timestamp %v (a node older than versioned reads?); no consistent backup possible",
+				f.RangeID, backupTimestampOf(got), m.ReadTimestamp), kind: ErrInternal}
 		}
 		m.Files = append(m.Files, f)
 		m.Entries += f.Entries
@@ -144,9 +183,17 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 			// within budget.
 			due := time.Duration(float64(m.DataBytes) / float64(o.BytesPerSecond) * float64(time.Second))
 			if !sleep(ctx, due-time.Since(prog.start)) {
+				stopRefresh()
 				return nil, contextEnded(op, "", ctx.Err())
 			}
 		}
+	}
+	stopRefresh()
+	if o.KeepProtected > 0 {
+		if _, err := c.RefreshProtection(ctx, prot.ID, o.KeepProtected); err != nil {
+			return nil, err
+		}
+		m.Protection = prot.ID
 	}
 	manifest, checksum, err := encodeManifest(m)
 	if err != nil {
@@ -160,7 +207,43 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 	if err := c.writeBackupFile(ctx, dir, backupManifestName, manifest, true); err != nil {
 		return nil, err
 	}
+	kept = o.KeepProtected > 0
 	return m, nil
+}
+
+// refreshWhile refreshes protection id every third of ttl until the
+// returned stop is called (which waits for a refresh in flight). A
+// refresh that fails is tried again at the next tick: the exports fail
+// with ErrHistoryCompacted, never return wrong data, if the protection
+// lapses.
+func (c *Client) refreshWhile(ctx context.Context, id ProtectionID, ttl time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(max(ttl/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, ttl/3+time.Second)
+			_, _ = c.RefreshProtection(rctx, id, ttl)
+			cancel()
+		}
+	}()
+	var once bool
+	return func() {
+		if !once {
+			once = true
+			close(done)
+			<-exited
+		}
+	}
 }
 
 // exportOne exports the part of [start, end) in the range holding start,

@@ -44,6 +44,11 @@ type BackupManifest struct {
 	// keys written and deleted in (Since, ReadTimestamp].
 	Base  string           `json:"base,omitempty"`
 	Since *BackupTimestamp `json:"since,omitempty"`
+	// Protection, when the backup was taken with KeepProtected, is the
+	// protected timestamp that keeps the history at ReadTimestamp for an
+	// incremental backup on top of this one (docs/backup.md); release it
+	// (shalectl protect release) once no incremental will be taken.
+	Protection ProtectionID `json:"protection,omitempty"`
 	// Files are the backup's SST files, in key order.
 	Files []BackupFile `json:"files"`
 	// Entries, DataBytes and Bytes total the files'.

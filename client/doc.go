@@ -58,11 +58,11 @@
 // again), up to MaxTxnAttempts times. Committed transactions are strictly
 // serializable. A function's error aborts the transaction and is returned.
 //
-// Built: transactions whose reads and writes are all in one range (one
-// Raft proposal to commit), and read-only transactions over any ranges.
-// A transaction that writes and touches several ranges fails with
-// ErrTxnSpansRanges, nothing applied: transactions across ranges are not
-// built yet. Limits: MaxTxnWrites, MaxTxnWriteBytes (ErrTxnTooLarge),
+// A transaction whose reads and writes are all in one range commits in one
+// Raft proposal; one across ranges commits with parallel commits (intents
+// and its record in one round of consensus, resolved after the
+// acknowledgement), except that it cannot DeleteRange yet
+// (ErrTxnSpansRanges, nothing applied). Limits: MaxTxnWrites, MaxTxnWriteBytes (ErrTxnTooLarge),
 // MaxTxnDuration (ErrTxnAborted, "too old"). A Tx used after its
 // function returned or from two goroutines at once fails with
 // ErrTxnMisuse and the transaction does not commit.

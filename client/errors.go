@@ -108,10 +108,10 @@ var (
 	// under it for every attempt Txn allows, or it ran longer than
 	// MaxTxnDuration). Nothing was applied.
 	ErrTxnAborted = errors.New("client: transaction aborted")
-	// ErrTxnSpansRanges: a transaction that writes read or wrote keys of
-	// more than one range; transactions across ranges are not built yet
+	// ErrTxnSpansRanges: a transaction across ranges deleted a span
+	// (DeleteRange), which only a transaction within one range may do yet
 	// (docs/transactions.md). Nothing was applied. It also matches
-	// ErrInvalidArgument. A transaction that only reads may span ranges.
+	// ErrInvalidArgument.
 	ErrTxnSpansRanges = errors.New("client: transaction spans more than one range")
 	// ErrTxnMisuse: a Tx was used after its function returned, or from two
 	// goroutines at once. The transaction is not committed. It also

@@ -328,9 +328,15 @@ func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...ReadOption
 // DeleteRangeOp.
 type Mutation struct{ m *kvpb.Mutation }
 
-// PutOp sets key to value.
-func PutOp(key, value []byte) Mutation {
-	return Mutation{&kvpb.Mutation{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: key, Value: value}}}}
+// PutOp sets key to value. With WithLease the key is attached to a lease
+// (in a Batch; a transaction refuses it): a lease that does not exist
+// fails the whole batch with ErrNotFound, and nothing is written.
+func PutOp(key, value []byte, opts ...WriteOption) Mutation {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return Mutation{&kvpb.Mutation{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: key, Value: value, Lease: uint64(o.lease)}}}}
 }
 
 // DeleteOp removes key.
@@ -418,9 +424,16 @@ type CASResult struct {
 	Version Timestamp
 }
 
-// CompareAndSwap sets key to newValue if the key satisfies cond, atomically.
-func (c *Client) CompareAndSwap(ctx context.Context, key []byte, cond Condition, newValue []byte) (CASResult, error) {
-	return c.cas(ctx, "CompareAndSwap", cond, &kvpb.CompareAndSwapRequest{Key: key, NewValue: newValue})
+// CompareAndSwap sets key to newValue if the key satisfies cond,
+// atomically. With WithLease the new value is attached to a lease; a
+// lease that does not exist fails the call with ErrNotFound and nothing
+// is written, whatever the comparison would have said.
+func (c *Client) CompareAndSwap(ctx context.Context, key []byte, cond Condition, newValue []byte, opts ...WriteOption) (CASResult, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return c.cas(ctx, "CompareAndSwap", cond, &kvpb.CompareAndSwapRequest{Key: key, NewValue: newValue, Lease: uint64(o.lease)})
 }
 
 // CompareAndDelete deletes key if it satisfies cond, atomically.

@@ -39,7 +39,7 @@ const (
 	MaxLeaseTTL = 24 * time.Hour
 )
 
-// WriteOption changes how a Put writes.
+// WriteOption changes how a Put, a Batch's PutOp or a CompareAndSwap writes.
 type WriteOption func(*writeOptions)
 
 type writeOptions struct {
@@ -48,7 +48,8 @@ type writeOptions struct {
 
 // WithLease attaches the key to lease id: it is deleted when the lease
 // ends. A lease that does not exist (never granted, expired, revoked)
-// fails the put with ErrNotFound, and nothing is written.
+// fails the write with ErrNotFound, and nothing is written (for a Batch:
+// none of its mutations).
 func WithLease(id LeaseID) WriteOption {
 	return func(o *writeOptions) { o.lease = id }
 }
@@ -81,6 +82,13 @@ func (c *Client) GrantID(ctx context.Context, id LeaseID, ttl time.Duration) (Le
 // Revoke ends a lease and deletes the keys attached to it; it returns
 // once they are deleted, with how many were. A lease that does not exist
 // is ErrNotFound.
+//
+// Retrying a Revoke that failed with an unknown outcome (a timeout) is
+// safe: while the first is still running or its keys are not all
+// deleted, the retry finishes the job and answers as the first would
+// have. Once the keys are deleted the lease no longer exists, and a
+// retry answers ErrNotFound: after a failed Revoke, ErrNotFound from
+// the retry means the lease is gone.
 func (c *Client) Revoke(ctx context.Context, id LeaseID) (uint64, error) {
 	var resp *kvpb.LeaseRevokeResponse
 	err := c.do(ctx, "Revoke", true, func(ctx context.Context, e *endpoint) (err error) {

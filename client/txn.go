@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,10 +21,11 @@ import (
 // R, after a backoff. A committed transaction takes effect at one instant
 // between its start and its acknowledgement (strict serializability).
 //
-// Built: transactions whose reads and writes lie in one range, and
-// read-only transactions over any ranges. A transaction that writes and
-// touches more than one range fails with ErrTxnSpansRanges, nothing
-// applied, until transactions across ranges are built.
+// A transaction whose reads and writes lie in one range commits in one
+// proposal; one that touches several ranges commits with parallel
+// commits (txn_across.go), in one round of consensus as well. A
+// transaction across ranges cannot DeleteRange yet (ErrTxnSpansRanges).
+// A read-only transaction commits nothing.
 
 // Transaction limits (docs/transactions.md, "Limits and errors").
 const (
@@ -156,19 +158,31 @@ func (tx *Tx) commit(ctx context.Context) (committed bool, changed *Error, err e
 			Msg:   fmt.Sprintf("the transaction read %d keys and spans, over the %d a commit can validate (MaxTxnReads); it did not commit", len(tx.reads), MaxTxnReads),
 			Limit: &kvpb.LimitExceeded{Limit: "max_txn_reads", Max: MaxTxnReads, Actual: uint64(len(tx.reads))}}
 	}
+	groups, err := tx.groupByRange(ctx, op)
+	if err != nil {
+		return false, nil, err
+	}
+	if len(groups) > 1 {
+		return tx.commitAcross(ctx, groups)
+	}
 	req := &kvpb.TxnCommitRequest{Header: c.header(true), Reads: tx.reads, Mutations: tx.muts}
 	if len(tx.reads) > 0 {
 		req.ReadTimestamp = toProto(tx.rts)
 	}
 	var resp *kvpb.TxnCommitResponse
 	err = c.routed(ctx, op, true, routeKey{key: kvpb.MutationKey(tx.muts[0])}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
-		if err := tx.checkOneRange(d); err != nil {
-			return err
+		if !groups[0].holds(d) {
+			// The range split since the keys were grouped: commit
+			// across ranges.
+			return errRegroup
 		}
 		routeHeader(req.Header, d)
 		resp, err = e.txn.Commit(ctx, req)
 		return err
 	})
+	if errors.Is(err, errRegroup) {
+		return false, &Error{Op: op, kind: ErrTxnAborted, Msg: "a range split or merged under the transaction"}, nil
+	}
 	if err != nil {
 		return false, nil, err
 	}
@@ -183,36 +197,4 @@ func (tx *Tx) commit(ctx context.Context) (committed bool, changed *Error, err e
 		return false, nil, err
 	}
 	return true, nil, nil
-}
-
-// checkOneRange refuses a transaction whose reads or writes are not all in
-// d: only one-range transactions commit (docs/transactions.md).
-func (tx *Tx) checkOneRange(d *kvpb.RangeDescriptor) error {
-	outside := func(what string, k []byte) error {
-		return &Error{Op: "Txn", kind: ErrTxnSpansRanges,
-			Msg: "the transaction " + what + " " + quote(k) + ", outside " + describeRange(d) +
-				" which holds its other writes; transactions that write across ranges are not built yet (docs/transactions.md): keep a transaction's keys in one range"}
-	}
-	for _, m := range tx.muts {
-		switch op := m.GetOp().(type) {
-		case *kvpb.Mutation_DeleteRange:
-			if !containsSpan(d, op.DeleteRange.GetStartKey(), op.DeleteRange.GetEndKey()) {
-				return outside("deletes a span from", op.DeleteRange.GetStartKey())
-			}
-		default:
-			if k := kvpb.MutationKey(m); !containsKey(d, k) {
-				return outside("writes key", k)
-			}
-		}
-	}
-	for _, r := range tx.reads {
-		if r.GetSpan() {
-			if !containsSpan(d, r.GetKey(), r.GetEndKey()) {
-				return outside("scanned a span from", r.GetKey())
-			}
-		} else if !containsKey(d, r.GetKey()) {
-			return outside("read key", r.GetKey())
-		}
-	}
-	return nil
 }

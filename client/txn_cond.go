@@ -144,10 +144,8 @@ type CondResult struct {
 // hold, els otherwise, atomically with the comparisons: it commits only
 // if no compared key (nor any key an OpGet read) changed since the
 // snapshot, and runs again at a new snapshot if one did (Txn's retries).
-// It needs at least one comparison or operation. Errors are Txn's; in
-// particular, until transactions across ranges are built, a call whose
-// compared keys and writes are not all in one range fails with
-// ErrTxnSpansRanges (one that writes nothing may span ranges).
+// It needs at least one comparison or operation. Errors are Txn's (a
+// DeleteRange across ranges fails with ErrTxnSpansRanges).
 func (c *Client) CondTxn(ctx context.Context, cmps []Compare, then, els []TxnOp) (CondResult, error) {
 	for i, cm := range cmps {
 		if cm.Op > CmpGreater {

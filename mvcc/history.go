@@ -61,6 +61,20 @@ func (ks Keyspace) History(r Reader, start, end []byte, after, upTo hlc.Timestam
 		pending = nil
 		return fn(c)
 	}
+	// givePrevious hands fn the pending Change of e's key, if one waits,
+	// with e as its previous value, and returns e's user key.
+	givePrevious := func(sameKey bool, e entry) ([]byte, error) {
+		if sameKey {
+			pending.PrevFound = e.live
+			if e.live {
+				pending.PrevValue = bytes.Clone(e.value)
+			}
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		return decodeKeyPrefix(nil, e.keyEnc)
+	}
 	ok := it.SeekGE(lower)
 	for ok {
 		e, err := ks.decodeEntry(it)
@@ -82,16 +96,7 @@ func (ks Keyspace) History(r Reader, start, end []byte, after, upTo hlc.Timestam
 			ok = it.SeekGE(target)
 			continue
 		case after.Less(e.ts):
-			if sameKey {
-				pending.PrevFound = e.live
-				if e.live {
-					pending.PrevValue = bytes.Clone(e.value)
-				}
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			key, err := decodeKeyPrefix(nil, e.keyEnc)
+			key, err := givePrevious(sameKey, e)
 			if err != nil {
 				return err
 			}
@@ -108,16 +113,7 @@ func (ks Keyspace) History(r Reader, start, end []byte, after, upTo hlc.Timestam
 		default:
 			// At or below after: the previous value of the oldest
 			// in-window version, if one waits; then on to the next key.
-			if sameKey {
-				pending.PrevFound = e.live
-				if e.live {
-					pending.PrevValue = bytes.Clone(e.value)
-				}
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			key, err := decodeKeyPrefix(nil, e.keyEnc)
+			key, err := givePrevious(sameKey, e)
 			if err != nil {
 				return err
 			}

@@ -22,31 +22,36 @@ var methodRoles = map[string]certs.Role{
 	"/grpc.health.v1.Health/Watch": certs.RoleNone,
 	"/grpc.health.v1.Health/List":  certs.RoleNone,
 
-	"/shale.kv.v1.KV/Get":                certs.RoleReadOnly,
-	"/shale.kv.v1.KV/Scan":               certs.RoleReadOnly,
-	"/shale.kv.v1.KV/BatchGet":           certs.RoleReadOnly,
-	"/shale.kv.v1.KV/Multiplex":          certs.RoleReadOnly, // each call on it is authorized as its own method
-	"/shale.kv.v1.Watch/Watch":           certs.RoleReadOnly,
-	"/shale.kv.v1.Admin/Status":          certs.RoleReadOnly,
-	"/shale.kv.v1.Admin/RangeLookup":     certs.RoleReadOnly,
-	"/shale.kv.v1.Admin/Ranges":          certs.RoleReadOnly,
-	"/shale.kv.v1.Admin/Nodes":           certs.RoleReadOnly,
-	"/shale.kv.v1.Admin/HotSpots":        certs.RoleReadOnly, // names keys: readers may see them anyway
-	"/shale.kv.v1.KV/Put":                certs.RoleReadWrite,
-	"/shale.kv.v1.KV/Delete":             certs.RoleReadWrite,
-	"/shale.kv.v1.KV/Batch":              certs.RoleReadWrite,
-	"/shale.kv.v1.KV/CompareAndSwap":     certs.RoleReadWrite,
-	"/shale.kv.v1.KV/DeleteRange":        certs.RoleReadWrite,
-	"/shale.kv.v1.Lease/TimeToLive":      certs.RoleReadOnly,
-	"/shale.kv.v1.Lease/Leases":          certs.RoleReadOnly,
-	"/shale.kv.v1.Lease/Grant":           certs.RoleReadWrite,
-	"/shale.kv.v1.Lease/KeepAlive":       certs.RoleReadWrite,
-	"/shale.kv.v1.Lease/Revoke":          certs.RoleReadWrite,
-	"/shale.kv.v1.LeaseInternal/":        certs.RoleNode,
-	"/shale.kv.v1.Txn/Begin":             certs.RoleReadOnly, // a timestamp; read-only transactions need it
-	"/shale.kv.v1.Txn/Commit":            certs.RoleReadWrite,
-	"/shale.raftrpc.v1.RaftTransport/":   certs.RoleNode, // every method of the service
-	"/shale.raftrpc.v1.TimestampOracle/": certs.RoleNode,
+	"/shale.kv.v1.KV/Get":                 certs.RoleReadOnly,
+	"/shale.kv.v1.KV/Scan":                certs.RoleReadOnly,
+	"/shale.kv.v1.KV/BatchGet":            certs.RoleReadOnly,
+	"/shale.kv.v1.KV/Multiplex":           certs.RoleReadOnly, // each call on it is authorized as its own method
+	"/shale.kv.v1.Watch/Watch":            certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/Status":           certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/RangeLookup":      certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/Ranges":           certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/Nodes":            certs.RoleReadOnly,
+	"/shale.kv.v1.Admin/HotSpots":         certs.RoleReadOnly, // names keys: readers may see them anyway
+	"/shale.kv.v1.KV/Put":                 certs.RoleReadWrite,
+	"/shale.kv.v1.KV/Delete":              certs.RoleReadWrite,
+	"/shale.kv.v1.KV/Batch":               certs.RoleReadWrite,
+	"/shale.kv.v1.KV/CompareAndSwap":      certs.RoleReadWrite,
+	"/shale.kv.v1.KV/DeleteRange":         certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/TimeToLive":       certs.RoleReadOnly,
+	"/shale.kv.v1.Lease/Leases":           certs.RoleReadOnly,
+	"/shale.kv.v1.Lease/Grant":            certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/KeepAlive":        certs.RoleReadWrite,
+	"/shale.kv.v1.Lease/Revoke":           certs.RoleReadWrite,
+	"/shale.kv.v1.LeaseInternal/":         certs.RoleNode,
+	"/shale.kv.v1.Protection/Protections": certs.RoleReadOnly, // Protect and Release: admin, as backups are
+	"/shale.kv.v1.Txn/Begin":              certs.RoleReadOnly, // a timestamp; read-only transactions need it
+	"/shale.kv.v1.Txn/Commit":             certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Write":              certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Record":             certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Resolve":            certs.RoleReadWrite,
+	"/shale.kv.v1.Txn/Prevent":            certs.RoleReadWrite,
+	"/shale.raftrpc.v1.RaftTransport/":    certs.RoleNode, // every method of the service
+	"/shale.raftrpc.v1.TimestampOracle/":  certs.RoleNode,
 }
 
 // requiredRole returns the role fullMethod needs.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -72,6 +73,11 @@ func readError(op string, err error) error {
 		return unavailable(time.Second, "%s: node is shutting down", op)
 	case errors.Is(err, storage.ErrCorruption):
 		return status.Errorf(codes.DataLoss, "%s: %v", op, err)
+	case errors.Is(err, rangesm.ErrIntent):
+		// What the read would answer depends on a transaction not yet
+		// resolved (docs/transactions.md, "Readers and writers that meet
+		// an intent"); the client retries after a pause.
+		return unavailable(intentRetryDelay, "%s: key locked by a transaction across ranges not yet resolved: %v", op, err)
 	default:
 		return status.Errorf(codes.Internal, "%s: %v", op, err)
 	}

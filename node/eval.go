@@ -31,13 +31,15 @@ func deleteRangeCmd(req *kvpb.DeleteRangeRequest) *command.Command {
 }
 
 // batchCmd keeps the mutations in order: applied as one engine batch, a
-// later one wins.
+// later one wins. A put's lease is in its Mutation.Lease; the server
+// attaches it and makes the command a KindLeaseBatch
+// (attachBatchLeases).
 func batchCmd(req *kvpb.BatchRequest) *command.Command {
 	c := &command.Command{Kind: command.KindBatch, Mutations: make([]command.Mutation, 0, len(req.GetMutations()))}
 	for _, m := range req.GetMutations() {
 		switch op := m.GetOp().(type) {
 		case *kvpb.Mutation_Put:
-			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindPut, Key: op.Put.GetKey(), Value: op.Put.GetValue()})
+			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindPut, Key: op.Put.GetKey(), Value: op.Put.GetValue(), Lease: op.Put.GetLease()})
 		case *kvpb.Mutation_Delete:
 			c.Mutations = append(c.Mutations, command.Mutation{Kind: command.KindDelete, Key: op.Delete.GetKey()})
 		case *kvpb.Mutation_DeleteRange:
@@ -90,7 +92,12 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	if err != nil {
 		return command.Result{}, 0, err
 	}
-	if cmd.Timestamp, err = n.proposalTimestamp(ctx, op); err != nil {
+	if cmd.Kind == command.KindTxnWrite && !cmd.Timestamp.IsZero() {
+		// A transaction's intents go in at its commit candidate C0 (an
+		// oracle timestamp the caller checked against the clock), so
+		// that every range answers p = C0 unless its frontier passed it
+		// (txn_parallel.go).
+	} else if cmd.Timestamp, err = n.proposalTimestamp(ctx, op); err != nil {
 		release()
 		return command.Result{}, 0, err
 	}
@@ -98,6 +105,12 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	release()
 	if err != nil {
 		return res, 0, n.raftError(op, err)
+	}
+	if res.Code == command.CodeIntentConflict {
+		// Push the intent's transaction before the client retries (or
+		// the transaction runs again): its coordinator may be gone
+		// (txn_intents.go).
+		n.pushWriteConflict(ctx, r, res.Value)
 	}
 	if err := n.resultError(op, h, r, &res); err != nil {
 		return res, 0, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
@@ -37,6 +38,14 @@ import (
 //     write-once range is not scanned again and again.
 //   - Only leaders propose (a follower's proposal would be forwarded, and
 //     several nodes would collect the same range).
+//   - Protected timestamps (protect_server.go): a pass that has ranges to
+//     collect first fetches the live protections from meta's leader, with
+//     its target taken from a clock reading before the fetch, and keeps
+//     every range's threshold below the timestamp of each protection
+//     overlapping it. A pass that cannot fetch them collects nothing: a
+//     GC that does not know the protections could collect what one holds.
+//     docs/versions.md ("Protected timestamps") gives the argument that a
+//     protection created after the fetch is above the target anyway.
 
 // gcMetrics are the GC queue's metrics (docs/metrics.md).
 type gcMetrics struct {
@@ -44,6 +53,9 @@ type gcMetrics struct {
 	commands prometheus.Counter // GC commands applied
 	failures prometheus.Counter // passes that stopped on an error
 	lag      prometheus.Gauge   // the longest a range has waited for a pass
+
+	protections     prometheus.Gauge // live protections, as of the last fetch
+	protectedOldest prometheus.Gauge // age of the oldest protected timestamp
 }
 
 func newGCMetrics() gcMetrics {
@@ -63,6 +75,14 @@ func newGCMetrics() gcMetrics {
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shale_gc_lag_seconds",
 			Help: "The longest a user range this node leads has wanted a GC pass without one completing, as of the last pass (0: GC keeps up).",
+		}),
+		protections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_protected_timestamps",
+			Help: "Live protected timestamps, as of this node's last GC pass that read them (the meta range's leader reads them every pass).",
+		}),
+		protectedOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_protected_timestamp_oldest_age_seconds",
+			Help: "How old the oldest live protected timestamp was at this node's last GC pass that read them (0: none): the history GC is holding back.",
 		}),
 	}
 }
@@ -114,22 +134,73 @@ func (n *Node) gcPass(ctx context.Context) int {
 		n.log.Debug("GC pass skipped: the clock may not serve", "err", err)
 		return 0
 	}
-	target := n.gcTarget(n.gcNow())
+	// The clock reading is taken before the protections are fetched: the
+	// safety argument needs it (docs/versions.md, "Protected timestamps").
+	clockNow := n.gcNow()
+	n.gcExpireProtections(ctx, clockNow)
+	target := n.gcTarget(clockNow)
 	if target.IsZero() {
 		return 0
 	}
-	waiting := map[uint64]time.Time{}
-	total := 0
+	// The ranges that want a pass at the unprotected target (a protection
+	// only lowers it).
+	type candidate struct {
+		id   uint64
+		desc *kvpb.RangeDescriptor
+	}
+	var cands []candidate
 	for _, r := range n.store.Replicas() {
 		d := r.Descriptor()
 		if d == nil || keys.IsMetaRange(d) || !r.IsLeader() {
 			continue
 		}
-		if !gcWanted(mvccState(r), target, n.cfg.GC.Interval) {
+		if gcWanted(mvccState(r), target, n.cfg.GC.Interval) {
+			cands = append(cands, candidate{r.RangeID(), d})
+		}
+	}
+	if len(cands) == 0 {
+		n.gcWaiting = map[uint64]time.Time{}
+		n.metrics.gc.lag.Set(0)
+		return 0
+	}
+	fctx, cancel := context.WithTimeout(ctx, gcFetchTimeout)
+	recs, _, err := n.liveProtections(fctx)
+	cancel()
+	if err != nil {
+		// Never collect without knowing the protections.
+		n.metrics.gc.failures.Inc()
+		n.log.Info("GC pass skipped: the protected timestamps could not be read", "err", err)
+		waiting := map[uint64]time.Time{}
+		var lag time.Duration
+		for _, c := range cands {
+			since, ok := n.gcWaiting[c.id]
+			if !ok {
+				since = now
+			}
+			waiting[c.id] = since
+			lag = max(lag, time.Since(since))
+		}
+		n.gcWaiting = waiting
+		n.metrics.gc.lag.Set(lag.Seconds())
+		return 0
+	}
+	n.setProtectionMetrics(recs, clockNow)
+	if n.gcIgnoresProtections() {
+		recs = nil // the planted bug of a faults build (faults_on.go)
+	}
+	waiting := map[uint64]time.Time{}
+	total := 0
+	for _, c := range cands {
+		r, err := n.store.Replica(c.id)
+		if err != nil || !r.IsLeader() {
 			continue
 		}
-		id := r.RangeID()
-		deleted, err := n.gcRange(ctx, id, target)
+		t := protectedTarget(target, c.desc, recs, clockNow.WallTime)
+		if !gcWanted(mvccState(r), t, n.cfg.GC.Interval) {
+			continue
+		}
+		id := c.id
+		deleted, err := n.gcRange(ctx, id, t)
 		total += deleted
 		if err != nil {
 			since, ok := n.gcWaiting[id]
@@ -138,10 +209,10 @@ func (n *Node) gcPass(ctx context.Context) int {
 			}
 			waiting[id] = since
 			n.metrics.gc.failures.Inc()
-			n.log.Info("GC pass stopped", "range", id, "threshold", target.String(), "collected", deleted, "err", err)
+			n.log.Info("GC pass stopped", "range", id, "threshold", t.String(), "collected", deleted, "err", err)
 			continue
 		}
-		n.log.Debug("GC pass", "range", id, "threshold", target.String(), "collected", deleted)
+		n.log.Debug("GC pass", "range", id, "threshold", t.String(), "collected", deleted)
 	}
 	var lag time.Duration
 	for _, since := range waiting {
@@ -150,6 +221,74 @@ func (n *Node) gcPass(ctx context.Context) int {
 	n.gcWaiting = waiting
 	n.metrics.gc.lag.Set(lag.Seconds())
 	return total
+}
+
+// gcFetchTimeout bounds a pass's fetch of the protected timestamps.
+const gcFetchTimeout = 10 * time.Second
+
+// protectedTarget lowers target below the timestamp of every protection
+// overlapping the range d that has not expired at wall time now.
+func protectedTarget(target hlc.Timestamp, d *kvpb.RangeDescriptor, recs []rangesm.ProtectionRecord, now int64) hlc.Timestamp {
+	for _, p := range recs {
+		if p.ExpiredAt(now) || !p.Overlaps(d.GetStartKey(), d.GetEndKey()) {
+			continue
+		}
+		if p.Timestamp.LessEq(target) {
+			target = p.Timestamp.Prev()
+		}
+	}
+	return target
+}
+
+// setProtectionMetrics publishes how many protections are live at now and
+// how old the oldest protected timestamp is.
+func (n *Node) setProtectionMetrics(recs []rangesm.ProtectionRecord, now hlc.Timestamp) {
+	live, oldest := 0, time.Duration(0)
+	for _, p := range recs {
+		if p.ExpiredAt(now.WallTime) {
+			continue
+		}
+		live++
+		oldest = max(oldest, time.Duration(now.WallTime-p.Timestamp.WallTime))
+	}
+	n.metrics.gc.protections.Set(float64(live))
+	n.metrics.gc.protectedOldest.Set(oldest.Seconds())
+}
+
+// gcExpireProtections, on meta's leader, removes the protections that
+// have expired by now: each with a release that applies only if the
+// record was not refreshed past now meanwhile. It reads its own copy of
+// meta first, so an idle cluster without protections does no work.
+func (n *Node) gcExpireProtections(ctx context.Context, now hlc.Timestamp) {
+	r, err := n.store.Replica(keys.MetaRangeID)
+	if err != nil || !r.IsLeader() {
+		return
+	}
+	recs, err := rangesm.ReadProtections(n.db)
+	if err != nil {
+		n.log.Info("reading the protected timestamps", "err", err)
+		return
+	}
+	n.setProtectionMetrics(recs, now)
+	for _, p := range recs {
+		if !p.ExpiredAt(now.WallTime) {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, gcCommandTimeout)
+		res, _, err := n.store.Propose(pctx, keys.MetaRangeID, &command.Command{Kind: command.KindRelease,
+			Protect: command.Protect{ID: p.ID, ExpiredBy: now.WallTime}})
+		cancel()
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil && command.RejectionCode(err) != command.CodeProtectionNotFound {
+			n.log.Info("removing an expired protection", "id", p.ID, "err", err)
+			return
+		}
+		if res.Found {
+			n.log.Info("expired protection removed", "id", p.ID, "timestamp", p.Timestamp.String(), "description", p.Description)
+		}
+	}
 }
 
 // gcCommandTimeout bounds one GC command's proposal.

@@ -78,10 +78,23 @@ type lessor struct {
 	// deadlines of the live leases, on the monotonic clock.
 	deadlines map[uint64]time.Time
 	ttls      map[uint64]time.Duration
-	// ending holds the leases being revoked or swept by this node.
+	// ending holds the leases being revoked or swept by this node, and
+	// ends each one's end in progress (startEndingLocked, finish).
 	ending map[uint64]bool
+	ends   map[uint64]*leaseEnd
 	// reconciled is when the records were last re-read.
 	reconciled time.Time
+}
+
+// leaseEnd is an end of a lease in progress on this node: a client's
+// revoke, an expiry, or the sweep of an ended record. done closes when
+// it is over, with its answer in n and err.
+type leaseEnd struct {
+	done chan struct{}
+	// revoked: the lease ends by a client's revoke (not an expiry).
+	revoked bool
+	n       uint64
+	err     error
 }
 
 type leaseMetrics struct {
@@ -92,7 +105,7 @@ type leaseMetrics struct {
 }
 
 func newLessor(n *Node) *lessor {
-	l := &lessor{n: n, deadlines: map[uint64]time.Time{}, ttls: map[uint64]time.Duration{}, ending: map[uint64]bool{}}
+	l := &lessor{n: n, deadlines: map[uint64]time.Time{}, ttls: map[uint64]time.Duration{}, ending: map[uint64]bool{}, ends: map[uint64]*leaseEnd{}}
 	l.m = leaseMetrics{
 		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_leases_held",
@@ -217,7 +230,7 @@ func (l *lessor) tick(ctx context.Context) {
 	}
 	for id, dl := range l.deadlines {
 		if !now.Before(dl) && !l.ending[id] {
-			l.ending[id] = true
+			l.startEndingLocked(id, false)
 			expired = append(expired, id)
 		}
 	}
@@ -265,7 +278,7 @@ func (l *lessor) reconcileLocked(now time.Time) []uint64 {
 		if r.Ended {
 			delete(l.deadlines, r.ID)
 			if !l.ending[r.ID] {
-				l.ending[r.ID] = true
+				l.startEndingLocked(r.ID, !r.Expired)
 				sweep = append(sweep, r.ID)
 			}
 			continue
@@ -286,8 +299,9 @@ func (l *lessor) reconcileLocked(now time.Time) []uint64 {
 
 // end revokes lease id (an expiry, or a client's revoke) and sweeps its
 // keys; it returns the keys deleted.
-func (l *lessor) end(ctx context.Context, term uint64, id uint64, expired bool) (uint64, error) {
-	defer l.forget(id)
+// REQUIRES: startEndingLocked(id) was called; end finishes it.
+func (l *lessor) end(ctx context.Context, term uint64, id uint64, expired bool) (n uint64, err error) {
+	defer func() { l.finish(id, n, err) }()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	c := command.Lease{ID: id, Expired: expired}
 	if expired {
@@ -310,7 +324,18 @@ func (l *lessor) end(ctx context.Context, term uint64, id uint64, expired bool) 
 		}
 	case command.CodeLeaseNotFound:
 		if !expired {
-			return 0, fmt.Errorf("%w: lease %d: %s", errLeaseNotFound, id, res.Message)
+			// Revoked by a client already, but its keys may not all be
+			// gone (a revoke whose sweep was cut short, retried here):
+			// sweep what is left, so that the retry returns once they
+			// are, as the first would have.
+			rec, found, err := rangesm.ReadLease(l.n.db, id)
+			if err != nil {
+				return 0, err
+			}
+			if !found || !rec.Ended || rec.Expired {
+				return 0, fmt.Errorf("%w: lease %d: %s", errLeaseNotFound, id, res.Message)
+			}
+			return l.sweep(ctx, id)
 		}
 		// Ended already (another leader's expiry): sweep what is left.
 	default:
@@ -323,15 +348,32 @@ func (l *lessor) end(ctx context.Context, term uint64, id uint64, expired bool) 
 	return l.sweep(ctx, id)
 }
 
-func (l *lessor) forget(id uint64) {
+// startEndingLocked marks lease id as ending on this node (revoked: by
+// a client's revoke) and returns the record of that end.
+// REQUIRES: l.mu, and id not ending.
+func (l *lessor) startEndingLocked(id uint64, revoked bool) *leaseEnd {
+	e := &leaseEnd{done: make(chan struct{}), revoked: revoked}
+	l.ending[id], l.ends[id] = true, e
+	return e
+}
+
+// finish ends what startEndingLocked started, with its answer.
+func (l *lessor) finish(id uint64, n uint64, err error) {
 	l.mu.Lock()
+	e := l.ends[id]
 	delete(l.ending, id)
+	delete(l.ends, id)
 	l.mu.Unlock()
+	if e != nil {
+		e.n, e.err = n, err
+		close(e.done)
+	}
 }
 
 func (l *lessor) sweepAndForget(ctx context.Context, id uint64) {
-	defer l.forget(id)
-	if _, err := l.sweep(ctx, id); err != nil {
+	n, err := l.sweep(ctx, id)
+	l.finish(id, n, err)
+	if err != nil {
 		l.n.log.Info("lease sweep stopped; retried later", "lease", id, "err", err)
 	}
 }
@@ -448,19 +490,39 @@ func (l *lessor) keepAlive(ctx context.Context, id uint64) (time.Duration, error
 }
 
 // revoke ends lease id for a client and deletes its keys.
+//
+// A revoke is retried when its caller did not hear back (a timeout): the
+// first may still be running, or have been cut short after its Raft
+// write (the caller's context ended while it swept, and the sweep of the
+// ended record goes on in the background). A revoke of a lease whose end
+// by a client's revoke is in progress here waits for it and returns its
+// answer; one that finds the lease revoked but not yet swept sweeps it
+// (end). Only once a revoked lease is swept is it NotFound, like a lease
+// never granted.
 func (l *lessor) revoke(ctx context.Context, id uint64) (uint64, error) {
 	term, err := l.ready(ctx)
 	if err != nil {
 		return 0, err
 	}
-	l.mu.Lock()
-	if l.ending[id] {
+	for {
+		l.mu.Lock()
+		e := l.ends[id]
+		if e == nil {
+			l.startEndingLocked(id, true)
+			l.mu.Unlock()
+			return l.end(ctx, term, id, false)
+		}
 		l.mu.Unlock()
-		return 0, fmt.Errorf("%w: lease %d has expired or is being revoked", errLeaseNotFound, id)
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if e.revoked && e.err == nil {
+			return e.n, nil
+		}
+		// An expiry, or an end that failed: look again.
 	}
-	l.ending[id] = true
-	l.mu.Unlock()
-	return l.end(ctx, term, id, false)
 }
 
 // remaining returns the time lease id has left (-1: ended) and its record.

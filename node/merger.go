@@ -9,6 +9,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm"
 )
 
 // Automatic merges (docs/sharding.md, "Merges"). The placement controller
@@ -42,6 +43,23 @@ func (n *Node) mergePass(ctx context.Context, s *adminServer, descs []*kvpb.Rang
 		}
 	}
 	sort.Slice(user, func(i, j int) bool { return bytes.Compare(user[i].GetStartKey(), user[j].GetStartKey()) < 0 })
+	// A merged range keeps the higher of the two GC thresholds, which
+	// would undo a protection on the other half (docs/versions.md,
+	// "Protected timestamps"): protected spans are not merged. This node
+	// leads meta, so its copy holds every acknowledged protection.
+	protections, err := rangesm.ReadProtections(n.db)
+	if err != nil {
+		n.log.Info("merges skipped: reading the protected timestamps", "err", err)
+		return 0
+	}
+	protected := func(l, r *kvpb.RangeDescriptor) bool {
+		for _, p := range protections {
+			if !p.ExpiredAt(now.UnixNano()) && p.Overlaps(l.GetStartKey(), r.GetEndKey()) {
+				return true
+			}
+		}
+		return false
+	}
 	mc := &n.merger
 	mc.mu.Lock()
 	seen := map[[2]uint64]time.Time{}
@@ -56,7 +74,7 @@ func (n *Node) mergePass(ctx context.Context, s *adminServer, descs []*kvpb.Rang
 			ls.GetApproximateBytes()+rs.GetApproximateBytes() < o.SplitSizeBytes/2
 		cold := ls.GetQps() < o.MergeQPS && rs.GetQps() < o.MergeQPS &&
 			(o.SplitQPS <= 0 || ls.GetQps()+rs.GetQps() < o.SplitQPS/2)
-		if !small || !cold {
+		if !small || !cold || protected(l, r) {
 			continue
 		}
 		pair := [2]uint64{l.GetRangeId(), r.GetRangeId()}

@@ -99,6 +99,8 @@ func newMetrics(n *Node) *metrics {
 		m.gc.commands,
 		m.gc.failures,
 		m.gc.lag,
+		m.gc.protections,
+		m.gc.protectedOldest,
 		m.closes,
 		m.followerReads,
 		collectors.NewGoCollector(),

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -21,15 +23,17 @@ import (
 //
 //  1. repair: a replica on a dead node (not heard from for
 //     DeadNodeTimeout) or on a decommissioning one is replaced by a new
-//     one on the usable node with the fewest replicas;
+//     one on the usable node with the fewest replicas (the leader's
+//     replica last: see repairOrder);
 //  2. up-replication: a range with fewer voters than ReplicationFactor
 //     (and enough usable nodes) gets one more;
 //  3. rebalancing: while the usable node with the most replicas has two
 //     more than the one with the fewest, a range moves from the first to
 //     the second (user ranges only: meta stays where it is unless
-//     repaired);
-//  4. leader balancing: while a node leads two more ranges than another
-//     that holds a voter of one of them, that range's leadership moves.
+//     repaired), the moves of a wave in parallel;
+//  4. leader balancing: while a range's leader leads two more ranges than
+//     a node holding another voter of it, its leadership moves (the pair
+//     furthest apart first).
 //
 // A move is one ChangeReplicas (add learner, snapshot, promote, remove,
 // with joint consensus for the swap), run through the Admin service on
@@ -132,7 +136,7 @@ func (n *Node) placementPass(ctx context.Context) int {
 		if budget == 0 || !stillLeader() {
 			break
 		}
-		for _, rd := range d.GetReplicas() {
+		for _, rd := range repairOrder(d, leaderOf[d.GetRangeId()]) {
 			v := views[rd.GetNodeId()]
 			bad := v == nil || !v.live || v.desc.GetDecommissioning()
 			if !bad {
@@ -199,64 +203,84 @@ func (n *Node) placementPass(ctx context.Context) int {
 			}
 		}
 	}
-	// 3. Rebalancing. A range whose move fails is not tried again this
+	// 3. Rebalancing, in waves: up to the budget's moves are planned (the
+	// most loaded node to the least, each counted as done for the next
+	// pick, on distinct ranges) and run in parallel; a move takes a
+	// snapshot and a few Raft rounds, mostly waiting, and one at a time
+	// thousands of them (nodes joining a cluster of thousands of ranges)
+	// took many minutes. A range whose move fails is not tried again this
 	// pass.
 	failed := map[uint64]bool{}
+	type planned struct {
+		d        *kvpb.RangeDescriptor
+		from, to uint64
+	}
 	for budget > 0 && stillLeader() {
-		maxN, minN := extremes(views, func(v *nodeView) int { return v.replicas })
-		if maxN == 0 || views[maxN].replicas <= views[minN].replicas+1 {
+		var wave []planned
+		taken := maps.Clone(failed)
+		for len(wave) < budget {
+			maxN, minN := extremes(views, func(v *nodeView) int { return v.replicas })
+			if maxN == 0 || views[maxN].replicas <= views[minN].replicas+1 {
+				break
+			}
+			d := pickRangeToMove(descs, maxN, minN, leaderOf, taken)
+			if d == nil {
+				break
+			}
+			taken[d.GetRangeId()] = true
+			views[maxN].replicas--
+			views[minN].replicas++
+			wave = append(wave, planned{d, maxN, minN})
+		}
+		if len(wave) == 0 {
 			break
 		}
-		d := pickRangeToMove(descs, maxN, minN, leaderOf, failed)
-		if d == nil {
-			break
+		for _, p := range wave { // moveReplica counts what it moves
+			views[p.from].replicas++
+			views[p.to].replicas--
 		}
-		budget--
-		if !n.moveReplica(ctx, s, d, maxN, minN, leaderOf, views) {
-			failed[d.GetRangeId()] = true
+		budget -= len(wave)
+		ok := make([]bool, len(wave))
+		var wg sync.WaitGroup
+		for i, p := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok[i] = n.moveReplica(ctx, s, p.d, p.from, p.to, leaderOf, views)
+			}()
+		}
+		wg.Wait()
+		for i, p := range wave {
+			if ok[i] {
+				moves++
+				continue
+			}
+			failed[p.d.GetRangeId()] = true
 			// The target may have died since it answered this pass's
 			// heartbeat: each further move to it would wait out
 			// moveTimeout and hold up the next pass's repairs. Leave it
 			// until the next pass looks again.
-			views[minN].usable = false
-			continue
+			views[p.to].usable = false
 		}
-		moves++
 	}
 	// 4. Leader balancing (user ranges: meta's leadership stays, so the
 	// controller does not move itself mid-pass).
 	for i := 0; i < 2*o.MaxMovesPerPass && stillLeader(); i++ {
-		_, minN := extremes(views, func(v *nodeView) int { return v.leaders })
-		if minN == 0 {
-			break
-		}
-		// The range, with a voter on minN, whose leader leads the most
-		// (at least two more than minN).
-		var pick *kvpb.RangeDescriptor
-		var maxN uint64
-		for _, d := range descs {
-			l := views[leaderOf[d.GetRangeId()]]
-			if l == nil || keys.IsMetaRange(d) || failed[d.GetRangeId()] || !hasVoterOn(d, minN) || l.leaders <= views[minN].leaders+1 {
-				continue
-			}
-			if pick == nil || l.leaders > views[maxN].leaders {
-				pick, maxN = d, leaderOf[d.GetRangeId()]
-			}
-		}
+		pick, from, to := pickLeaderMove(descs, views, leaderOf, failed)
 		if pick == nil {
 			break
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := n.adminOf(tctx, s, maxN).TransferLeader(tctx, &kvpb.TransferLeaderRequest{RangeId: pick.GetRangeId(), TargetNodeId: minN})
+		_, err := n.adminOf(tctx, s, from).TransferLeader(tctx, &kvpb.TransferLeaderRequest{RangeId: pick.GetRangeId(), TargetNodeId: to})
 		cancel()
 		if err != nil {
-			n.log.Info("placement: leader transfer failed", "range", pick.GetRangeId(), "to", minN, "err", err)
+			n.log.Info("placement: leader transfer failed", "range", pick.GetRangeId(), "to", to, "err", err)
 			failed[pick.GetRangeId()] = true
 			continue
 		}
-		leaderOf[pick.GetRangeId()] = minN
-		views[maxN].leaders--
-		views[minN].leaders++
+		leaderOf[pick.GetRangeId()] = to
+		views[from].leaders--
+		views[to].leaders++
 		moves++
 	}
 	// 5. Automatic merges (merger.go).
@@ -274,8 +298,12 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	leaderOf map[uint64]uint64, views map[uint64]*nodeView) bool {
 	mctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
-	if from != 0 && leaderOf[d.GetRangeId()] == from {
-		var other uint64
+	// Moves of different ranges may run in parallel (rebalancing): the
+	// maps are shared, each descriptor is the move's own.
+	n.placeMu.Lock()
+	leader := leaderOf[d.GetRangeId()]
+	var other uint64
+	if from != 0 && leader == from {
 		for _, rd := range d.GetReplicas() {
 			v := views[rd.GetNodeId()]
 			if rd.GetNodeId() != from && rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER && v != nil && v.usable {
@@ -283,6 +311,9 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 				break
 			}
 		}
+	}
+	n.placeMu.Unlock()
+	if from != 0 && leader == from {
 		if other == 0 {
 			return false
 		}
@@ -290,7 +321,10 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 			n.log.Info("placement: moving the leader off a replica to remove", "range", d.GetRangeId(), "node", from, "err", err)
 			return false
 		}
+		leader = other
+		n.placeMu.Lock()
 		leaderOf[d.GetRangeId()] = other
+		n.placeMu.Unlock()
 	}
 	n.log.Info("placement: moving a replica", "range", d.GetRangeId(), "from", from, "to", to, "generation", d.GetGeneration())
 	var changes []*kvpb.ReplicaChange
@@ -300,7 +334,7 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	if from != 0 {
 		changes = append(changes, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: from})
 	}
-	resp, err := n.adminOf(mctx, s, leaderOf[d.GetRangeId()]).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()})
+	resp, err := n.adminOf(mctx, s, leader).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()})
 	if err == nil {
 		// The rest of the pass decides from the new descriptor.
 		proto.Reset(d)
@@ -311,6 +345,8 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 		return false
 	}
 	n.log.Info("placement: moved a replica", "range", d.GetRangeId(), "from", from, "to", to)
+	n.placeMu.Lock()
+	defer n.placeMu.Unlock()
 	if v := views[from]; v != nil {
 		v.replicas--
 	}
@@ -334,6 +370,62 @@ func pickTarget(views map[uint64]*nodeView, d *kvpb.RangeDescriptor) uint64 {
 		}
 	}
 	return best
+}
+
+// repairOrder is d's replicas in the order repair looks at them: its
+// leader's last. Replacing the leader's replica first moves the
+// leadership to a usable voter; when every voter is on a node to drain
+// (three nodes removed at once that together hold the range), there is
+// none, and trying the leader's replica first, every pass, left the
+// range on them for good. Another replica replaced first gives the next
+// pass a usable voter to hand the leadership to.
+func repairOrder(d *kvpb.RangeDescriptor, leader uint64) []*kvpb.ReplicaDescriptor {
+	out := make([]*kvpb.ReplicaDescriptor, 0, len(d.GetReplicas()))
+	var last *kvpb.ReplicaDescriptor
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == leader && last == nil {
+			last = rd
+			continue
+		}
+		out = append(out, rd)
+	}
+	if last != nil {
+		out = append(out, last)
+	}
+	return out
+}
+
+// pickLeaderMove returns the user range whose leadership moves next, its
+// leader and the node it moves to: of every range's leader and usable
+// voters, the pair whose leader counts differ most, by at least two
+// (lowest range first on ties). nil when no such pair is left.
+//
+// Looking only at the node that leads the fewest ranges, as the
+// controller once did, stalls: the new nodes that lead the fewest often
+// hold no replica of the ranges the busiest leader leads (rebalancing
+// moves away replicas of ranges the node does not lead, so the busiest
+// leader's ranges stay on the first nodes): 6 nodes with 60 ranges
+// stayed at 29 leaders on one node against 6 or 7 on each other.
+func pickLeaderMove(descs []*kvpb.RangeDescriptor, views map[uint64]*nodeView, leaderOf map[uint64]uint64,
+	skip map[uint64]bool) (d *kvpb.RangeDescriptor, from, to uint64) {
+	gap := 1
+	for _, r := range descs {
+		lid := leaderOf[r.GetRangeId()]
+		l := views[lid]
+		if l == nil || keys.IsMetaRange(r) || skip[r.GetRangeId()] {
+			continue
+		}
+		for _, rd := range r.GetReplicas() {
+			v := views[rd.GetNodeId()]
+			if rd.GetNodeId() == lid || rd.GetType() != kvpb.ReplicaType_REPLICA_TYPE_VOTER || v == nil || !v.usable {
+				continue
+			}
+			if g := l.leaders - v.leaders; g > gap {
+				d, from, to, gap = r, lid, rd.GetNodeId(), g
+			}
+		}
+	}
+	return d, from, to
 }
 
 // pickRangeToMove returns a user range with a voter on from and no

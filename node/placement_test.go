@@ -83,3 +83,58 @@ func TestLoadTrackerSplitKeyDividesTraffic(t *testing.T) {
 		t.Fatalf("a new window starts empty: %v qps, %d samples", q, len(s))
 	}
 }
+
+// TestPickLeaderMoveLooksBeyondTheLeastLoadedNode: the busiest leader's
+// ranges all sit on nodes 1-3 (rebalancing moved replicas of the ranges
+// node 1 does not lead), while the new nodes 4-6, leading the fewest,
+// hold no replica of them. Leadership still moves off node 1, to a voter
+// that leads fewer by two or more; and nowhere once no pair differs by
+// two.
+func TestPickLeaderMoveLooksBeyondTheLeastLoadedNode(t *testing.T) {
+	views := map[uint64]*nodeView{
+		1: {usable: true, leaders: 29}, 2: {usable: true, leaders: 7}, 3: {usable: true, leaders: 8},
+		4: {usable: true, leaders: 6}, 5: {usable: true, leaders: 6}, 6: {usable: true, leaders: 6},
+	}
+	descs := []*kvpb.RangeDescriptor{rangeOn(1, 1, 2, 3), rangeOn(2, 1, 2, 3), rangeOn(3, 2, 4, 5), rangeOn(4, 1, 3, 2)}
+	leaderOf := map[uint64]uint64{1: 1, 2: 1, 3: 2, 4: 1}
+	d, from, to := pickLeaderMove(descs, views, leaderOf, nil)
+	if d.GetRangeId() != 2 || from != 1 || to != 2 {
+		t.Fatalf("picked range %d from %d to %d; want range 2 from node 1 to node 2 (meta stays; 29 - 7 is the widest gap)", d.GetRangeId(), from, to)
+	}
+	if d, _, _ := pickLeaderMove(descs, views, leaderOf, map[uint64]bool{2: true, 4: true}); d != nil {
+		t.Fatalf("picked range %d; want none (range 3's leader leads 7, its voters 6)", d.GetRangeId())
+	}
+	views[2].usable = false // decommissioning: takes no leaderships
+	if d, from, to := pickLeaderMove(descs, views, leaderOf, nil); d.GetRangeId() != 2 || from != 1 || to != 3 {
+		t.Fatalf("picked range %d from %d to %d; want range 2 from node 1 to node 3", d.GetRangeId(), from, to)
+	}
+	for _, v := range views {
+		v.leaders = 10
+	}
+	views[1].leaders = 11
+	if d, _, _ := pickLeaderMove(descs, views, leaderOf, nil); d != nil {
+		t.Fatalf("picked range %d; want none (no leader leads two more than a voter of its range)", d.GetRangeId())
+	}
+}
+
+// TestRepairOrderLeavesTheLeaderLast: when every voter of a range is on a
+// node being drained, the leader's replica cannot go first (there is no
+// usable voter to hand the leadership to), so repair looks at the others
+// first.
+func TestRepairOrderLeavesTheLeaderLast(t *testing.T) {
+	d := rangeOn(7, 4, 5, 6)
+	var got []uint64
+	for _, rd := range repairOrder(d, 4) {
+		got = append(got, rd.GetNodeId())
+	}
+	if fmt.Sprint(got) != "[5 6 4]" {
+		t.Fatalf("repair order %v; want [5 6 4] (the leader, node 4, last)", got)
+	}
+	got = got[:0]
+	for _, rd := range repairOrder(d, 0) { // leader unknown
+		got = append(got, rd.GetNodeId())
+	}
+	if fmt.Sprint(got) != "[4 5 6]" {
+		t.Fatalf("repair order %v; want [4 5 6]", got)
+	}
+}

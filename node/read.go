@@ -195,7 +195,12 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err != nil {
 		return nil, err
 	}
-	kv, found, err := s.n.data.Get(req.GetKey(), ts)
+	var kv mvcc.KeyValue
+	var found bool
+	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+		kv, found, err = rd.Get(req.GetKey(), ts)
+		return err
+	})
 	if err != nil {
 		return nil, readError("Get", err)
 	}
@@ -247,8 +252,12 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.n.data.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
-		Limit: limit, MaxBytes: maxBytes})
+	var page rangesm.ScanPage
+	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+		page, err = rd.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
+			Limit: limit, MaxBytes: maxBytes})
+		return err
+	})
 	if err != nil {
 		return nil, readError("Scan", err)
 	}
@@ -291,7 +300,12 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	if err != nil {
 		return nil, err
 	}
-	kvs, found, err := s.n.data.MultiGet(req.Keys, ts)
+	var kvs []mvcc.KeyValue
+	var found []bool
+	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+		kvs, found, err = rd.MultiGet(req.Keys, ts)
+		return err
+	})
 	if err != nil {
 		return nil, readError("BatchGet", err)
 	}
@@ -314,6 +328,18 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 			s.n.limits.MaxResponseBytes, total)
 	}
 	return resp, nil
+}
+
+// intentRetryDelay is how long a client waits before it retries a read or
+// a write that met an intent.
+const intentRetryDelay = 50 * time.Millisecond
+
+// reader returns the Reader of r's data and lock table. Called once the
+// read's timestamp is settled (readTimestamp): the published state it
+// goes by then covers every intent at or below that timestamp
+// (rangesm/intent.go).
+func (n *Node) reader(r *raft.Replica) rangesm.Reader {
+	return n.data.WithLocks(rangesm.LocksOf(r.RangeID(), mvccState(r)))
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }

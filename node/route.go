@@ -220,6 +220,15 @@ func (n *Node) resultError(op string, h *kvpb.RequestHeader, r *raft.Replica, re
 		// The put took longer than its attach window to apply: the lease
 		// may have ended meanwhile. A new attempt attaches again.
 		return status.Errorf(codes.FailedPrecondition, "%s: %s; nothing written, retry", op, res.Message)
+	case command.CodeIntentConflict:
+		if op == "TxnWrite" || op == "TxnCommit" {
+			// Not a failure of the request: the transaction's answer
+			// says it met an intent, and it runs again (txn_parallel.go).
+			return nil
+		}
+		// A key locked by a transaction across ranges not yet resolved:
+		// nothing was written; the client retries after a pause.
+		return unavailable(intentRetryDelay, "%s: not applied: %s", op, res.Message)
 	case command.CodeReadChanged:
 		// Not a failure of the request: the transaction's answer says
 		// its reads changed (txn_server.go).

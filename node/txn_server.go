@@ -92,7 +92,7 @@ func (s *txnServer) Commit(ctx context.Context, req *kvpb.TxnCommitRequest) (*kv
 		return nil, err
 	}
 	resp := &kvpb.TxnCommitResponse{Header: n.respHeader(r, idx)}
-	if res.Code == command.CodeReadChanged {
+	if res.Code == command.CodeReadChanged || res.Code == command.CodeIntentConflict {
 		resp.ReadChanged = &kvpb.ReadChanged{Key: append([]byte{}, res.Value...), Reason: res.Message}
 		return resp, nil
 	}
@@ -108,6 +108,11 @@ func (l *Limits) checkTxnCommit(req *kvpb.TxnCommitRequest) error {
 	}
 	if err := l.checkBatch(&kvpb.BatchRequest{Mutations: req.GetMutations()}); err != nil {
 		return err
+	}
+	for i, m := range req.GetMutations() {
+		if m.GetPut().GetLease() != 0 {
+			return invalidArgument(fmt.Sprintf("mutations[%d].put.lease", i), "a transaction's puts take no lease (a Batch's do)")
+		}
 	}
 	reads := req.GetReads()
 	if len(reads) > l.MaxBatchOps {

@@ -48,6 +48,7 @@ func TestTxnService(t *testing.T) {
 		"reads without a time":   {Reads: reads, Mutations: putA("4")},
 		"empty read key":         {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{}}, Mutations: putA("4")},
 		"read span start >= end": {ReadTimestamp: rts, Reads: []*kvpb.TxnRead{{Key: []byte("z"), EndKey: []byte("b"), Span: true}}, Mutations: putA("4")},
+		"a leased put":           {ReadTimestamp: rts, Reads: reads, Mutations: []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("a"), Value: []byte("4"), Lease: 7}}}}},
 		// Refused by the state machine, not the server: reads claimed at
 		// a time the range never served (above its frontier).
 		"reads in the future": {ReadTimestamp: &kvpb.Timestamp{WallNanos: time.Now().Add(time.Hour).UnixNano()}, Reads: reads, Mutations: putA("4")},

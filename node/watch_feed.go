@@ -84,7 +84,7 @@ func (f *watchFeeds) register(rangeID uint64, start, end []byte, st func() range
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := st()
-	w := &watcher{rangeID: rangeID, start: start, end: end, scanTo: s.Frontier, progress: s.Frontier,
+	w := &watcher{rangeID: rangeID, start: start, end: end, scanTo: s.FeedFrontier, progress: s.FeedFrontier,
 		wake: make(chan struct{}, 1)}
 	ws := f.ranges[rangeID]
 	if ws == nil {

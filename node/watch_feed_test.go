@@ -25,7 +25,7 @@ func TestWatchFeedApplied(t *testing.T) {
 	if f.Watched(7) {
 		t.Fatal("a range without watchers is watched")
 	}
-	w := f.register(7, []byte("b"), []byte("d"), func() rangesm.MVCCState { return rangesm.MVCCState{Frontier: v(10)} })
+	w := f.register(7, []byte("b"), []byte("d"), func() rangesm.MVCCState { return rangesm.MVCCState{Frontier: v(10), FeedFrontier: v(10)} })
 	if !f.Watched(7) || f.watchers() != 1 {
 		t.Fatal("the watcher is not registered")
 	}
@@ -51,7 +51,7 @@ func TestWatchFeedApplied(t *testing.T) {
 	}
 
 	f.queueBytes = 300
-	w = f.register(7, []byte("a"), []byte("y"), func() rangesm.MVCCState { return rangesm.MVCCState{Frontier: v(20)} })
+	w = f.register(7, []byte("a"), []byte("y"), func() rangesm.MVCCState { return rangesm.MVCCState{Frontier: v(20), FeedFrontier: v(20)} })
 	f.Applied(7, desc, []mvcc.Change{c("b", 21), c("c", 22)}, v(22), true) // 2 x 66 bytes
 	if got, _, _, err := f.take(w); err != nil || len(got) != 2 {
 		t.Fatalf("within the bound: %v, %v", got, err)

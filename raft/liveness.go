@@ -81,10 +81,10 @@ func (s *Store) nodeLive(id uint64) bool {
 }
 
 // heartbeatPeersLocked returns the nodes this node shares a range with,
-// recomputing them every heartbeatPeersEvery calls from reps (every
-// replica of the store).
+// recomputing them every heartbeatPeersEvery calls from every replica of
+// the store (sleeping ones too: their leaders' nodes are watched).
 // REQUIRES: s.tick.mu.
-func (s *Store) heartbeatPeersLocked(reps []*Replica) []uint64 {
+func (s *Store) heartbeatPeersLocked() []uint64 {
 	t := &s.tick
 	if t.peersAge > 0 && t.peersAge < heartbeatPeersEvery {
 		t.peersAge++
@@ -93,7 +93,9 @@ func (s *Store) heartbeatPeersLocked(reps []*Replica) []uint64 {
 	t.peersAge = 1
 	seen := make(map[uint64]struct{}, len(t.peers)+1)
 	t.peers = t.peers[:0]
-	for _, r := range reps {
+	s.allReplicasLocked()
+	defer clear(t.reps)
+	for _, r := range t.reps {
 		for _, rd := range r.Descriptor().GetReplicas() {
 			n := rd.GetNodeId()
 			if n == s.cfg.NodeID {

@@ -152,6 +152,7 @@ func (r *Replica) finishMergesLocked() {
 		if s.mu.replicas[rr.rangeID] == rr {
 			delete(s.mu.replicas, rr.rangeID)
 		}
+		s.setAwake(rr, false)
 		s.mu.Unlock()
 		rr.uncountLogBytesLocked()
 		rr.ls.ReleaseCache()

@@ -141,6 +141,7 @@ func (r *Replica) sleepLocked(leaderNode uint64) {
 	r.quiescedTick = r.store.ticks.Load()
 	r.sleepLeaderNode.Store(leaderNode)
 	r.asleep.Store(true)
+	r.store.setAwake(r, false)
 	r.store.metrics.quiescent.Inc()
 	r.store.metrics.quiesces.Inc()
 	r.releaseMemoryLocked()
@@ -173,6 +174,10 @@ func (r *Replica) releaseMemoryLocked() {
 // counts the ticks slept through when its leader is gone (see above).
 // REQUIRES: raftMu, r asleep.
 func (r *Replica) wakeLocked(msgs []*pb.Message, leaderDead bool) {
+	// Into the ticked set before the flag clears: a tick between the two
+	// sees a replica still asleep and skips it, where the other order
+	// could leave an awake replica unticked.
+	r.store.setAwake(r, true)
 	r.asleep.Store(false)
 	r.idleTicks = 0
 	r.store.metrics.quiescent.Dec()

@@ -22,6 +22,13 @@ func (c *testCluster) waitQuiescent(rangeID uint64) {
 	})
 }
 
+// awakeCount returns how many replicas s's ticker ticks.
+func (s *Store) awakeCount() int {
+	s.awake.Lock()
+	defer s.awake.Unlock()
+	return len(s.awake.reps)
+}
+
 // ticks returns how many times s's ticker has run.
 func (s *Store) tickCount() uint64 { return s.ticks.Load() }
 
@@ -61,6 +68,9 @@ func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 		if q := gaugeValue(s.metrics.quiescent); q != 2 {
 			t.Errorf("node %d: %v replicas at rest, want 2", id, q)
 		}
+		if n := s.awakeCount(); n != 0 {
+			t.Errorf("node %d ticks %d replicas with every range at rest, want 0", id, n)
+		}
 	}
 
 	wakes := counterValue(c.leader(keys.FirstUserRangeID).store.metrics.wakes)
@@ -77,6 +87,8 @@ func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 	if w := counterValue(c.leader(keys.FirstUserRangeID).store.metrics.wakes); w <= wakes {
 		t.Errorf("the leader's wakes stayed at %v: the write did not find the range at rest", w)
 	}
+	// Resting again takes idle ticks: a woken replica the ticker left out
+	// would stay awake.
 	c.waitQuiescent(keys.FirstUserRangeID)
 }
 

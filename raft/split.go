@@ -248,6 +248,7 @@ func (r *Replica) finishSplitsLocked(leader bool) error {
 			continue
 		}
 		s.mu.replicas[right.GetRangeId()] = nr
+		s.setAwake(nr, true)
 		started := s.mu.started
 		s.mu.Unlock()
 		if !started {

@@ -79,6 +79,14 @@ type Store struct {
 		started  bool
 		stopping bool
 	}
+	// awake holds the replicas the ticker ticks: every replica of
+	// mu.replicas that is not asleep (quiesce.go). Sleeping replicas are
+	// left out so that a tick costs in proportion to the ranges at work,
+	// not to every range on the node. Lock order: mu before awake.
+	awake struct {
+		sync.Mutex
+		reps map[*Replica]struct{}
+	}
 	peers struct {
 		sync.RWMutex
 		addrs map[uint64]string
@@ -155,6 +163,7 @@ func NewStore(cfg Config) (*Store, error) {
 	s.proposalSeq.Store(uint64(cfg.Clock.Now().UnixNano()))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.replicas = make(map[uint64]*Replica)
+	s.awake.reps = make(map[*Replica]struct{})
 	if s.peers.addrs, err = loadPeerAddresses(cfg.Engine); err != nil {
 		return nil, err
 	}
@@ -165,7 +174,8 @@ func NewStore(cfg Config) (*Store, error) {
 	if newTransport == nil {
 		newTransport = s.newGRPCTransport
 	}
-	s.transport, err = newTransport(TransportHandlers{Handler: s, OnUnreachable: s.onUnreachable, OnAck: s.onAck})
+	s.transport, err = newTransport(TransportHandlers{Handler: s, OnUnreachable: s.onUnreachable, OnAck: s.onAck,
+		OnBatchSent: func(uint64, int) { s.metrics.batchesSent.Inc() }})
 	if err != nil {
 		return nil, fmt.Errorf("raft: making the transport: %w", err)
 	}
@@ -190,6 +200,7 @@ func NewStore(cfg Config) (*Store, error) {
 			return nil, err
 		}
 		s.mu.replicas[id] = r
+		s.setAwake(r, true)
 	}
 	return s, nil
 }
@@ -398,6 +409,7 @@ func (s *Store) getOrCreateReplica(rangeID, replicaID uint64) (*Replica, error) 
 		return nil, err
 	}
 	s.mu.replicas[rangeID] = r
+	s.setAwake(r, true)
 	s.cfg.Logger.Info("created uninitialized replica", "range", rangeID, "replica", replicaID)
 	if s.mu.started {
 		s.sched.enqueue(r)
@@ -427,6 +439,7 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	if s.mu.replicas[r.rangeID] == r {
 		delete(s.mu.replicas, r.rangeID)
 	}
+	s.setAwake(r, false)
 	s.mu.Unlock()
 	r.uncountLogBytesLocked()
 	r.ls.ReleaseCache()
@@ -535,24 +548,31 @@ func (s *Store) tickReplicas() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.ticks.Add(1)
-	s.mu.RLock()
-	t.reps = t.reps[:0]
-	for _, r := range s.mu.replicas {
-		t.reps = append(t.reps, r)
-	}
-	s.mu.RUnlock()
-	peers := s.heartbeatPeersLocked(t.reps)
+	peers := s.heartbeatPeersLocked()
 	s.sendNodeHeartbeats(peers)
 	dead := s.noteSilencesLocked(peers)
-	for _, r := range t.reps {
-		if r.asleep.Load() {
-			if dead[r.sleepLeaderNode.Load()] {
+	if len(dead) > 0 {
+		// Sleeping replicas whose leader's node went silent wake to
+		// campaign: look at every replica, not only the awake ones.
+		s.allReplicasLocked()
+		for _, r := range t.reps {
+			if r.asleep.Load() && dead[r.sleepLeaderNode.Load()] {
 				r.in.Lock()
 				r.in.leaderDead = true
 				r.in.Unlock()
 				s.sched.enqueue(r)
 			}
-			continue
+		}
+	}
+	s.awake.Lock()
+	t.reps = t.reps[:0]
+	for r := range s.awake.reps {
+		t.reps = append(t.reps, r)
+	}
+	s.awake.Unlock()
+	for _, r := range t.reps {
+		if r.asleep.Load() {
+			continue // going to sleep as the set was read
 		}
 		r.in.Lock()
 		r.in.ticks++
@@ -560,6 +580,31 @@ func (s *Store) tickReplicas() {
 		s.sched.enqueue(r)
 	}
 	clear(t.reps) // keeps no destroyed replica alive
+}
+
+// allReplicasLocked sets s.tick.reps to every replica of the store.
+// REQUIRES: s.tick.mu.
+func (s *Store) allReplicasLocked() {
+	t := &s.tick
+	s.mu.RLock()
+	t.reps = t.reps[:0]
+	for _, r := range s.mu.replicas {
+		t.reps = append(t.reps, r)
+	}
+	s.mu.RUnlock()
+}
+
+// setAwake puts r into the set of replicas the ticker ticks, or takes it
+// out. Callers that add or remove r in s.mu.replicas do it under s.mu in
+// the same critical section.
+func (s *Store) setAwake(r *Replica, awake bool) {
+	s.awake.Lock()
+	if awake {
+		s.awake.reps[r] = struct{}{}
+	} else {
+		delete(s.awake.reps, r)
+	}
+	s.awake.Unlock()
 }
 
 // errFatal marks errors after which the node must not continue.

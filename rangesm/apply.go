@@ -55,8 +55,10 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			if err != nil {
 				return out, err
 			}
-			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC {
-				// Change the MVCC state (and a GC old versions) only.
+			if cmd.Kind == command.KindClose || cmd.Kind == command.KindGC ||
+				cmd.Kind == command.KindTxnRecord || cmd.Kind == command.KindTxnPrevent {
+				// Change the MVCC state (and a GC old versions, a record
+				// op a transaction record) only.
 			} else if !cmd.Kind.IsWrite() {
 				// A DedupGC, a split, any command but a client write may
 				// change the dedup state behind the cache; any of them may
@@ -89,7 +91,14 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 // the empty entries new leaders append), whose application touches
 // nothing but the range's own keys, its dedup records and its applied
 // state, and triggers nothing once written.
+//
+// A range that holds intents, or entries that write some, are not plain:
+// their application may write the batch early to read the lock table
+// (intent.go, spanConflict).
 func (r *Range) Plain(ents []*pb.Entry) bool {
+	if r.intents > 0 {
+		return false
+	}
 	for _, e := range ents {
 		if e.GetType() != pb.EntryNormal {
 			return false
@@ -103,7 +112,8 @@ func (r *Range) Plain(ents []*pb.Entry) bool {
 		}
 		switch k {
 		case command.KindPut, command.KindDelete, command.KindDeleteRange, command.KindBatch, command.KindCAS, command.KindClose,
-			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete:
+			command.KindTxnCommit, command.KindLeasePut, command.KindLeaseDelete, command.KindTxnResolve, command.KindTxnRecord,
+			command.KindLeaseBatch, command.KindLeaseCAS:
 		default:
 			return false
 		}
@@ -143,12 +153,27 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 				return res, nil
 			}
 		}
+		if res, ok, err := r.mutationsConflict(cmd.Mutations, nil); err != nil || !ok {
+			return res, err
+		}
 		return r.applyMutations(cmd)
 
 	case command.KindTxnCommit:
 		return r.applyTxnCommit(cmd)
 
-	case command.KindCAS:
+	case command.KindTxnWrite:
+		return r.applyTxnWrite(cmd)
+
+	case command.KindTxnResolve:
+		return r.applyTxnResolve(cmd)
+
+	case command.KindTxnRecord:
+		return r.applyTxnRecord(cmd)
+
+	case command.KindTxnPrevent:
+		return r.applyTxnPrevent(cmd)
+
+	case command.KindCAS, command.KindLeaseCAS:
 		return r.applyCAS(cmd)
 
 	case command.KindClose:
@@ -205,6 +230,10 @@ func (r *Range) evaluate(cmd *command.Command) (command.Result, error) {
 		return r.applyLeasePut(cmd)
 	case command.KindLeaseDelete:
 		return r.applyLeaseDelete(cmd)
+	case command.KindLeaseBatch:
+		return r.applyLeaseBatch(cmd)
+	case command.KindProtect, command.KindRelease:
+		return r.applyProtect(cmd)
 	}
 	return command.Result{Code: command.CodeMalformed, Message: fmt.Sprintf("unknown kind %v", cmd.Kind)}, nil
 }
@@ -245,12 +274,20 @@ func (r *Range) applyMutations(cmd *command.Command) (command.Result, error) {
 }
 
 // applyCAS compares and maybe swaps one key, at apply time: on its value
-// (or absence), or on its newest version when the command asks.
+// (or absence), or on its newest version when the command asks. A
+// KindLeaseCAS writes the new value attached to its lease, and is
+// refused, writing nothing, if the swap would apply above its attach
+// window (as applyLeasePut).
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
 	c := &cmd.CAS
 	if !keys.ContainsUserKey(r.desc, c.Key) {
 		return outOfRange(r.desc, c.Key), nil
+	}
+	// Even a comparison that fails reads the key: it must not answer
+	// from below an intent.
+	if res, ok, err := r.keyConflict(c.Key, nil, "cannot compare"); err != nil || !ok {
+		return res, err
 	}
 	w := r.writer()
 	cur, found, err := w.Get(c.Key)
@@ -278,9 +315,17 @@ func (r *Range) applyCAS(cmd *command.Command) (command.Result, error) {
 	if !ok {
 		return frontierAtMax(), nil
 	}
-	if c.Delete {
+	leased := cmd.Kind == command.KindLeaseCAS
+	if leased && cmd.Lease.Deadline.Less(v) {
+		return command.Result{Code: command.CodeLeaseWindowPassed,
+			Message: fmt.Sprintf("swap of %q attached to lease %d would apply at %s, past its attach window (%s)", c.Key, cmd.Lease.ID, v, cmd.Lease.Deadline)}, nil
+	}
+	switch {
+	case c.Delete:
 		_, err = w.Delete(c.Key, v)
-	} else {
+	case leased:
+		err = w.PutLeased(c.Key, v, c.NewValue, cmd.Lease.ID)
+	default:
 		err = w.Put(c.Key, v, c.NewValue)
 	}
 	if err != nil {

@@ -26,9 +26,12 @@
 //   - Change feeds (feed.go): while a range is watched, the changes its
 //     writes make, handed to the node's FeedSink with each published
 //     batch (docs/watch.md).
+//   - One-range transactions (txn.go) and, for transactions across
+//     ranges, the lock table and its intents (intent.go): txn_write and
+//     txn_resolve, and the checks every write command and read makes.
 //   - The read path (read.go): Reader reads applied user data; the node
 //     serves Get, BatchGet and Scan through it after replication's read
-//     barrier.
+//     barrier, with the serving range's lock table (Reader.WithLocks).
 //
 // A Factory (range.go) makes one Range per replica; every method of a Range
 // runs under its replica's raftMu. Formats: docs/formats.md.

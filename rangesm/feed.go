@@ -15,6 +15,15 @@ import (
 // without collecting, or state that came by snapshot, is reported as
 // incomplete, and a watcher then reads the versions up to the new frontier
 // from history instead.
+//
+// Intents (intent.go) hold the feed back: a transaction's intent at p
+// becomes a version at its commit timestamp C >= p when it resolves,
+// below the range's frontier by then. While a range holds intents (and
+// in the batch that resolves its last one) its batches are reported
+// incomplete, with the feed frontier held below the lowest p of its
+// intents (MVCCState.FeedFrontier): watchers read history in version
+// order up to there, and the versions a resolution writes are above
+// everything they were told.
 
 // FeedSink receives the changes a replica applies (Config.Feed).
 type FeedSink interface {
@@ -43,6 +52,8 @@ type feedState struct {
 	// later write of a key at the same version replaces the earlier).
 	at    map[string]int
 	atVer hlc.Timestamp
+	// held: the range held intents at the last publish.
+	held bool
 }
 
 // startFeed decides whether the Apply about to run collects changes.
@@ -82,6 +93,10 @@ func (r *Range) publishFeed(frontier hlc.Timestamp) {
 		return
 	}
 	f := &r.feed
+	if r.intents > 0 || f.held {
+		f.incomplete = true
+	}
+	f.held = r.intents > 0
 	r.sink.Applied(r.rangeID, r.desc, f.changes, frontier, !f.incomplete)
 	f.changes, f.incomplete = nil, false
 	clear(f.at)

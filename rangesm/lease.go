@@ -209,12 +209,65 @@ func (r *Range) applyLeasePut(cmd *command.Command) (command.Result, error) {
 	if !ok {
 		return frontierAtMax(), nil
 	}
+	if res, ok, err := r.keyConflict(m.Key, nil, "cannot write"); err != nil || !ok {
+		return res, err
+	}
 	if cmd.Lease.Deadline.Less(v) {
 		return command.Result{Code: command.CodeLeaseWindowPassed,
 			Message: fmt.Sprintf("put of %q attached to lease %d would apply at %s, past its attach window (%s)", m.Key, cmd.Lease.ID, v, cmd.Lease.Deadline)}, nil
 	}
 	if err := r.writer().PutLeased(m.Key, v, m.Value, cmd.Lease.ID); err != nil {
 		return command.Result{}, fmt.Errorf("LeasePut at %s: %w", v, err)
+	}
+	r.advance(v)
+	return command.Result{Version: v}, nil
+}
+
+// applyLeaseBatch applies a batch holding puts attached to leases: all
+// its mutations at one version, in order, unless that version is above
+// any leased put's attach window, when it writes nothing (as
+// applyLeasePut).
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyLeaseBatch(cmd *command.Command) (command.Result, error) {
+	for i := range cmd.Mutations {
+		if res, ok := checkMutationInRange(r.desc, &cmd.Mutations[i]); !ok {
+			return res, nil
+		}
+	}
+	if res, ok, err := r.mutationsConflict(cmd.Mutations, nil); err != nil || !ok {
+		return res, err
+	}
+	v, ok := r.nextVersion(cmd.Timestamp)
+	if !ok {
+		return frontierAtMax(), nil
+	}
+	for i := range cmd.Mutations {
+		if m := &cmd.Mutations[i]; m.Kind == command.KindLeasePut && m.Deadline.Less(v) {
+			return command.Result{Code: command.CodeLeaseWindowPassed,
+				Message: fmt.Sprintf("batch put of %q attached to lease %d would apply at %s, past its attach window (%s)", m.Key, m.Lease, v, m.Deadline)}, nil
+		}
+	}
+	w := r.writer()
+	for i := range cmd.Mutations {
+		m := &cmd.Mutations[i]
+		var err error
+		switch m.Kind {
+		case command.KindPut:
+			err = w.Put(m.Key, v, m.Value)
+		case command.KindLeasePut:
+			err = w.PutLeased(m.Key, v, m.Value, m.Lease)
+		case command.KindDelete:
+			_, err = w.Delete(m.Key, v)
+		case command.KindDeleteRange:
+			var end []byte
+			if len(m.Value) > 0 {
+				end = m.Value
+			}
+			_, err = w.DeleteRange(m.Key, end, v)
+		}
+		if err != nil {
+			return command.Result{}, fmt.Errorf("LeaseBatch at %s: %w", v, err)
+		}
 	}
 	r.advance(v)
 	return command.Result{Version: v}, nil
@@ -229,6 +282,11 @@ func (r *Range) applyLeaseDelete(cmd *command.Command) (command.Result, error) {
 	for _, k := range cmd.Lease.Keys {
 		if !keys.ContainsUserKey(r.desc, k) {
 			return outOfRange(r.desc, k), nil
+		}
+	}
+	for _, k := range cmd.Lease.Keys {
+		if res, ok, err := r.keyConflict(k, nil, "cannot delete"); err != nil || !ok {
+			return res, err
 		}
 	}
 	v, ok := r.nextVersion(cmd.Timestamp)

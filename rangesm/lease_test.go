@@ -126,3 +126,59 @@ func TestLeasePutWindowAndDelete(t *testing.T) {
 		t.Fatalf("lease delete on meta: %+v", res)
 	}
 }
+
+// TestLeaseBatchAndCAS: a batch with leased puts writes all its
+// mutations at one version, the leased keys attached to their leases,
+// and writes nothing when any leased put is past its window; a leased
+// compare-and-swap attaches the new value when the comparison holds,
+// writes nothing when it fails or is past its window, and a lease delete
+// then removes what they attached.
+func TestLeaseBatchAndCAS(t *testing.T) {
+	s := newStore(t)
+	rd := rangesm.NewReader(s.db)
+	batch := func(t0, d1, d2 hlc.Timestamp) *command.Command {
+		return &command.Command{Header: command.Header{Timestamp: t0}, Kind: command.KindLeaseBatch, Mutations: []command.Mutation{
+			{Kind: command.KindLeasePut, Key: []byte("a"), Value: []byte("1"), Lease: 7, Deadline: d1},
+			{Kind: command.KindPut, Key: []byte("b"), Value: []byte("plain")},
+			{Kind: command.KindLeasePut, Key: []byte("c"), Value: []byte("3"), Lease: 8, Deadline: d2},
+		}}
+	}
+	// One leased put past its window: the whole batch is refused.
+	if res := s.propose(user, batch(ts(100, 0), ts(200, 0), ts(50, 0))); res.Code != command.CodeLeaseWindowPassed {
+		t.Fatalf("batch past a window: %+v", res)
+	}
+	if _, found, _ := rd.Get([]byte("a"), hlc.MaxTimestamp); found {
+		t.Fatal("a refused batch wrote a key")
+	}
+	if res := s.propose(user, batch(ts(110, 0), ts(200, 0), ts(200, 0))); res.Err() != nil || res.Version != ts(110, 0) {
+		t.Fatalf("leased batch: %+v", res)
+	}
+	for k, want := range map[string]uint64{"a": 7, "b": 0, "c": 8} {
+		if kv, found, _ := rd.Get([]byte(k), hlc.MaxTimestamp); !found || kv.Lease != want || kv.Version != ts(110, 0) {
+			t.Fatalf("%s: %+v %v, want lease %d at 110", k, kv, found, want)
+		}
+	}
+	cas := func(k string, expect hlc.Timestamp, t0, deadline hlc.Timestamp) *command.Command {
+		return &command.Command{Header: command.Header{Timestamp: t0}, Kind: command.KindLeaseCAS,
+			Lease: command.Lease{ID: 9, Deadline: deadline},
+			CAS:   command.CAS{Key: []byte(k), ExpectVersion: true, ExpectedVersion: expect, NewValue: []byte("swapped")}}
+	}
+	// A failed comparison writes nothing and says what is there.
+	if res := s.propose(user, cas("b", ts(1, 0), ts(120, 0), ts(300, 0))); res.Err() != nil || res.Succeeded || !res.Found || res.CurrentVersion != ts(110, 0) {
+		t.Fatalf("CAS on the wrong version: %+v", res)
+	}
+	// Past its window: refused, nothing written.
+	if res := s.propose(user, cas("b", ts(110, 0), ts(130, 0), ts(125, 0))); res.Code != command.CodeLeaseWindowPassed {
+		t.Fatalf("CAS past its window: %+v", res)
+	}
+	if res := s.propose(user, cas("b", ts(110, 0), ts(140, 0), ts(300, 0))); res.Err() != nil || !res.Succeeded || res.Version != ts(140, 0) {
+		t.Fatalf("leased CAS: %+v", res)
+	}
+	if kv, found, _ := rd.Get([]byte("b"), hlc.MaxTimestamp); !found || kv.Lease != 9 || string(kv.Value) != "swapped" || kv.Created != ts(110, 0) {
+		t.Fatalf("b after the leased CAS: %+v %v", kv, found)
+	}
+	del := leaseCmd(command.KindLeaseDelete, command.Lease{ID: 9, Keys: [][]byte{[]byte("a"), []byte("b")}}, ts(400, 0))
+	if res := s.propose(user, del); res.Err() != nil || res.NodeID != 1 {
+		t.Fatalf("lease delete of 9: %+v (want b alone deleted: a is lease 7's)", res)
+	}
+}

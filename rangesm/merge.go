@@ -74,7 +74,8 @@ func loadFreeze(r logstore.Reader, rangeID uint64) (*freezeRecord, error) {
 // applied entries after the freeze when the merge applies).
 func refusedWhileFrozen(k command.Kind) bool {
 	switch k {
-	case command.KindSplit, command.KindDedupGC, command.KindGC, command.KindFreeze, command.KindMerge, command.KindClose:
+	case command.KindSplit, command.KindDedupGC, command.KindGC, command.KindFreeze, command.KindMerge, command.KindClose,
+		command.KindTxnRecord, command.KindTxnPrevent:
 		return true
 	}
 	return k.IsWrite()
@@ -272,6 +273,16 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		return err
 	}
 	r.addStats(rstats)
+	// ... and the intents of both (intent.go): the right-hand range's
+	// lock table entries join this range's (their keys are disjoint).
+	moved, err := copyIntents(a, rightID, r.rangeID, nil, nil)
+	if err != nil {
+		return fmt.Errorf("taking over the intents of range %d: %w", rightID, err)
+	}
+	r.intents += moved
+	if err := r.takeOverTxnRecords(rightID); err != nil {
+		return fmt.Errorf("taking over the transaction records of range %d: %w", rightID, err)
+	}
 	ls := keys.RangeLocalSpan(rightID)
 	a.delRange(ls.Start, ls.End)
 	return nil

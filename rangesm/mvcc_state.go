@@ -112,6 +112,13 @@ type MVCCState struct {
 	GCThreshold hlc.Timestamp
 	// Stats are the MVCC stats of the range's user data (mvcc_stats.go).
 	Stats mvcc.Stats
+	// Intents is the number of intents in the range's lock table
+	// (intent.go): reads look intents up only when it is not zero.
+	Intents int
+	// FeedFrontier is what change feeds may report (feed.go): Frontier,
+	// or just below the lowest provisional version of the range's
+	// intents while it holds any.
+	FeedFrontier hlc.Timestamp
 }
 
 // MVCCState returns the range's MVCC state as of its last written batch.
@@ -126,14 +133,15 @@ func (r *Range) MVCCState() MVCCState {
 // publish makes the applied MVCC state visible to readers.
 // REQUIRES: the replica's raftMu, and every write it covers in the engine.
 func (r *Range) publish() {
-	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats}
+	p := &MVCCState{Frontier: r.st.frontier, GCThreshold: r.st.gcThreshold, Stats: r.stats, Intents: r.intents,
+		FeedFrontier: r.feedFrontier()}
 	old := r.published.Load()
 	if old != nil && *old == *p {
-		r.publishFeed(p.Frontier)
+		r.publishFeed(p.FeedFrontier)
 		return
 	}
 	r.published.Store(p)
-	r.publishFeed(p.Frontier)
+	r.publishFeed(p.FeedFrontier)
 	if r.observe != nil && !p.Frontier.IsZero() && (old == nil || old.Frontier != p.Frontier) {
 		r.observe(p.Frontier)
 	}
@@ -175,5 +183,6 @@ func (r *Range) stageMVCCState() {
 // written with the MVCC state already (see through above).
 // REQUIRES: the replica's raftMu.
 func (r *Range) skipApplied(index uint64, k command.Kind) bool {
-	return index <= r.st.through && (k.IsWrite() || k == command.KindClose || k == command.KindGC)
+	return index <= r.st.through && (k.IsWrite() || k == command.KindClose || k == command.KindGC ||
+		k == command.KindTxnRecord || k == command.KindTxnPrevent)
 }

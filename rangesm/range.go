@@ -115,6 +115,9 @@ type Range struct {
 	stats      mvcc.Stats
 	statsDirty bool
 	wCounted   mvcc.Stats
+	// intents is the number of entries in the range's lock table as
+	// applied so far, the apply batch included (intent.go).
+	intents int
 	// sink and feed: the change feed (feed.go).
 	sink FeedSink
 	feed feedState
@@ -174,8 +177,8 @@ func (r *Range) Rest() {
 	}
 }
 
-// Restore implements apply.StateMachine: the descriptor, the freeze and the
-// MVCC state are read again and the dedup cache is emptied (a snapshot
+// Restore implements apply.StateMachine: the descriptor, the freeze, the
+// MVCC state and the count of intents are read again and the dedup cache is emptied (a snapshot
 // replaced the dedup state).
 func (r *Range) Restore() error {
 	desc, err := logstore.LoadDescriptor(r.db, r.rangeID)
@@ -194,6 +197,11 @@ func (r *Range) Restore() error {
 	if err != nil {
 		return err
 	}
+	intents, err := countIntents(r.db, r.rangeID)
+	if err != nil {
+		return fmt.Errorf("range %d: lock table: %w", r.rangeID, err)
+	}
+	r.intents = intents
 	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
 	r.stats, r.statsDirty = stats, false
 	r.w = nil

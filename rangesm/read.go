@@ -8,6 +8,7 @@ import (
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -24,8 +25,30 @@ import (
 // timestamp the serving range's MVCC state allows (at or below its
 // frontier, at or above its GC threshold; Range.MVCCState), so what it
 // reads never changes.
+//
+// A Reader serving clients must know the serving range's lock table
+// (WithLocks): a read at ts that meets an intent at or below ts fails
+// with an *IntentError (intent.go). NewReader's Reader reads versions
+// only.
 type Reader struct {
-	db *storage.DB
+	db    *storage.DB
+	locks Locks
+	// ignore: transactions whose intents the read may pass (Ignoring).
+	ignore map[command.TxnID]bool
+}
+
+// Ignoring returns r passing over the intents of the transactions in
+// ignore: those known to commit, if at all, above the read's timestamp
+// (a STAGING record whose C0 is above it). The map is r's to read.
+func (r Reader) Ignoring(ignore map[command.TxnID]bool) Reader {
+	r.ignore = ignore
+	return r
+}
+
+// WithLocks returns r reading range l.RangeID's lock table first.
+func (r Reader) WithLocks(l Locks) Reader {
+	r.locks = l
+	return r
 }
 
 // NewReader returns a Reader of db, the engine the node's state machines
@@ -35,12 +58,31 @@ func NewReader(db *storage.DB) Reader { return Reader{db: db} }
 // Get returns user key k as of ts; found is false when it has no live
 // version at or below ts.
 func (r Reader) Get(k []byte, ts hlc.Timestamp) (kv mvcc.KeyValue, found bool, err error) {
+	// The lock table first, then the data (intent.go).
+	if r.locks.Held {
+		met, err := r.intentsMet(r.locks, [][]byte{k}, ts)
+		if err != nil {
+			return mvcc.KeyValue{}, false, err
+		}
+		if len(met) > 0 {
+			return mvcc.KeyValue{}, false, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: met}
+		}
+	}
 	return keys.UserKeyspace.Get(r.db, k, ts)
 }
 
 // MultiGet returns the user keys ks as of ts, from one engine view:
 // found[i] and kvs[i] are Get's answer for ks[i].
 func (r Reader) MultiGet(ks [][]byte, ts hlc.Timestamp) (kvs []mvcc.KeyValue, found []bool, err error) {
+	if r.locks.Held {
+		met, err := r.intentsMet(r.locks, ks, ts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(met) > 0 {
+			return nil, nil, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: met}
+		}
+	}
 	return keys.UserKeyspace.GetMany(r.db, ks, ts)
 }
 
@@ -75,7 +117,39 @@ type ScanPage struct {
 }
 
 // Scan reads one page of user keys as of o.Timestamp from one engine view.
+// It fails with an *IntentError if an intent at or below o.Timestamp
+// lies in the part of the span the page covers.
 func (r Reader) Scan(o ScanOptions) (page ScanPage, err error) {
+	var met []Intent
+	if r.locks.Held {
+		// The lock table first, then the data (intent.go).
+		if met, err = r.intentsIn(r.locks, o.Start, o.End, o.Timestamp); err != nil {
+			return ScanPage{}, err
+		}
+	}
+	page, err = r.scan(o)
+	if err != nil || len(met) == 0 {
+		return page, err
+	}
+	// Only the intents in the part of the span the page covers matter:
+	// the rest is read (and met) by the next page.
+	covered := met[:0]
+	for _, in := range met {
+		inPage := !page.More ||
+			(!o.Reverse && bytes.Compare(in.Key, page.ResumeKey) < 0) ||
+			(o.Reverse && bytes.Compare(in.Key, page.ResumeKey) >= 0)
+		if inPage && len(covered) < maxIntentsReported {
+			covered = append(covered, in)
+		}
+	}
+	if len(covered) > 0 {
+		return ScanPage{}, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: o.Timestamp, Intents: covered}
+	}
+	return page, nil
+}
+
+// scan is Scan of the versions alone.
+func (r Reader) scan(o ScanOptions) (page ScanPage, err error) {
 	span := keys.UserSpan(o.Start, o.End)
 	opts := &storage.IterOptions{LowerBound: span.Start, UpperBound: span.End}
 	if !o.Reverse {

@@ -17,7 +17,9 @@ import (
 // The apply half of a split (the protocol is described in raft's split.go):
 // the left-hand range keeps its ID and the keys below the split key; this
 // node's replica of the right-hand range starts with the keys above it,
-// no data copied, and a copy of the range's dedup state.
+// no data copied, and a copy of the range's dedup state; the intents
+// on its keys move from the left-hand range's lock table to its own
+// (intent.go).
 
 // applySplit applies a Split command. When this node creates its replica
 // of the right-hand range, r.pendingSplit is set to it (Apply reports it
@@ -78,6 +80,12 @@ func (r *Range) applySplit(cmd *command.Command) (command.Result, error) {
 			return command.Result{}, err
 		}
 		r.pendingSplit = right
+	}
+	if err := r.moveIntents(right.GetStartKey(), rightEnd, right.GetRangeId(), create); err != nil {
+		return command.Result{}, fmt.Errorf("range %d: moving the intents of the split's right-hand half: %w", r.rangeID, err)
+	}
+	if err := r.moveTxnRecords(right.GetStartKey(), rightEnd, right.GetRangeId(), create); err != nil {
+		return command.Result{}, fmt.Errorf("range %d: moving the transaction records of the split's right-hand half: %w", r.rangeID, err)
 	}
 	r.addStats(sub(mvcc.Stats{}, rightStats))
 	r.desc = left

@@ -3,7 +3,6 @@ package rangesm
 import (
 	"fmt"
 
-	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm/command"
 )
 
@@ -31,22 +30,19 @@ import (
 // its writes.
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyTxnCommit(cmd *command.Command) (command.Result, error) {
-	desc := r.desc
-	for i := range cmd.Mutations {
-		if res, ok := checkMutationInRange(desc, &cmd.Mutations[i]); !ok {
-			return res, nil
-		}
+	if res, ok := r.checkTxnKeys(cmd); !ok {
+		return res, nil
 	}
 	t := &cmd.Txn
-	for _, rd := range t.Reads {
-		if rd.Span {
-			if !keys.ContainsUserSpan(desc, rd.Key, rd.End) {
-				return command.Result{Code: command.CodeKeyOutOfRange,
-					Message: fmt.Sprintf("read span [%q, %q) is not inside range %d [%q, %q)", rd.Key, rd.End, desc.GetRangeId(), desc.GetStartKey(), desc.GetEndKey())}, nil
-			}
-		} else if !keys.ContainsUserKey(desc, rd.Key) {
-			return outOfRange(desc, rd.Key), nil
-		}
+	// An intent on a key read came after the read (which would have
+	// met it otherwise): the transaction may commit below this one's
+	// version, so the read may have changed; an intent on a key written
+	// keeps every other write of it out.
+	if res, ok, err := r.readsConflict(t.Reads, nil); err != nil || !ok {
+		return res, err
+	}
+	if res, ok, err := r.mutationsConflict(cmd.Mutations, nil); err != nil || !ok {
+		return res, err
 	}
 	if len(t.Reads) > 0 && !skipTxnReadValidation() {
 		if res, ok, err := r.validateTxnReads(t); err != nil || !ok {

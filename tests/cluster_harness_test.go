@@ -472,7 +472,7 @@ func (w *writer) count() int {
 
 // checkAcked reads every acknowledged write back through cl
 // (linearizable reads) and fails on any missing or wrong value.
-func checkAcked(t *testing.T, cl *client.Client, acked map[string]string) {
+func checkAcked(t testing.TB, cl *client.Client, acked map[string]string) {
 	t.Helper()
 	keys := make([][]byte, 0, len(acked))
 	for k := range acked {

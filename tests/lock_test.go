@@ -128,9 +128,34 @@ func TestShalectlLock(t *testing.T) {
 	if _, stderr, code := runCtl(t, ep, "lease", "grant", "0s"); code == 0 || !strings.Contains(stderr, "TTL") {
 		t.Fatalf("lease grant 0s: exit %d, %q", code, stderr)
 	}
-	out, stderr, code = runCtl(t, ep, "lease", "grant", "30s")
-	if code != 0 || !strings.Contains(out, "granted") {
+	out, stderr, code = runCtl(t, ep, "lease", "grant", "--id", "77", "30s")
+	if code != 0 || out != "lease 77 granted with TTL 30s\n" {
 		t.Fatalf("lease grant: exit %d %q %q", code, out, stderr)
+	}
+	if out, stderr, code := runCtl(t, ep, "put", "--lease", "77", "leased", "v"); code != 0 {
+		t.Fatalf("put --lease: exit %d %q %q", code, out, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // a prefix of stdout
+	}{
+		{[]string{"lease", "keep-alive", "--once", "77"}, "lease 77 renewed: TTL 30s\n"},
+		{[]string{"lease", "ttl", "--keys", "77"}, "lease 77: TTL 30s, "},
+		{[]string{"lease", "list"}, "ID  TTL  REMAINING\n"},
+		{[]string{"--json", "lease", "ttl", "77"}, `{"id":77,"ttlMs":30000,"remainingMs":`},
+		{[]string{"--json", "lease", "list"}, `{"leases":[{"id":`},
+		{[]string{"lease", "revoke", "77"}, "lease 77 revoked: 1 keys deleted\n"},
+	} {
+		out, stderr, code := runCtl(t, ep, tc.args...)
+		if code != 0 || !strings.HasPrefix(out, tc.want) {
+			t.Fatalf("%v: exit %d, stdout %q (want it to start %q), stderr %q", tc.args, code, out, tc.want, stderr)
+		}
+		if tc.args[1] == "ttl" && !strings.HasSuffix(out, "left\nleased\n") {
+			t.Fatalf("%v: %q, want the time left and the key", tc.args, out)
+		}
+		if strings.HasSuffix(tc.args[len(tc.args)-1], "list") && !strings.Contains(out, "77") {
+			t.Fatalf("%v: %q, want lease 77 listed", tc.args, out)
+		}
 	}
 	if _, _, code := runCtl(t, ep, "lease", "revoke", "999999"); code == 0 {
 		t.Fatal("revoke of an unknown lease succeeded")

@@ -114,3 +114,103 @@ func TestNodeRemoveCoordinatesWithPlacement(t *testing.T) {
 		t.Errorf("shalectl said %q", stdout)
 	}
 }
+
+// TestRemoveThreeNodesHoldingARange: removing at once the three nodes
+// that hold every voter of a range (its leader listed first) replaces all
+// three. Placement used to try the leader's replica first every pass,
+// which needs a usable voter to take the leadership, found none, and left
+// the range on the drained nodes: the removals never finished.
+func TestRemoveThreeNodesHoldingARange(t *testing.T) {
+	c := newCluster(t, 3, placementFlags...)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i := 1; i <= 5; i++ {
+		if _, _, err := cl.Split(ctx, []byte(fmt.Sprintf("rm3-%04d", i*100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []uint64{4, 5, 6} {
+		c.newNode(id)
+		c.start(id, "--join", c.node(1).grpcAddr)
+	}
+	var pick *kvpb.RangeDescriptor
+	waitUntil(t, 90*time.Second, "replicas spread, one user range off node 1", func() string {
+		reps, _, ranges := replicaCounts(t, cl)
+		lo, hi := 1<<30, 0
+		for id := uint64(1); id <= 6; id++ {
+			lo, hi = min(lo, reps[id]), max(hi, reps[id])
+		}
+		if hi-lo > 1 {
+			return fmt.Sprintf("replicas per node %v", reps)
+		}
+		pick = nil
+		for _, r := range ranges {
+			d := r.GetRangeDescriptor()
+			if d.GetRangeId() != 1 && voters(d) == 3 && len(d.GetReplicas()) == 3 && !holdsReplica(d, 1) {
+				pick = d
+			}
+		}
+		if pick == nil {
+			return "every user range has a replica on node 1"
+		}
+		return ""
+	})
+	var victims []uint64
+	for _, rd := range pick.GetReplicas() {
+		victims = append(victims, rd.GetNodeId())
+	}
+	if err := cl.TransferLeader(ctx, pick.GetRangeId(), victims[0]); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("removing nodes %v, which hold range %d (led by node %d)", victims, pick.GetRangeId(), victims[0])
+	rest := c.client(1) // node 1 stays
+	var wg sync.WaitGroup
+	errs := make([]error, len(victims))
+	for i, id := range victims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
+			defer rcancel()
+			errs[i] = rest.RemoveNode(rctx, id, true)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("removing node %d: %v", victims[i], err)
+		}
+	}
+	_, _, ranges := replicaCounts(t, rest)
+	for _, r := range ranges {
+		d := r.GetRangeDescriptor()
+		if voters(d) != 3 {
+			t.Errorf("range %d has %d voters after the removals: %v", d.GetRangeId(), voters(d), d.GetReplicas())
+		}
+		for _, id := range victims {
+			if holdsReplica(d, id) {
+				t.Errorf("range %d still has a replica on removed node %d", d.GetRangeId(), id)
+			}
+		}
+	}
+}
+
+func voters(d *kvpb.RangeDescriptor) int {
+	n := 0
+	for _, rd := range d.GetReplicas() {
+		if rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER {
+			n++
+		}
+	}
+	return n
+}
+
+func holdsReplica(d *kvpb.RangeDescriptor, node uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == node {
+			return true
+		}
+	}
+	return false
+}

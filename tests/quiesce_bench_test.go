@@ -135,6 +135,16 @@ func splitKey(n, i int) string { return fmt.Sprintf("idle-%06d", i*1000000/n) }
 // splitInto splits the user key space into n ranges at splitKey(n, i),
 // halving key intervals in parallel (each split of its own range).
 func splitInto(b *testing.B, cl *client.Client, n int) {
+	splitAt(b, cl, n, func(i int) string { return splitKey(n, i) })
+}
+
+// splitAt splits the user key space into n ranges at key(1) ...
+// key(n-1) (increasing), halving key intervals in parallel (each split
+// of its own range).
+func splitAt(b testing.TB, cl *client.Client, n int, key func(i int) string) {
+	if n < 2 {
+		return
+	}
 	type span struct{ lo, hi int } // split at the middle of (lo, hi)
 	work := make(chan span, 2*n+2)
 	var pending sync.WaitGroup
@@ -145,7 +155,7 @@ func splitInto(b *testing.B, cl *client.Client, n int) {
 		var err error
 		for try := 0; try < 10; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, _, err = cl.Split(ctx, []byte(splitKey(n, i)))
+			_, _, err = cl.Split(ctx, []byte(key(i)))
 			cancel()
 			if err == nil || (try > 0 && strings.Contains(err.Error(), "invalid split key")) {
 				return

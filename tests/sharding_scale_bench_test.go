@@ -20,10 +20,11 @@ import (
 
 // BenchmarkShardingScale loads keys through the client into a 3-node
 // cluster and reports the write throughput of each tenth of the load with
-// the number of ranges at its end, then the replicas per node. It runs
-// three loads: one user range throughout (automatic splits off), 16 ranges
-// split before the load, and automatic splits at a small size (ranges
-// multiply during the load).
+// the number of ranges at its end, then the replicas per node. Its runs:
+// one-range (one user range throughout, automatic splits off),
+// presplit-N (N ranges split at even key intervals before the load, their
+// leaders spread over the nodes; any N >= 2), and splitting (automatic
+// splits at a small size: ranges multiply during the load).
 //
 //	SHALE_SCALE_KEYS=1000000 go test ./tests -run '^$' -bench ShardingScale -benchtime 1x -v
 //
@@ -33,8 +34,13 @@ import (
 // SHALE_SCALE_BATCH the keys per write (default 1: Put; more: WriteMany,
 // which groups them by range), SHALE_SCALE_RUNS the runs to make (default
 // "one-range,presplit-16,splitting"), SHALE_SCALE_PPROF a directory to
-// write a CPU profile of every node into, taken early in each run. Keys are 16 bytes in random order,
-// values 100 bytes. docs/benchmarks.md, "Scale", records the results.
+// write a CPU profile of every node into, taken early in each run. Keys
+// are 16 bytes in random order, values 100 bytes. Each run reports its
+// rate and the node CPU time (user + system of the three node processes,
+// from /proc) per key written; the last lines compare every run with the
+// first: the rate's ratio, which follows whatever else the machine runs,
+// and CPU per key, which does not. docs/benchmarks.md, "Scale", records
+// the results.
 func BenchmarkShardingScale(b *testing.B) {
 	keys := envInt("SHALE_SCALE_KEYS", 200000)
 	split := envInt("SHALE_SCALE_SPLIT", 2<<20)
@@ -45,19 +51,38 @@ func BenchmarkShardingScale(b *testing.B) {
 		runs = "one-range,presplit-16,splitting"
 	}
 	for i := 0; i < b.N; i++ {
+		var results []scaleResult
 		for _, run := range strings.Split(runs, ",") {
-			switch run {
-			case "one-range":
-				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, false, 0) })
-			case "presplit-16":
-				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, false, 16) })
-			case "splitting":
-				b.Run(run, func(b *testing.B) { scaleRun(b, keys, split, workers, batch, true, 0) })
+			var res scaleResult
+			switch {
+			case run == "one-range":
+				b.Run(run, func(b *testing.B) { res = scaleRun(b, keys, split, workers, batch, false, 0) })
+			case strings.HasPrefix(run, "presplit-"):
+				n, err := strconv.Atoi(strings.TrimPrefix(run, "presplit-"))
+				if err != nil || n < 2 {
+					b.Fatalf("SHALE_SCALE_RUNS: bad run %q (presplit-N, N >= 2 ranges)", run)
+				}
+				b.Run(run, func(b *testing.B) { res = scaleRun(b, keys, split, workers, batch, false, n) })
+			case run == "splitting":
+				b.Run(run, func(b *testing.B) { res = scaleRun(b, keys, split, workers, batch, true, 0) })
 			default:
-				b.Fatalf("SHALE_SCALE_RUNS: unknown run %q (one-range, presplit-16, splitting)", run)
+				b.Fatalf("SHALE_SCALE_RUNS: unknown run %q (one-range, presplit-N, splitting)", run)
 			}
+			res.run = run
+			results = append(results, res)
+		}
+		for _, r := range results {
+			b.Logf("%-14s %9.0f keys/s (%.2fx %s), %6.1f µs of node CPU per key (%.2fx)", r.run, r.rate,
+				r.rate/results[0].rate, results[0].run, r.cpuPerKey*1e6, r.cpuPerKey/results[0].cpuPerKey)
 		}
 	}
+}
+
+// scaleResult is what one run of BenchmarkShardingScale measured.
+type scaleResult struct {
+	run       string
+	rate      float64 // keys written per second
+	cpuPerKey float64 // node CPU seconds per key written
 }
 
 func envInt(name string, def int) int {
@@ -70,9 +95,12 @@ func envInt(name string, def int) int {
 // scaleRun loads keys once: with automatic splits (auto), or into
 // presplit ranges cut at even key intervals before the load (0: one
 // range).
-func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit int) {
+func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit int) scaleResult {
 	flags := []string{"--split-check-interval", "1s", "--split-size", strconv.Itoa(split), "--split-qps", "-1",
 		"--disable-placement=false", "--placement-interval", "2s",
+		// Many leadership transfers per pass, so that thousands of
+		// presplit ranges have their leaders spread before the load.
+		"--placement-max-moves", "64",
 		// Small memtables, so that the size estimate (SST files only)
 		// follows the load closely; the same for every run.
 		"--engine-write-buffer-size", strconv.Itoa(split)}
@@ -84,16 +112,25 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	}
 	c := newCluster(b, 3, flags...)
 	cl := c.client()
-	for i := 1; i < presplit; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, _, err := cl.Split(ctx, []byte(fmt.Sprintf("key-%012d", keys/presplit*i)))
-		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
 	if presplit > 0 {
-		time.Sleep(6 * time.Second) // placement spreads the leaders
+		start := time.Now()
+		splitAt(b, cl, presplit, func(i int) string { return fmt.Sprintf("key-%012d", i*keys/presplit) })
+		// Placement spreads the leaders: wait until no node leads more
+		// than 1.1x (or 2 more than) another, for at most 10 minutes.
+		var per map[uint64]int
+		deadline := time.Now().Add(10 * time.Minute)
+		for time.Now().Before(deadline) {
+			per = leadersPerNode(cl)
+			lo, hi := 1<<30, 0
+			for _, cn := range c.all() {
+				lo, hi = min(lo, per[cn.id]), max(hi, per[cn.id])
+			}
+			if hi <= lo+2 || float64(hi) <= 1.1*float64(lo) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		b.Logf("split into %d ranges, leaders per node %v, after %v", presplit, per, time.Since(start).Round(time.Second))
 	}
 	value := make([]byte, 100)
 	for i := range value {
@@ -102,7 +139,14 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	var next, done, failed atomic.Int64
 	perm := rand.New(rand.NewPCG(1, 2))
 	order := perm.Perm(keys)
-	start := time.Now()
+	base := map[string]float64{}
+	for _, name := range []string{"shale_raft_rounds_total", "shale_raft_log_syncs_total", "shale_raft_messages_sent_total",
+		"shale_raft_range_applies_total", "shale_raft_apply_writes_total", "shale_raft_transport_batches_sent_total"} {
+		for _, cn := range c.all() {
+			base[name] += c.metric(cn.id, name)
+		}
+	}
+	start, startCPU := time.Now(), c.cpuSeconds()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -150,7 +194,7 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	// Besides keys/s, which follows whatever else the machine runs, each
 	// slice reports the nodes' CPU time per key written, which does not.
 	slice := int64(keys / 10)
-	last, lastT, lastCPU := int64(0), start, c.cpuSeconds()
+	last, lastT, lastCPU := int64(0), start, startCPU
 	for {
 		time.Sleep(200 * time.Millisecond)
 		d := done.Load() + failed.Load()
@@ -167,15 +211,32 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	}
 	wg.Wait()
 	el := time.Since(start)
+	res := scaleResult{rate: float64(done.Load()) / el.Seconds(),
+		cpuPerKey: (c.cpuSeconds() - startCPU) / float64(max(done.Load(), 1))}
 	prof.Wait()
-	b.ReportMetric(float64(done.Load())/el.Seconds(), "keys/s")
-	b.Logf("%d keys in %v (%.0f keys/s), %d failed", done.Load(), el.Round(time.Millisecond), float64(done.Load())/el.Seconds(), failed.Load())
+	b.ReportMetric(res.rate, "keys/s")
+	b.ReportMetric(res.cpuPerKey*1e6, "node-µs/key")
+	b.Logf("%d keys in %v (%.0f keys/s, %.1f µs of node CPU per key), %d failed", done.Load(), el.Round(time.Millisecond),
+		res.rate, res.cpuPerKey*1e6, failed.Load())
 	// How many ranges share an apply write, and how many proposals a
 	// leader change left without an outcome (-1: the binary predates
 	// the metric).
 	// And what the engines wrote to their files: Raft log entries that
 	// outlive a memtable are flushed and compacted with the data.
 	var writes, applies, overwritten, flushed, compacted, truncations, snapshots float64
+	// Per key written: the per-round and per-range work the nodes did
+	// (summed over the nodes, since the start of the load), which says
+	// where CPU per key goes as ranges multiply.
+	perKey := func(name string) float64 {
+		var n float64
+		for _, cn := range c.all() {
+			n += c.metric(cn.id, name)
+		}
+		return (n - base[name]) / float64(max(done.Load(), 1))
+	}
+	b.Logf("per key written: %.3f rounds, %.3f log syncs, %.3f messages sent, %.3f range applies, %.3f apply writes, %.3f batches to peers",
+		perKey("shale_raft_rounds_total"), perKey("shale_raft_log_syncs_total"), perKey("shale_raft_messages_sent_total"),
+		perKey("shale_raft_range_applies_total"), perKey("shale_raft_apply_writes_total"), perKey("shale_raft_transport_batches_sent_total"))
 	for _, cn := range c.all() {
 		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
 		applies += c.metric(cn.id, "shale_raft_range_applies_total")
@@ -211,6 +272,25 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 		len(rs.GetRanges()), per, float64(hi)/float64(lo), leaders)
 	b.ReportMetric(float64(len(rs.GetRanges())), "ranges")
 	b.ReportMetric(float64(hi)/float64(lo), "max/min-replicas")
+	return res
+}
+
+// leadersPerNode is how many ranges each node leads, per meta's status of
+// the ranges (nil when meta does not answer).
+func leadersPerNode(cl *client.Client) map[uint64]int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		return nil
+	}
+	per := map[uint64]int{}
+	for _, r := range rs.GetRanges() {
+		if id := r.GetLeaderNodeId(); id != 0 {
+			per[id]++
+		}
+	}
+	return per
 }
 
 // scaleProfile writes a 10-second CPU profile of every node, taken 15

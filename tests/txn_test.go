@@ -179,15 +179,9 @@ func TestTxnOneRange(t *testing.T) {
 			t.Fatalf("%s applied something:\nbefore %s\nafter  %s", name, before, after)
 		}
 	}
-	check("write across ranges", c.Txn(ctx, func(tx *client.Tx) error {
+	check("delete a span across ranges", c.Txn(ctx, func(tx *client.Tx) error {
 		tx.Put([]byte("a"), []byte("x"))
-		return tx.Put([]byte("n"), []byte("x"))
-	}), client.ErrTxnSpansRanges)
-	check("read one range, write another", c.Txn(ctx, func(tx *client.Tx) error {
-		if _, _, err := tx.Get(ctx, []byte("n")); err != nil {
-			return err
-		}
-		return tx.Put([]byte("a"), []byte("x"))
+		return tx.DeleteRange([]byte("n"), []byte("z"))
 	}), client.ErrTxnSpansRanges)
 	check("empty transaction", c.Txn(ctx, func(tx *client.Tx) error { return nil }), client.ErrInvalidArgument)
 	errMine := errors.New("mine")

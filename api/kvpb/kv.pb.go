@@ -46,8 +46,12 @@ const (
 	MuxMethod_MUX_METHOD_COMPARE_AND_SWAP MuxMethod = 7
 	MuxMethod_MUX_METHOD_DELETE_RANGE     MuxMethod = 8
 	// The Txn service's methods (txn.proto), which ride the same stream.
-	MuxMethod_MUX_METHOD_TXN_BEGIN  MuxMethod = 9
-	MuxMethod_MUX_METHOD_TXN_COMMIT MuxMethod = 10
+	MuxMethod_MUX_METHOD_TXN_BEGIN   MuxMethod = 9
+	MuxMethod_MUX_METHOD_TXN_COMMIT  MuxMethod = 10
+	MuxMethod_MUX_METHOD_TXN_WRITE   MuxMethod = 11
+	MuxMethod_MUX_METHOD_TXN_RECORD  MuxMethod = 12
+	MuxMethod_MUX_METHOD_TXN_RESOLVE MuxMethod = 13
+	MuxMethod_MUX_METHOD_TXN_PREVENT MuxMethod = 14
 )
 
 // Enum value maps for MuxMethod.
@@ -64,6 +68,10 @@ var (
 		8:  "MUX_METHOD_DELETE_RANGE",
 		9:  "MUX_METHOD_TXN_BEGIN",
 		10: "MUX_METHOD_TXN_COMMIT",
+		11: "MUX_METHOD_TXN_WRITE",
+		12: "MUX_METHOD_TXN_RECORD",
+		13: "MUX_METHOD_TXN_RESOLVE",
+		14: "MUX_METHOD_TXN_PREVENT",
 	}
 	MuxMethod_value = map[string]int32{
 		"MUX_METHOD_UNSPECIFIED":      0,
@@ -77,6 +85,10 @@ var (
 		"MUX_METHOD_DELETE_RANGE":     8,
 		"MUX_METHOD_TXN_BEGIN":        9,
 		"MUX_METHOD_TXN_COMMIT":       10,
+		"MUX_METHOD_TXN_WRITE":        11,
+		"MUX_METHOD_TXN_RECORD":       12,
+		"MUX_METHOD_TXN_RESOLVE":      13,
+		"MUX_METHOD_TXN_PREVENT":      14,
 	}
 )
 
@@ -1610,9 +1622,14 @@ func (*Mutation_Delete) isMutation_Op() {}
 func (*Mutation_DeleteRange) isMutation_Op() {}
 
 type PutOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// lease attaches the key to a lease, as PutRequest.lease does (in a
+	// Batch only: a transaction refuses it with InvalidArgument). An
+	// unknown or ended lease fails the whole batch with NotFound, and
+	// nothing is written.
+	Lease         uint64 `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1659,6 +1676,13 @@ func (x *PutOp) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *PutOp) GetLease() uint64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
 }
 
 type DeleteOp struct {
@@ -1879,8 +1903,13 @@ type CompareAndSwapRequest struct {
 	// exactly expected_version (expect_absent and expected_value are then
 	// ignored).
 	ExpectedVersion *Timestamp `protobuf:"bytes,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// lease attaches the key to a lease when the swap writes new_value, as
+	// PutRequest.lease does; with delete it is InvalidArgument. An unknown
+	// or ended lease is NotFound and nothing is written, whatever the
+	// comparison would have said.
+	Lease         uint64 `protobuf:"varint,8,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompareAndSwapRequest) Reset() {
@@ -1960,6 +1989,13 @@ func (x *CompareAndSwapRequest) GetExpectedVersion() *Timestamp {
 		return x.ExpectedVersion
 	}
 	return nil
+}
+
+func (x *CompareAndSwapRequest) GetLease() uint64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
 }
 
 type CompareAndSwapResponse struct {
@@ -2276,10 +2312,11 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x03put\x18\x01 \x01(\v2\x12.shale.kv.v1.PutOpH\x00R\x03put\x12/\n" +
 	"\x06delete\x18\x02 \x01(\v2\x15.shale.kv.v1.DeleteOpH\x00R\x06delete\x12?\n" +
 	"\fdelete_range\x18\x03 \x01(\v2\x1a.shale.kv.v1.DeleteRangeOpH\x00R\vdeleteRangeB\x04\n" +
-	"\x02op\"/\n" +
+	"\x02op\"E\n" +
 	"\x05PutOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x1c\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\x04R\x05lease\"\x1c\n" +
 	"\bDeleteOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"E\n" +
 	"\rDeleteRangeOp\x12\x1b\n" +
@@ -2290,7 +2327,7 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\tmutations\x18\x02 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\"v\n" +
 	"\rBatchResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"\xa1\x02\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\"\xb7\x02\n" +
 	"\x15CompareAndSwapRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12#\n" +
@@ -2298,7 +2335,8 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x0eexpected_value\x18\x04 \x01(\fR\rexpectedValue\x12\x16\n" +
 	"\x06delete\x18\x05 \x01(\bR\x06delete\x12\x1b\n" +
 	"\tnew_value\x18\x06 \x01(\fR\bnewValue\x12A\n" +
-	"\x10expected_version\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fexpectedVersion\"\xe7\x02\n" +
+	"\x10expected_version\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fexpectedVersion\x12\x14\n" +
+	"\x05lease\x18\b \x01(\x04R\x05lease\"\xe7\x02\n" +
 	"\x16CompareAndSwapResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x12\x14\n" +
@@ -2313,7 +2351,7 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\"|\n" +
 	"\x13DeleteRangeResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\x9e\x02\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\x8b\x03\n" +
 	"\tMuxMethod\x12\x1a\n" +
 	"\x16MUX_METHOD_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMUX_METHOD_GET\x10\x01\x12\x12\n" +
@@ -2326,7 +2364,11 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x17MUX_METHOD_DELETE_RANGE\x10\b\x12\x18\n" +
 	"\x14MUX_METHOD_TXN_BEGIN\x10\t\x12\x19\n" +
 	"\x15MUX_METHOD_TXN_COMMIT\x10\n" +
-	"*t\n" +
+	"\x12\x18\n" +
+	"\x14MUX_METHOD_TXN_WRITE\x10\v\x12\x19\n" +
+	"\x15MUX_METHOD_TXN_RECORD\x10\f\x12\x1a\n" +
+	"\x16MUX_METHOD_TXN_RESOLVE\x10\r\x12\x1a\n" +
+	"\x16MUX_METHOD_TXN_PREVENT\x10\x0e*t\n" +
 	"\x0fReadConsistency\x12!\n" +
 	"\x1dREAD_CONSISTENCY_LINEARIZABLE\x10\x00\x12\x1a\n" +
 	"\x16READ_CONSISTENCY_STALE\x10\x01\x12\"\n" +

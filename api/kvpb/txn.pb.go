@@ -5,7 +5,7 @@
 //
 // Commit covers a transaction whose reads and writes all lie in one range
 // (one-phase commit: one Raft proposal, no transaction record). A
-// transaction across ranges is not built yet: the client refuses it.
+// transaction across ranges commits through Write, Record and Resolve.
 //
 // Compatibility: fields are only ever added. Field numbers are frozen.
 
@@ -32,6 +32,715 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type TxnRecordOp int32
+
+const (
+	TxnRecordOp_TXN_RECORD_QUERY     TxnRecordOp = 0
+	TxnRecordOp_TXN_RECORD_STAGE     TxnRecordOp = 1
+	TxnRecordOp_TXN_RECORD_COMMIT    TxnRecordOp = 2
+	TxnRecordOp_TXN_RECORD_ABORT     TxnRecordOp = 3
+	TxnRecordOp_TXN_RECORD_HEARTBEAT TxnRecordOp = 4
+	TxnRecordOp_TXN_RECORD_DELETE    TxnRecordOp = 5
+)
+
+// Enum value maps for TxnRecordOp.
+var (
+	TxnRecordOp_name = map[int32]string{
+		0: "TXN_RECORD_QUERY",
+		1: "TXN_RECORD_STAGE",
+		2: "TXN_RECORD_COMMIT",
+		3: "TXN_RECORD_ABORT",
+		4: "TXN_RECORD_HEARTBEAT",
+		5: "TXN_RECORD_DELETE",
+	}
+	TxnRecordOp_value = map[string]int32{
+		"TXN_RECORD_QUERY":     0,
+		"TXN_RECORD_STAGE":     1,
+		"TXN_RECORD_COMMIT":    2,
+		"TXN_RECORD_ABORT":     3,
+		"TXN_RECORD_HEARTBEAT": 4,
+		"TXN_RECORD_DELETE":    5,
+	}
+)
+
+func (x TxnRecordOp) Enum() *TxnRecordOp {
+	p := new(TxnRecordOp)
+	*p = x
+	return p
+}
+
+func (x TxnRecordOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnRecordOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_kvpb_txn_proto_enumTypes[0].Descriptor()
+}
+
+func (TxnRecordOp) Type() protoreflect.EnumType {
+	return &file_api_kvpb_txn_proto_enumTypes[0]
+}
+
+func (x TxnRecordOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnRecordOp.Descriptor instead.
+func (TxnRecordOp) EnumDescriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+}
+
+type TxnStatus int32
+
+const (
+	TxnStatus_TXN_STATUS_MISSING   TxnStatus = 0
+	TxnStatus_TXN_STATUS_STAGING   TxnStatus = 1
+	TxnStatus_TXN_STATUS_COMMITTED TxnStatus = 2
+	TxnStatus_TXN_STATUS_ABORTED   TxnStatus = 3
+)
+
+// Enum value maps for TxnStatus.
+var (
+	TxnStatus_name = map[int32]string{
+		0: "TXN_STATUS_MISSING",
+		1: "TXN_STATUS_STAGING",
+		2: "TXN_STATUS_COMMITTED",
+		3: "TXN_STATUS_ABORTED",
+	}
+	TxnStatus_value = map[string]int32{
+		"TXN_STATUS_MISSING":   0,
+		"TXN_STATUS_STAGING":   1,
+		"TXN_STATUS_COMMITTED": 2,
+		"TXN_STATUS_ABORTED":   3,
+	}
+)
+
+func (x TxnStatus) Enum() *TxnStatus {
+	p := new(TxnStatus)
+	*p = x
+	return p
+}
+
+func (x TxnStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_kvpb_txn_proto_enumTypes[1].Descriptor()
+}
+
+func (TxnStatus) Type() protoreflect.EnumType {
+	return &file_api_kvpb_txn_proto_enumTypes[1]
+}
+
+func (x TxnStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnStatus.Descriptor instead.
+func (TxnStatus) EnumDescriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+}
+
+type TxnWriteRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// txn_id: 16 bytes, chosen at random by the coordinator.
+	TxnId []byte `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// record_key: where the transaction's record lives.
+	RecordKey []byte `protobuf:"bytes,3,opt,name=record_key,json=recordKey,proto3" json:"record_key,omitempty"`
+	// read_timestamp and reads: as TxnCommitRequest's, for this range.
+	ReadTimestamp *Timestamp `protobuf:"bytes,4,opt,name=read_timestamp,json=readTimestamp,proto3" json:"read_timestamp,omitempty"`
+	Reads         []*TxnRead `protobuf:"bytes,5,rep,name=reads,proto3" json:"reads,omitempty"`
+	// mutations: puts and deletes (none when the range was only read).
+	Mutations []*Mutation `protobuf:"bytes,6,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	// commit_timestamp: the commit candidate C0 (an oracle timestamp).
+	CommitTimestamp *Timestamp `protobuf:"bytes,7,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnWriteRequest) Reset() {
+	*x = TxnWriteRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWriteRequest) ProtoMessage() {}
+
+func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
+func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnWriteRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetRecordKey() []byte {
+	if x != nil {
+		return x.RecordKey
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetReadTimestamp() *Timestamp {
+	if x != nil {
+		return x.ReadTimestamp
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetReads() []*TxnRead {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetMutations() []*Mutation {
+	if x != nil {
+		return x.Mutations
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+type TxnWriteResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Header  *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Written bool                   `protobuf:"varint,2,opt,name=written,proto3" json:"written,omitempty"`
+	// version: p, the intents' provisional version.
+	Version       *Timestamp   `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	ReadChanged   *ReadChanged `protobuf:"bytes,4,opt,name=read_changed,json=readChanged,proto3" json:"read_changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWriteResponse) Reset() {
+	*x = TxnWriteResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWriteResponse) ProtoMessage() {}
+
+func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
+func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnWriteResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnWriteResponse) GetWritten() bool {
+	if x != nil {
+		return x.Written
+	}
+	return false
+}
+
+func (x *TxnWriteResponse) GetVersion() *Timestamp {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *TxnWriteResponse) GetReadChanged() *ReadChanged {
+	if x != nil {
+		return x.ReadChanged
+	}
+	return nil
+}
+
+type TxnRecordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// header: routed by record_key.
+	Header    *RequestHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	TxnId     []byte         `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Op        TxnRecordOp    `protobuf:"varint,3,opt,name=op,proto3,enum=shale.kv.v1.TxnRecordOp" json:"op,omitempty"`
+	RecordKey []byte         `protobuf:"bytes,4,opt,name=record_key,json=recordKey,proto3" json:"record_key,omitempty"`
+	// timestamp: C0 (stage), C (commit), the C0 an abort expects (zero:
+	// any).
+	Timestamp *Timestamp `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// heartbeat_unix_nanos: the coordinator's clock (stage, heartbeat).
+	HeartbeatUnixNanos int64 `protobuf:"varint,6,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
+	// keys: the keys of the transaction's intents (stage).
+	Keys          [][]byte `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnRecordRequest) Reset() {
+	*x = TxnRecordRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecordRequest) ProtoMessage() {}
+
+func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
+func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TxnRecordRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetOp() TxnRecordOp {
+	if x != nil {
+		return x.Op
+	}
+	return TxnRecordOp_TXN_RECORD_QUERY
+}
+
+func (x *TxnRecordRequest) GetRecordKey() []byte {
+	if x != nil {
+		return x.RecordKey
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetTimestamp() *Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *TxnRecordRequest) GetHeartbeatUnixNanos() int64 {
+	if x != nil {
+		return x.HeartbeatUnixNanos
+	}
+	return 0
+}
+
+func (x *TxnRecordRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type TxnRecordResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// The record after the op.
+	Status             TxnStatus  `protobuf:"varint,2,opt,name=status,proto3,enum=shale.kv.v1.TxnStatus" json:"status,omitempty"`
+	Timestamp          *Timestamp `protobuf:"bytes,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	HeartbeatUnixNanos int64      `protobuf:"varint,4,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
+	Keys               [][]byte   `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TxnRecordResponse) Reset() {
+	*x = TxnRecordResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecordResponse) ProtoMessage() {}
+
+func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
+func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TxnRecordResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnRecordResponse) GetStatus() TxnStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TxnStatus_TXN_STATUS_MISSING
+}
+
+func (x *TxnRecordResponse) GetTimestamp() *Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *TxnRecordResponse) GetHeartbeatUnixNanos() int64 {
+	if x != nil {
+		return x.HeartbeatUnixNanos
+	}
+	return 0
+}
+
+func (x *TxnRecordResponse) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type TxnResolveRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Header          *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	TxnId           []byte                 `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Committed       bool                   `protobuf:"varint,3,opt,name=committed,proto3" json:"committed,omitempty"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,4,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	Keys            [][]byte               `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnResolveRequest) Reset() {
+	*x = TxnResolveRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnResolveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnResolveRequest) ProtoMessage() {}
+
+func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnResolveRequest.ProtoReflect.Descriptor instead.
+func (*TxnResolveRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TxnResolveRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnResolveRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnResolveRequest) GetCommitted() bool {
+	if x != nil {
+		return x.Committed
+	}
+	return false
+}
+
+func (x *TxnResolveRequest) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+func (x *TxnResolveRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type TxnResolveResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// resolved: how many intents were.
+	Resolved      uint64 `protobuf:"varint,2,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnResolveResponse) Reset() {
+	*x = TxnResolveResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnResolveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnResolveResponse) ProtoMessage() {}
+
+func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnResolveResponse.ProtoReflect.Descriptor instead.
+func (*TxnResolveResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TxnResolveResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnResolveResponse) GetResolved() uint64 {
+	if x != nil {
+		return x.Resolved
+	}
+	return 0
+}
+
+type TxnPreventRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	TxnId         []byte                 `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Timestamp     *Timestamp             `protobuf:"bytes,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPreventRequest) Reset() {
+	*x = TxnPreventRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPreventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPreventRequest) ProtoMessage() {}
+
+func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPreventRequest.ProtoReflect.Descriptor instead.
+func (*TxnPreventRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TxnPreventRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnPreventRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnPreventRequest) GetTimestamp() *Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *TxnPreventRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type TxnPreventResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// found: every key holds the transaction's intent at or below
+	// timestamp; otherwise missing_key is one that does not.
+	Found         bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	MissingKey    []byte `protobuf:"bytes,3,opt,name=missing_key,json=missingKey,proto3" json:"missing_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPreventResponse) Reset() {
+	*x = TxnPreventResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPreventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPreventResponse) ProtoMessage() {}
+
+func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPreventResponse.ProtoReflect.Descriptor instead.
+func (*TxnPreventResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TxnPreventResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnPreventResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *TxnPreventResponse) GetMissingKey() []byte {
+	if x != nil {
+		return x.MissingKey
+	}
+	return nil
+}
+
 type TxnBeginRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -41,7 +750,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +762,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +775,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TxnBeginRequest) GetHeader() *RequestHeader {
@@ -87,7 +796,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +808,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +821,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnBeginResponse) GetHeader() *ResponseHeader {
@@ -144,7 +853,7 @@ type TxnRead struct {
 
 func (x *TxnRead) Reset() {
 	*x = TxnRead{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +865,7 @@ func (x *TxnRead) String() string {
 func (*TxnRead) ProtoMessage() {}
 
 func (x *TxnRead) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +878,7 @@ func (x *TxnRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRead.ProtoReflect.Descriptor instead.
 func (*TxnRead) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnRead) GetKey() []byte {
@@ -210,7 +919,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +931,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +944,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnCommitRequest) GetHeader() *RequestHeader {
@@ -280,7 +989,7 @@ type TxnCommitResponse struct {
 
 func (x *TxnCommitResponse) Reset() {
 	*x = TxnCommitResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +1001,7 @@ func (x *TxnCommitResponse) String() string {
 func (*TxnCommitResponse) ProtoMessage() {}
 
 func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +1014,7 @@ func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnCommitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnCommitResponse) GetHeader() *ResponseHeader {
@@ -352,7 +1061,7 @@ type ReadChanged struct {
 
 func (x *ReadChanged) Reset() {
 	*x = ReadChanged{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +1073,7 @@ func (x *ReadChanged) String() string {
 func (*ReadChanged) ProtoMessage() {}
 
 func (x *ReadChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +1086,7 @@ func (x *ReadChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChanged.ProtoReflect.Descriptor instead.
 func (*ReadChanged) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadChanged) GetKey() []byte {
@@ -398,7 +1107,55 @@ var File_api_kvpb_txn_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"E\n" +
+	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"\xde\x02\n" +
+	"\x0fTxnWriteRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
+	"\n" +
+	"record_key\x18\x03 \x01(\fR\trecordKey\x12=\n" +
+	"\x0eread_timestamp\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x12*\n" +
+	"\x05reads\x18\x05 \x03(\v2\x14.shale.kv.v1.TxnReadR\x05reads\x123\n" +
+	"\tmutations\x18\x06 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\x12A\n" +
+	"\x10commit_timestamp\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\"\xd0\x01\n" +
+	"\x10TxnWriteResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
+	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +
+	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12;\n" +
+	"\fread_changed\x18\x04 \x01(\v2\x18.shale.kv.v1.ReadChangedR\vreadChanged\"\xa2\x02\n" +
+	"\x10TxnRecordRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12(\n" +
+	"\x02op\x18\x03 \x01(\x0e2\x18.shale.kv.v1.TxnRecordOpR\x02op\x12\x1d\n" +
+	"\n" +
+	"record_key\x18\x04 \x01(\fR\trecordKey\x124\n" +
+	"\ttimestamp\x18\x05 \x01(\v2\x16.shale.kv.v1.TimestampR\ttimestamp\x120\n" +
+	"\x14heartbeat_unix_nanos\x18\x06 \x01(\x03R\x12heartbeatUnixNanos\x12\x12\n" +
+	"\x04keys\x18\a \x03(\fR\x04keys\"\xf4\x01\n" +
+	"\x11TxnRecordResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12.\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x16.shale.kv.v1.TxnStatusR\x06status\x124\n" +
+	"\ttimestamp\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\ttimestamp\x120\n" +
+	"\x14heartbeat_unix_nanos\x18\x04 \x01(\x03R\x12heartbeatUnixNanos\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\"\xd3\x01\n" +
+	"\x11TxnResolveRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1c\n" +
+	"\tcommitted\x18\x03 \x01(\bR\tcommitted\x12A\n" +
+	"\x10commit_timestamp\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\"e\n" +
+	"\x12TxnResolveResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x1a\n" +
+	"\bresolved\x18\x02 \x01(\x04R\bresolved\"\xa8\x01\n" +
+	"\x11TxnPreventRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x124\n" +
+	"\ttimestamp\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\ttimestamp\x12\x12\n" +
+	"\x04keys\x18\x04 \x03(\fR\x04keys\"\x80\x01\n" +
+	"\x12TxnPreventResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x14\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\x12\x1f\n" +
+	"\vmissing_key\x18\x03 \x01(\fR\n" +
+	"missingKey\"E\n" +
 	"\x0fTxnBeginRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\"\x86\x01\n" +
 	"\x10TxnBeginResponse\x123\n" +
@@ -420,10 +1177,26 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\fread_changed\x18\x04 \x01(\v2\x18.shale.kv.v1.ReadChangedR\vreadChanged\"7\n" +
 	"\vReadChanged\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason2\x94\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*\x97\x01\n" +
+	"\vTxnRecordOp\x12\x14\n" +
+	"\x10TXN_RECORD_QUERY\x10\x00\x12\x14\n" +
+	"\x10TXN_RECORD_STAGE\x10\x01\x12\x15\n" +
+	"\x11TXN_RECORD_COMMIT\x10\x02\x12\x14\n" +
+	"\x10TXN_RECORD_ABORT\x10\x03\x12\x18\n" +
+	"\x14TXN_RECORD_HEARTBEAT\x10\x04\x12\x15\n" +
+	"\x11TXN_RECORD_DELETE\x10\x05*m\n" +
+	"\tTxnStatus\x12\x16\n" +
+	"\x12TXN_STATUS_MISSING\x10\x00\x12\x16\n" +
+	"\x12TXN_STATUS_STAGING\x10\x01\x12\x18\n" +
+	"\x14TXN_STATUS_COMMITTED\x10\x02\x12\x16\n" +
+	"\x12TXN_STATUS_ABORTED\x10\x032\xbb\x03\n" +
 	"\x03Txn\x12D\n" +
 	"\x05Begin\x12\x1c.shale.kv.v1.TxnBeginRequest\x1a\x1d.shale.kv.v1.TxnBeginResponse\x12G\n" +
-	"\x06Commit\x12\x1d.shale.kv.v1.TxnCommitRequest\x1a\x1e.shale.kv.v1.TxnCommitResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\x06Commit\x12\x1d.shale.kv.v1.TxnCommitRequest\x1a\x1e.shale.kv.v1.TxnCommitResponse\x12D\n" +
+	"\x05Write\x12\x1c.shale.kv.v1.TxnWriteRequest\x1a\x1d.shale.kv.v1.TxnWriteResponse\x12G\n" +
+	"\x06Record\x12\x1d.shale.kv.v1.TxnRecordRequest\x1a\x1e.shale.kv.v1.TxnRecordResponse\x12J\n" +
+	"\aResolve\x12\x1e.shale.kv.v1.TxnResolveRequest\x1a\x1f.shale.kv.v1.TxnResolveResponse\x12J\n" +
+	"\aPrevent\x12\x1e.shale.kv.v1.TxnPreventRequest\x1a\x1f.shale.kv.v1.TxnPreventResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_txn_proto_rawDescOnce sync.Once
@@ -437,39 +1210,78 @@ func file_api_kvpb_txn_proto_rawDescGZIP() []byte {
 	return file_api_kvpb_txn_proto_rawDescData
 }
 
-var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_api_kvpb_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_api_kvpb_txn_proto_goTypes = []any{
-	(*TxnBeginRequest)(nil),   // 0: shale.kv.v1.TxnBeginRequest
-	(*TxnBeginResponse)(nil),  // 1: shale.kv.v1.TxnBeginResponse
-	(*TxnRead)(nil),           // 2: shale.kv.v1.TxnRead
-	(*TxnCommitRequest)(nil),  // 3: shale.kv.v1.TxnCommitRequest
-	(*TxnCommitResponse)(nil), // 4: shale.kv.v1.TxnCommitResponse
-	(*ReadChanged)(nil),       // 5: shale.kv.v1.ReadChanged
-	(*RequestHeader)(nil),     // 6: shale.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),    // 7: shale.kv.v1.ResponseHeader
-	(*Timestamp)(nil),         // 8: shale.kv.v1.Timestamp
-	(*Mutation)(nil),          // 9: shale.kv.v1.Mutation
+	(TxnRecordOp)(0),           // 0: shale.kv.v1.TxnRecordOp
+	(TxnStatus)(0),             // 1: shale.kv.v1.TxnStatus
+	(*TxnWriteRequest)(nil),    // 2: shale.kv.v1.TxnWriteRequest
+	(*TxnWriteResponse)(nil),   // 3: shale.kv.v1.TxnWriteResponse
+	(*TxnRecordRequest)(nil),   // 4: shale.kv.v1.TxnRecordRequest
+	(*TxnRecordResponse)(nil),  // 5: shale.kv.v1.TxnRecordResponse
+	(*TxnResolveRequest)(nil),  // 6: shale.kv.v1.TxnResolveRequest
+	(*TxnResolveResponse)(nil), // 7: shale.kv.v1.TxnResolveResponse
+	(*TxnPreventRequest)(nil),  // 8: shale.kv.v1.TxnPreventRequest
+	(*TxnPreventResponse)(nil), // 9: shale.kv.v1.TxnPreventResponse
+	(*TxnBeginRequest)(nil),    // 10: shale.kv.v1.TxnBeginRequest
+	(*TxnBeginResponse)(nil),   // 11: shale.kv.v1.TxnBeginResponse
+	(*TxnRead)(nil),            // 12: shale.kv.v1.TxnRead
+	(*TxnCommitRequest)(nil),   // 13: shale.kv.v1.TxnCommitRequest
+	(*TxnCommitResponse)(nil),  // 14: shale.kv.v1.TxnCommitResponse
+	(*ReadChanged)(nil),        // 15: shale.kv.v1.ReadChanged
+	(*RequestHeader)(nil),      // 16: shale.kv.v1.RequestHeader
+	(*Timestamp)(nil),          // 17: shale.kv.v1.Timestamp
+	(*Mutation)(nil),           // 18: shale.kv.v1.Mutation
+	(*ResponseHeader)(nil),     // 19: shale.kv.v1.ResponseHeader
 }
 var file_api_kvpb_txn_proto_depIdxs = []int32{
-	6,  // 0: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	7,  // 1: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 2: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	6,  // 3: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	8,  // 4: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	2,  // 5: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	9,  // 6: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	7,  // 7: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	8,  // 8: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	5,  // 9: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	0,  // 10: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	3,  // 11: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	1,  // 12: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	4,  // 13: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 0: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	17, // 1: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	12, // 2: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
+	18, // 3: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
+	17, // 4: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	19, // 5: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	17, // 6: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
+	15, // 7: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	16, // 8: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
+	0,  // 9: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
+	17, // 10: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	19, // 11: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	1,  // 12: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
+	17, // 13: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
+	16, // 14: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
+	17, // 15: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	19, // 16: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	16, // 17: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
+	17, // 18: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	19, // 19: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	16, // 20: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 21: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	17, // 22: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	16, // 23: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	17, // 24: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	12, // 25: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	18, // 26: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	19, // 27: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	17, // 28: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	15, // 29: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	10, // 30: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	13, // 31: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	2,  // 32: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	4,  // 33: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	6,  // 34: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	8,  // 35: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	11, // 36: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	14, // 37: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	3,  // 38: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	5,  // 39: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	7,  // 40: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	9,  // 41: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	36, // [36:42] is the sub-list for method output_type
+	30, // [30:36] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
@@ -484,13 +1296,14 @@ func file_api_kvpb_txn_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_txn_proto_rawDesc), len(file_api_kvpb_txn_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_api_kvpb_txn_proto_goTypes,
 		DependencyIndexes: file_api_kvpb_txn_proto_depIdxs,
+		EnumInfos:         file_api_kvpb_txn_proto_enumTypes,
 		MessageInfos:      file_api_kvpb_txn_proto_msgTypes,
 	}.Build()
 	File_api_kvpb_txn_proto = out.File

@@ -5,7 +5,7 @@
 //
 // Commit covers a transaction whose reads and writes all lie in one range
 // (one-phase commit: one Raft proposal, no transaction record). A
-// transaction across ranges is not built yet: the client refuses it.
+// transaction across ranges commits through Write, Record and Resolve.
 //
 // Compatibility: fields are only ever added. Field numbers are frozen.
 
@@ -30,8 +30,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Txn_Begin_FullMethodName  = "/shale.kv.v1.Txn/Begin"
-	Txn_Commit_FullMethodName = "/shale.kv.v1.Txn/Commit"
+	Txn_Begin_FullMethodName   = "/shale.kv.v1.Txn/Begin"
+	Txn_Commit_FullMethodName  = "/shale.kv.v1.Txn/Commit"
+	Txn_Write_FullMethodName   = "/shale.kv.v1.Txn/Write"
+	Txn_Record_FullMethodName  = "/shale.kv.v1.Txn/Record"
+	Txn_Resolve_FullMethodName = "/shale.kv.v1.Txn/Resolve"
+	Txn_Prevent_FullMethodName = "/shale.kv.v1.Txn/Prevent"
 )
 
 // TxnClient is the client API for Txn service.
@@ -49,6 +53,21 @@ type TxnClient interface {
 	// Routing, limits and errors are those of KV.Batch; a retry with the
 	// same client_id and request_seq is applied at most once.
 	Commit(ctx context.Context, in *TxnCommitRequest, opts ...grpc.CallOption) (*TxnCommitResponse, error)
+	// Write validates the transaction's reads on one range and writes its
+	// intents there at p = max(commit_timestamp, the range's frontier's
+	// next): written is false, with read_changed, when a read changed. A
+	// key locked by another transaction's intent is refused like any
+	// write (Unavailable + RetryInfo).
+	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
+	// Record reads (QUERY, at the leader after a read barrier) or changes
+	// the transaction's record on the range holding record_key.
+	Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error)
+	// Resolve turns a finished transaction's intents on keys of one range
+	// into versions at commit_timestamp (committed) or drops them.
+	Resolve(ctx context.Context, in *TxnResolveRequest, opts ...grpc.CallOption) (*TxnResolveResponse, error)
+	// Prevent is recovery's check of a STAGING transaction's intents on
+	// one range (found, or made impossible at or below timestamp).
+	Prevent(ctx context.Context, in *TxnPreventRequest, opts ...grpc.CallOption) (*TxnPreventResponse, error)
 }
 
 type txnClient struct {
@@ -79,6 +98,46 @@ func (c *txnClient) Commit(ctx context.Context, in *TxnCommitRequest, opts ...gr
 	return out, nil
 }
 
+func (c *txnClient) Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnWriteResponse)
+	err := c.cc.Invoke(ctx, Txn_Write_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Record(ctx context.Context, in *TxnRecordRequest, opts ...grpc.CallOption) (*TxnRecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnRecordResponse)
+	err := c.cc.Invoke(ctx, Txn_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Resolve(ctx context.Context, in *TxnResolveRequest, opts ...grpc.CallOption) (*TxnResolveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnResolveResponse)
+	err := c.cc.Invoke(ctx, Txn_Resolve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txnClient) Prevent(ctx context.Context, in *TxnPreventRequest, opts ...grpc.CallOption) (*TxnPreventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnPreventResponse)
+	err := c.cc.Invoke(ctx, Txn_Prevent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TxnServer is the server API for Txn service.
 // All implementations must embed UnimplementedTxnServer
 // for forward compatibility.
@@ -94,6 +153,21 @@ type TxnServer interface {
 	// Routing, limits and errors are those of KV.Batch; a retry with the
 	// same client_id and request_seq is applied at most once.
 	Commit(context.Context, *TxnCommitRequest) (*TxnCommitResponse, error)
+	// Write validates the transaction's reads on one range and writes its
+	// intents there at p = max(commit_timestamp, the range's frontier's
+	// next): written is false, with read_changed, when a read changed. A
+	// key locked by another transaction's intent is refused like any
+	// write (Unavailable + RetryInfo).
+	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
+	// Record reads (QUERY, at the leader after a read barrier) or changes
+	// the transaction's record on the range holding record_key.
+	Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error)
+	// Resolve turns a finished transaction's intents on keys of one range
+	// into versions at commit_timestamp (committed) or drops them.
+	Resolve(context.Context, *TxnResolveRequest) (*TxnResolveResponse, error)
+	// Prevent is recovery's check of a STAGING transaction's intents on
+	// one range (found, or made impossible at or below timestamp).
+	Prevent(context.Context, *TxnPreventRequest) (*TxnPreventResponse, error)
 	mustEmbedUnimplementedTxnServer()
 }
 
@@ -109,6 +183,18 @@ func (UnimplementedTxnServer) Begin(context.Context, *TxnBeginRequest) (*TxnBegi
 }
 func (UnimplementedTxnServer) Commit(context.Context, *TxnCommitRequest) (*TxnCommitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
+}
+func (UnimplementedTxnServer) Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Write not implemented")
+}
+func (UnimplementedTxnServer) Record(context.Context, *TxnRecordRequest) (*TxnRecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedTxnServer) Resolve(context.Context, *TxnResolveRequest) (*TxnResolveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resolve not implemented")
+}
+func (UnimplementedTxnServer) Prevent(context.Context, *TxnPreventRequest) (*TxnPreventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Prevent not implemented")
 }
 func (UnimplementedTxnServer) mustEmbedUnimplementedTxnServer() {}
 func (UnimplementedTxnServer) testEmbeddedByValue()             {}
@@ -167,6 +253,78 @@ func _Txn_Commit_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Txn_Write_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Write(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Write_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Write(ctx, req.(*TxnWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnRecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Record(ctx, req.(*TxnRecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Resolve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnResolveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Resolve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Resolve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Resolve(ctx, req.(*TxnResolveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Txn_Prevent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnPreventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Prevent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Prevent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Prevent(ctx, req.(*TxnPreventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Txn_ServiceDesc is the grpc.ServiceDesc for Txn service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -181,6 +339,22 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Commit",
 			Handler:    _Txn_Commit_Handler,
+		},
+		{
+			MethodName: "Write",
+			Handler:    _Txn_Write_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _Txn_Record_Handler,
+		},
+		{
+			MethodName: "Resolve",
+			Handler:    _Txn_Resolve_Handler,
+		},
+		{
+			MethodName: "Prevent",
+			Handler:    _Txn_Prevent_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -31,9 +31,6 @@ func NewMutex(s *Session, prefix string) *Mutex {
 	return &Mutex{s: s, prefix: []byte(prefix + "/")}
 }
 
-// waitPollMax caps the backoff of a waiting contender's own looks.
-const waitPollMax = 500 * time.Millisecond
-
 // ErrSessionEnded is returned when the session's lease was lost.
 var ErrSessionEnded = errors.New("concurrency: the session's lease has ended")
 
@@ -91,50 +88,11 @@ func (m *Mutex) ahead(ctx context.Context, mine client.Timestamp) ([]byte, clien
 }
 
 // waitGone waits until key's version v is gone: deleted, or replaced by
-// a new version (its holder unlocked and queued again, behind us). It
-// watches the key from v, so no change after v is missed; it also looks
-// itself every waitPollMax, and polls alone if the watch cannot start or
-// ends, so a watch outage only slows it down.
+// a new version (its holder unlocked and queued again, behind us).
 func (m *Mutex) waitGone(ctx context.Context, key []byte, v client.Timestamp) error {
-	gone := func() bool {
-		r, err := m.s.c.GetVersioned(ctx, key)
-		return err == nil && (!r.Found || r.Version != v)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events, err := m.s.c.Watch(wctx, key, append(bytes.Clone(key), 0), &client.WatchOptions{From: v})
-	if err != nil {
-		events = nil // poll only
-	}
-	wait := 10 * time.Millisecond
-	for {
-		if gone() {
-			return nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-m.s.Done():
-			t.Stop()
-			return ErrSessionEnded
-		case r, ok := <-events:
-			t.Stop()
-			if !ok || r.Err != nil {
-				events = nil // poll only from now on
-				continue
-			}
-			for _, e := range r.Events {
-				if bytes.Equal(e.Key, key) && e.Version != v {
-					return nil
-				}
-			}
-			continue // a progress notice: nothing changed yet
-		case <-t.C:
-		}
-		wait = min(2*wait, waitPollMax)
-	}
+	return waitFor(ctx, m.s, key, v,
+		func(r client.GetResult) bool { return !r.Found || r.Version != v },
+		func(e client.WatchEvent) bool { return e.Version != v })
 }
 
 func (m *Mutex) abandon() {

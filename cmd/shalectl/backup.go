@@ -64,6 +64,7 @@ verify"). "shalectl restore" writes a backup back into a cluster.
 func newBackupCreateCmd(g *globals) *cobra.Command {
 	var start, end, base string
 	var rate int64
+	var keep time.Duration
 	cmd := &cobra.Command{
 		Use:   "create DEST",
 		Short: "Back up the cluster (or --start/--end) at one timestamp into DEST",
@@ -73,8 +74,16 @@ equals a consistent scan of the span at the timestamp it reports.
 
 --base makes an incremental backup: only the keys written or deleted since
 the base backup (itself full or incremental) was taken. It must be taken
-within the retention window of its base (10 minutes by default): older
-history is garbage-collected.
+within the retention window of its base (10 minutes by default), or while
+the base's protection lasts (--keep-protected): older history is
+garbage-collected.
+
+The backup's timestamp is protected while it runs (a protected timestamp,
+refreshed as it goes), so a backup that takes longer than the retention
+window succeeds. --keep-protected DURATION keeps that protection for
+DURATION after the backup, so that an incremental backup on top of this
+one can be taken later than the window allows; the manifest names it, and
+"shalectl protect release ID" ends it early.
 
 --rate throttles the export (bytes of keys and values per second) to
 keep foreground latency low.
@@ -82,7 +91,10 @@ keep foreground latency low.
 ` + backupDirHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := &client.BackupOptions{Base: base, BytesPerSecond: rate}
+			if keep < 0 {
+				return fmt.Errorf("--keep-protected must not be negative, got %v", keep)
+			}
+			opts := &client.BackupOptions{Base: base, BytesPerSecond: rate, KeepProtected: keep}
 			var err error
 			if opts.Start, err = g.parseArg("--start", start); err != nil {
 				return err
@@ -106,6 +118,7 @@ keep foreground latency low.
 	cmd.Flags().StringVar(&end, "end", "", "end (exclusive) of the span to back up (default: the end of the key space)")
 	cmd.Flags().StringVar(&base, "base", "", "directory of a backup to build on: an incremental backup of what changed since it")
 	cmd.Flags().Int64Var(&rate, "rate", 0, "bytes of keys and values exported per second at most (0: no limit)")
+	cmd.Flags().DurationVar(&keep, "keep-protected", 0, "keep the backup's timestamp protected this long after it ends, for a later incremental backup (0: release it at the end)")
 	return cmd
 }
 
@@ -116,6 +129,9 @@ func (g *globals) printManifest(out io.Writer, dir string, m *client.BackupManif
 		g.addBytes(&o, "start", m.Start)
 		g.addBytes(&o, "end", m.End)
 		o = append(o, field{"files", len(m.Files)}, field{"entries", m.Entries}, field{"dataBytes", m.DataBytes}, field{"bytes", m.Bytes})
+		if m.Protection != 0 {
+			o = append(o, field{"protection", uint64(m.Protection)})
+		}
 		return writeJSON(out, o)
 	}
 	kind := "full"
@@ -124,6 +140,10 @@ func (g *globals) printManifest(out io.Writer, dir string, m *client.BackupManif
 	}
 	_, err := fmt.Fprintf(out, "backup %s (%s): %d keys, %d bytes of data in %d files (%d bytes), as of %s (%s)\n",
 		dir, kind, m.Entries, m.DataBytes, len(m.Files), m.Bytes, m.ReadTimestamp, m.ReadTimestamp.Time().Format(time.RFC3339Nano))
+	if err == nil && m.Protection != 0 {
+		_, err = fmt.Fprintf(out, "history at %s kept by protection %d (shalectl protect list; release it when no incremental backup will build on this one)\n",
+			m.ReadTimestamp, m.Protection)
+	}
 	return err
 }
 

@@ -39,6 +39,47 @@ func parseLeaseID(s string) (client.LeaseID, error) {
 	return client.LeaseID(id), nil
 }
 
+// withClient connects as every lease command does and runs call; an
+// error from call names the endpoints tried.
+func (g *globals) withClient(cmd *cobra.Command, call func(context.Context, *client.Client) error) error {
+	ctx, c, done, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return g.withEndpoints(call(ctx, c))
+}
+
+// printResult writes o with --json, else the text line format/args.
+func (g *globals) printResult(cmd *cobra.Command, o object, format string, args ...any) error {
+	if g.json {
+		return writeJSON(cmd.OutOrStdout(), o)
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), format, args...)
+	return err
+}
+
+// leaseObject is the JSON form of a lease's ID, TTL and time left.
+func leaseObject(l client.LeaseInfo) object {
+	return object{{"id", uint64(l.ID)}, {"ttlMs", l.TTL.Milliseconds()}, {"remainingMs", l.Remaining.Milliseconds()}}
+}
+
+// leaseIDCmd is a lease command whose one argument is a lease ID.
+func leaseIDCmd(use, short string, run func(cmd *cobra.Command, id client.LeaseID) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseLeaseID(args[0])
+			if err != nil {
+				return err
+			}
+			return run(cmd, id)
+		},
+	}
+}
+
 func newLeaseGrantCmd(g *globals) *cobra.Command {
 	var id uint64
 	cmd := &cobra.Command{
@@ -53,20 +94,14 @@ func newLeaseGrantCmd(g *globals) *cobra.Command {
 			if ttl < client.MinLeaseTTL || ttl > client.MaxLeaseTTL {
 				return fmt.Errorf("TTL %v: a lease TTL must be between %v and %v", ttl, client.MinLeaseTTL, client.MaxLeaseTTL)
 			}
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
+			var got client.LeaseID
+			if err := g.withClient(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				got, err = c.GrantID(ctx, client.LeaseID(id), ttl)
+				return err
+			}); err != nil {
 				return err
 			}
-			defer done()
-			got, err := c.GrantID(ctx, client.LeaseID(id), ttl)
-			if err != nil {
-				return g.withEndpoints(err)
-			}
-			if g.json {
-				return writeJSON(cmd.OutOrStdout(), object{{"id", uint64(got)}, {"ttlMs", ttl.Milliseconds()}})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lease %d granted with TTL %v\n", got, ttl)
-			return nil
+			return g.printResult(cmd, object{{"id", uint64(got)}, {"ttlMs", ttl.Milliseconds()}}, "lease %d granted with TTL %v\n", got, ttl)
 		},
 	}
 	cmd.Flags().Uint64Var(&id, "id", 0, "the lease ID to use (0: the cluster picks one)")
@@ -75,85 +110,60 @@ func newLeaseGrantCmd(g *globals) *cobra.Command {
 
 func newLeaseKeepAliveCmd(g *globals) *cobra.Command {
 	var once bool
-	cmd := &cobra.Command{
-		Use:   "keep-alive ID",
-		Short: "Keep a lease alive until interrupted (or renew it once with --once)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLeaseID(args[0])
-			if err != nil {
+	cmd := leaseIDCmd("keep-alive ID", "Keep a lease alive until interrupted (or renew it once with --once)", func(cmd *cobra.Command, id client.LeaseID) error {
+		out := cmd.OutOrStdout()
+		if once {
+			var ttl time.Duration
+			if err := g.withClient(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				ttl, err = c.KeepAliveOnce(ctx, id)
+				return err
+			}); err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if once {
-				ctx, c, done, err := g.connect(cmd)
-				if err != nil {
-					return err
-				}
-				defer done()
-				ttl, err := c.KeepAliveOnce(ctx, id)
-				if err != nil {
-					return g.withEndpoints(err)
-				}
-				fmt.Fprintf(out, "lease %d renewed: TTL %v\n", id, ttl)
-				return nil
-			}
-			// Runs until interrupted: the command's --timeout bounds the
-			// dial only.
-			sctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			cmd.SetContext(sctx)
-			_, c, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+			fmt.Fprintf(out, "lease %d renewed: TTL %v\n", id, ttl)
+			return nil
+		}
+		// Runs until interrupted: the command's --timeout bounds the
+		// dial only.
+		sctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		cmd.SetContext(sctx)
+		err := g.withClient(cmd, func(_ context.Context, c *client.Client) error {
 			acks, err := c.KeepAlive(sctx, id)
 			if err != nil {
-				return g.withEndpoints(err)
+				return err
 			}
 			for a := range acks {
 				if a.Err != nil {
-					return g.withEndpoints(a.Err)
+					return a.Err
 				}
 				fmt.Fprintf(out, "lease %d renewed at %s: TTL %v\n", id, a.Sent.Format(time.RFC3339Nano), a.TTL)
 			}
-			if errors.Is(sctx.Err(), context.Canceled) {
-				return nil // interrupted
-			}
-			return sctx.Err()
-		},
-	}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if errors.Is(sctx.Err(), context.Canceled) {
+			return nil // interrupted
+		}
+		return sctx.Err()
+	})
 	cmd.Flags().BoolVar(&once, "once", false, "renew once and exit")
 	return cmd
 }
 
 func newLeaseRevokeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke ID",
-		Short: "End a lease and delete the keys attached to it",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLeaseID(args[0])
-			if err != nil {
-				return err
-			}
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			n, err := c.Revoke(ctx, id)
-			if err != nil {
-				return g.withEndpoints(err)
-			}
-			if g.json {
-				return writeJSON(cmd.OutOrStdout(), object{{"id", uint64(id)}, {"keysDeleted", n}})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lease %d revoked: %d keys deleted\n", id, n)
-			return nil
-		},
-	}
+	return leaseIDCmd("revoke ID", "End a lease and delete the keys attached to it", func(cmd *cobra.Command, id client.LeaseID) error {
+		var n uint64
+		if err := g.withClient(cmd, func(ctx context.Context, c *client.Client) (err error) {
+			n, err = c.Revoke(ctx, id)
+			return err
+		}); err != nil {
+			return err
+		}
+		return g.printResult(cmd, object{{"id", uint64(id)}, {"keysDeleted", n}}, "lease %d revoked: %d keys deleted\n", id, n)
+	})
 }
 
 func newLeaseListCmd(g *globals) *cobra.Command {
@@ -162,20 +172,18 @@ func newLeaseListCmd(g *globals) *cobra.Command {
 		Short: "List the live leases with their TTL and time left",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
+			var ls []client.LeaseInfo
+			if err := g.withClient(cmd, func(ctx context.Context, c *client.Client) (err error) {
+				ls, err = c.Leases(ctx)
 				return err
-			}
-			defer done()
-			ls, err := c.Leases(ctx)
-			if err != nil {
-				return g.withEndpoints(err)
+			}); err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			if g.json {
 				list := []object{}
 				for _, l := range ls {
-					list = append(list, object{{"id", uint64(l.ID)}, {"ttlMs", l.TTL.Milliseconds()}, {"remainingMs", l.Remaining.Milliseconds()}})
+					list = append(list, leaseObject(l))
 				}
 				return writeJSON(out, object{{"leases", list}})
 			}
@@ -191,47 +199,36 @@ func newLeaseListCmd(g *globals) *cobra.Command {
 
 func newLeaseTTLCmd(g *globals) *cobra.Command {
 	var keys bool
-	cmd := &cobra.Command{
-		Use:   "ttl ID",
-		Short: "Show a lease's TTL, time left and (with --keys) attached keys",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseLeaseID(args[0])
-			if err != nil {
-				return err
-			}
-			ctx, c, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			info, err := c.TimeToLive(ctx, id, keys)
-			if err != nil {
-				return g.withEndpoints(err)
-			}
-			out := cmd.OutOrStdout()
-			if g.json {
-				o := object{{"id", uint64(info.ID)}, {"ttlMs", info.TTL.Milliseconds()}, {"remainingMs", info.Remaining.Milliseconds()}}
-				if keys {
-					ks := []string{}
-					for _, k := range info.Keys {
-						ks = append(ks, g.display(k))
-					}
-					o.add("keys", ks)
+	cmd := leaseIDCmd("ttl ID", "Show a lease's TTL, time left and (with --keys) attached keys", func(cmd *cobra.Command, id client.LeaseID) error {
+		var info client.LeaseInfo
+		if err := g.withClient(cmd, func(ctx context.Context, c *client.Client) (err error) {
+			info, err = c.TimeToLive(ctx, id, keys)
+			return err
+		}); err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if g.json {
+			o := leaseObject(info)
+			if keys {
+				ks := []string{}
+				for _, k := range info.Keys {
+					ks = append(ks, g.display(k))
 				}
-				return writeJSON(out, o)
+				o.add("keys", ks)
 			}
-			if info.Remaining < 0 {
-				fmt.Fprintf(out, "lease %d: TTL %v, ended (its keys are being deleted)\n", id, info.TTL)
-			} else {
-				fmt.Fprintf(out, "lease %d: TTL %v, %v left\n", id, info.TTL, info.Remaining.Round(time.Millisecond))
-			}
-			for _, k := range info.Keys {
-				fmt.Fprintln(out, g.display(k))
-			}
-			return nil
-		},
-	}
+			return writeJSON(out, o)
+		}
+		if info.Remaining < 0 {
+			fmt.Fprintf(out, "lease %d: TTL %v, ended (its keys are being deleted)\n", id, info.TTL)
+		} else {
+			fmt.Fprintf(out, "lease %d: TTL %v, %v left\n", id, info.TTL, info.Remaining.Round(time.Millisecond))
+		}
+		for _, k := range info.Keys {
+			fmt.Fprintln(out, g.display(k))
+		}
+		return nil
+	})
 	cmd.Flags().BoolVar(&keys, "keys", false, "list the attached keys too")
 	return cmd
 }

@@ -44,8 +44,8 @@ a prompt before each section (for typing at a terminal).
 
 It prints SUCCESS or FAILURE, then each get's value (or "(not found)")
 on a line of its own; --json prints {"succeeded":..., "gets":[...]}.
-Until transactions across ranges are built, the compared and written
-keys must lie in one range.`,
+The compared and written keys may lie in any ranges (a transaction
+across ranges cannot delete a span yet).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()

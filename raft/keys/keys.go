@@ -25,6 +25,8 @@
 //	             | 0x01 'r' range_id 'q' client_id seq        dedup record
 //	             | 0x01 'r' range_id 'v'                      MVCC state (frontier, GC threshold)
 //	             | 0x01 'r' range_id 's'                      MVCC stats of the range's user data
+//	             | 0x01 'r' range_id 'k' user_key             intent on user_key (lock table)
+//	             | 0x01 'r' range_id 'x' txn_id               transaction record
 //	meta        := 0x02 'd' 0x00 end_key                      user range descriptor
 //	             | 0x02 'd' 0x01                              ... whose end is +inf
 //	             | 0x02 'm'                                   meta range descriptor
@@ -32,6 +34,7 @@
 //	             | 0x02 'c' name                              cluster-wide counter
 //	             | 0x02 'k' lease_id user_key                 lease attachment (lease.go)
 //	             | 0x02 'l' lease_id                          lease record (lease.go)
+//	             | 0x02 'p' protection_id                     protected timestamp (protect.go)
 //	user        := 0x03 versioned_key                         (package mvcc: key_enc version_suffix)
 //
 //	range_id, index, client_id, seq, node_id := fixed64, big-endian
@@ -79,6 +82,8 @@ const (
 	suffixFreeze       = 'z'
 	suffixMVCCState    = 'v'
 	suffixMVCCStats    = 's'
+	suffixLock         = 'k'
+	suffixTxnRecord    = 'x'
 )
 
 // Meta key infixes. DO NOT CHANGE.
@@ -238,6 +243,57 @@ func DecodeDedupFloorKey(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("keys: %x is not a dedup floor key", key)
 	}
 	return binary.BigEndian.Uint64(key[11:]), nil
+}
+
+// LockKey holds range rangeID's intent on user key k: its lock table
+// entry (docs/transactions.md). The user key follows the fixed-length
+// prefix as it is, so a range's entries sort in user key order.
+func LockKey(rangeID uint64, k []byte) []byte {
+	return append(rangeKey(RangeLocalPrefix, rangeID, suffixLock, len(k)), k...)
+}
+
+// LockSpan returns the span of range rangeID's lock table entries for the
+// user keys [start, end) (an empty end: to the end of the key space).
+func LockSpan(rangeID uint64, start, end []byte) Span {
+	sp := Span{Start: LockKey(rangeID, start)}
+	if len(end) == 0 {
+		sp.End = rangeKey(RangeLocalPrefix, rangeID, suffixLock+1, 0)
+	} else {
+		sp.End = LockKey(rangeID, end)
+	}
+	return sp
+}
+
+// DecodeLockKey returns the user key of a lock table key (aliasing key).
+func DecodeLockKey(key []byte) ([]byte, error) {
+	if len(key) < 11 || key[0] != RangeLocalPrefix || key[1] != rangeInfix || key[10] != suffixLock {
+		return nil, fmt.Errorf("keys: %x is not a lock table key", key)
+	}
+	return key[11:], nil
+}
+
+// TxnRecordKey holds the record of transaction txnID (16 bytes) in range
+// rangeID: the range holding the transaction's record key.
+func TxnRecordKey(rangeID uint64, txnID []byte) []byte {
+	return append(rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord, len(txnID)), txnID...)
+}
+
+// TxnRecordSpan returns the span of every transaction record of range
+// rangeID.
+func TxnRecordSpan(rangeID uint64) Span {
+	return Span{
+		Start: rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord, 0),
+		End:   rangeKey(RangeLocalPrefix, rangeID, suffixTxnRecord+1, 0),
+	}
+}
+
+// DecodeTxnRecordKey returns the transaction ID of a record key (aliasing
+// key).
+func DecodeTxnRecordKey(key []byte) ([]byte, error) {
+	if len(key) != 11+16 || key[0] != RangeLocalPrefix || key[1] != rangeInfix || key[10] != suffixTxnRecord {
+		return nil, fmt.Errorf("keys: %x is not a transaction record key", key)
+	}
+	return key[11:], nil
 }
 
 // FreezeKey holds range rangeID's freeze record while it is frozen for a

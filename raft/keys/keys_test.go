@@ -25,7 +25,9 @@ func TestKindsAreDisjointSpans(t *testing.T) {
 			}
 		}
 		rl := RangeLocalSpan(id)
-		for _, k := range [][]byte{AppliedStateKey(id), ConfStateKey(id), DescriptorKey(id), DedupFloorKey(id, 7), DedupRecordKey(id, ^uint64(0), ^uint64(0))} {
+		for _, k := range [][]byte{AppliedStateKey(id), ConfStateKey(id), DescriptorKey(id), DedupFloorKey(id, 7), DedupRecordKey(id, ^uint64(0), ^uint64(0)),
+			LockKey(id, nil), LockKey(id, []byte("\xff\xff\xff")), LockSpan(id, nil, nil).End,
+			TxnRecordKey(id, make([]byte, 16)), TxnRecordSpan(id).End} {
 			if !rl.Contains(k) {
 				t.Errorf("range %d: range-local key %x outside %v", id, k, rl)
 			}
@@ -115,6 +117,21 @@ func TestDecoders(t *testing.T) {
 	}
 	if _, _, err := DecodeDedupRecordKey(DedupFloorKey(3, 77)); err == nil {
 		t.Fatal("DecodeDedupRecordKey accepted a floor key")
+	}
+	lk, err := DecodeLockKey(LockKey(3, []byte("a\x00")))
+	if err != nil || string(lk) != "a\x00" {
+		t.Fatalf("DecodeLockKey = %q %v", lk, err)
+	}
+	if _, err := DecodeLockKey(DedupFloorKey(3, 77)); err == nil {
+		t.Fatal("DecodeLockKey accepted a floor key")
+	}
+	if sp := LockSpan(3, []byte("b"), []byte("d")); !sp.Contains(LockKey(3, []byte("c"))) || sp.Contains(LockKey(3, []byte("d"))) ||
+		!LockSpan(3, nil, nil).Contains(LockKey(3, []byte("\xff"))) {
+		t.Fatal("LockSpan does not hold exactly its keys")
+	}
+	id := []byte("0123456789abcdef")
+	if got, err := DecodeTxnRecordKey(TxnRecordKey(3, id)); err != nil || string(got) != string(id) || !TxnRecordSpan(3).Contains(TxnRecordKey(3, id)) {
+		t.Fatalf("DecodeTxnRecordKey = %q %v", got, err)
 	}
 	n, err := DecodeNodeKey(NodeKey(12))
 	if err != nil || n != 12 {

@@ -20,7 +20,9 @@
 //	           | split | alloc_range_id | put_descriptors | freeze
 //	           | unfreeze | merge | merge_abort | close | gc | txn_commit
 //	           | lease_grant | lease_revoke | lease_attach | lease_swept
-//	           | lease_put | lease_delete | tso_window
+//	           | lease_put | lease_delete | txn_write | txn_resolve
+//	           | txn_record | tso_window | txn_prevent | lease_batch
+//	           | lease_cas | protect | release
 //	put            := key:bytes value:bytes                          (kind 1)
 //	delete         := key:bytes                                      (kind 2)
 //	delete_range   := start:bytes end:bytes                          (kind 3)
@@ -64,7 +66,37 @@
 //	lease_swept    := id:uvarint                                     (kind 24)
 //	lease_put      := id:uvarint deadline:timestamp key:bytes value:bytes (kind 25)
 //	lease_delete   := id:uvarint count:uvarint key:bytes{count}      (kind 26)
+//	txn_write      := txn_id:16 bytes record:bytes read_ts:timestamp
+//	                  count:uvarint read{count}
+//	                  count:uvarint mutation{count}                  (kind 27)
+//	                  (mutations: put and delete only, none on a range
+//	                  the transaction only read; read_ts zero only
+//	                  without reads)
+//	txn_resolve    := txn_id:16 bytes flags:u8
+//	                  [commit_ts:timestamp if flags bit 0]
+//	                  count:uvarint key:bytes{count}                 (kind 28)
+//	                  flags: bit 0 committed (else aborted)
+//	txn_record     := txn_id:16 bytes op:u8 record_key:bytes
+//	                  timestamp heartbeat:fixed64
+//	                  count:uvarint key:bytes{count}                 (kind 29)
+//	                  op: 1 stage, 2 commit, 3 abort, 4 heartbeat,
+//	                  5 delete (fields an op does not use are empty)
 //	tso_window     := window:fixed64 (Unix nanoseconds)               (kind 30)
+//	txn_prevent    := txn_id:16 bytes timestamp
+//	                  count:uvarint key:bytes{count}                 (kind 31)
+//	lease_batch    := count:uvarint lmutation{count}                 (kind 32)
+//	lmutation      := kind:u8 (put | delete | delete_range | leased_put)
+//	leased_put     := id:uvarint deadline:timestamp key:bytes value:bytes
+//	                  (mutation kind 25; at least one in a lease_batch)
+//	lease_cas      := id:uvarint deadline:timestamp cas              (kind 33)
+//	                  (cas without its delete flag)
+//	protect        := id:uvarint timestamp start:bytes end:bytes
+//	                  expiry:fixed64 window:uvarint description:bytes (kind 40)
+//	                  (id 0: create, meta allocates the ID; else refresh
+//	                  that record's expiry; protect.go)
+//	release        := id:uvarint flags:u8 [expired_by:fixed64 if flags bit 0]
+//	                                                                 (kind 41)
+//	                  flags: bit 0 only if the record expired by then
 //	bytes     := len:uvarint byte{len}
 //
 // uvarint is encoding/binary's unsigned LEB128; fixed64 is little-endian
@@ -141,10 +173,33 @@ const (
 	KindLeaseSwept  Kind = 24
 	KindLeasePut    Kind = 25
 	KindLeaseDelete Kind = 26
+	// KindTxnWrite writes a transaction's intents on one range of a
+	// transaction across ranges (docs/transactions.md, "Several ranges").
+	KindTxnWrite Kind = 27
+	// KindTxnResolve turns a finished transaction's intents on one range
+	// into versions (committed) or drops them (aborted).
+	KindTxnResolve Kind = 28
+	// KindTxnRecord changes a transaction record (on the range holding
+	// its record key): stage, commit, abort, heartbeat, delete.
+	KindTxnRecord Kind = 29
 	// KindTSOWindow raises the timestamp oracle's persisted window (meta
 	// range only; docs/versions.md, "How the oracle works"). Kinds 18-29
 	// are left for the range state machine's own commands.
 	KindTSOWindow Kind = 30
+	// KindTxnPrevent is recovery's check of a staging transaction's
+	// intents on one range: present at or below the staging timestamp,
+	// or made impossible there (docs/transactions.md).
+	KindTxnPrevent Kind = 31
+	// KindLeaseBatch is a batch with puts attached to leases (each with
+	// its lease and attach window, like KindLeasePut); KindLeaseCAS a
+	// compare-and-swap whose new value is attached to a lease.
+	KindLeaseBatch Kind = 32
+	KindLeaseCAS   Kind = 33
+	// KindProtect and KindRelease create (or refresh) and remove a
+	// protected timestamp record (meta range only; protect.go,
+	// docs/versions.md "Protected timestamps").
+	KindProtect Kind = 40
+	KindRelease Kind = 41
 )
 
 func (k Kind) String() string {
@@ -199,10 +254,26 @@ func (k Kind) String() string {
 		return "LeasePut"
 	case KindLeaseDelete:
 		return "LeaseDelete"
+	case KindLeaseBatch:
+		return "LeaseBatch"
+	case KindLeaseCAS:
+		return "LeaseCAS"
 	case KindTxnCommit:
 		return "TxnCommit"
+	case KindTxnWrite:
+		return "TxnWrite"
+	case KindTxnResolve:
+		return "TxnResolve"
+	case KindTxnRecord:
+		return "TxnRecord"
+	case KindTxnPrevent:
+		return "TxnPrevent"
 	case KindTSOWindow:
 		return "TSOWindow"
+	case KindProtect:
+		return "Protect"
+	case KindRelease:
+		return "Release"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -211,7 +282,8 @@ func (k Kind) String() string {
 // deduplication by client ID).
 func (k Kind) IsWrite() bool {
 	switch k {
-	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete:
+	case KindPut, KindDelete, KindDeleteRange, KindBatch, KindCAS, KindTxnCommit, KindLeasePut, KindLeaseDelete,
+		KindTxnWrite, KindTxnResolve, KindLeaseBatch, KindLeaseCAS:
 		return true
 	}
 	return false
@@ -254,14 +326,96 @@ type TxnCommit struct {
 	Reads []TxnRead
 }
 
-// Mutation is one write of a Put, Delete, DeleteRange, Batch or TxnCommit
-// command.
+// TxnIDLen is the length of a transaction ID.
+const TxnIDLen = 16
+
+// TxnID names a transaction across ranges: random, chosen by its
+// coordinator.
+type TxnID [TxnIDLen]byte
+
+func (id TxnID) String() string { return fmt.Sprintf("%x", id[:]) }
+
+// TxnWrite is the body of a KindTxnWrite besides its reads (Txn) and
+// mutations.
+type TxnWrite struct {
+	// ID is the transaction's.
+	ID TxnID
+	// Record is the key of the transaction's record (the user key its
+	// record range is addressed by).
+	Record []byte
+}
+
+// TxnResolve is the body of a KindTxnResolve.
+type TxnResolve struct {
+	// ID is the finished transaction's.
+	ID TxnID
+	// Committed: each intent of ID on Keys becomes a version at
+	// CommitTimestamp; otherwise each is dropped.
+	Committed       bool
+	CommitTimestamp hlc.Timestamp
+	// Keys are the keys whose intents to resolve; a key without an
+	// intent of ID is left alone (resolution is idempotent).
+	Keys [][]byte
+}
+
+// TxnRecordOp is what a KindTxnRecord does. DO NOT CHANGE the values:
+// they are stored in Raft logs.
+type TxnRecordOp uint8
+
+const (
+	// TxnStage creates the record STAGING at Timestamp (the commit
+	// candidate C0) with the keys of its intents, or moves a STAGING
+	// record's C0 up (a re-stage).
+	TxnStage TxnRecordOp = 1
+	// TxnCommitRecord marks a STAGING record COMMITTED at Timestamp (at
+	// or above its C0).
+	TxnCommitRecord TxnRecordOp = 2
+	// TxnAbort marks the record ABORTED (creating it so if it is missing,
+	// so that it can never be staged), if it is STAGING at Timestamp (zero:
+	// at any).
+	TxnAbort TxnRecordOp = 3
+	// TxnHeartbeat raises a STAGING record's heartbeat.
+	TxnHeartbeat TxnRecordOp = 4
+	// TxnDelete deletes a finished (COMMITTED or ABORTED) record.
+	TxnDelete TxnRecordOp = 5
+)
+
+// TxnRecordCmd is the body of a KindTxnRecord.
+type TxnRecordCmd struct {
+	ID TxnID
+	Op TxnRecordOp
+	// RecordKey addresses the record's range (every op).
+	RecordKey []byte
+	// Timestamp: C0 (stage), C (commit), the expected C0 (abort).
+	Timestamp hlc.Timestamp
+	// Heartbeat is the coordinator's wall clock, Unix nanoseconds (stage,
+	// heartbeat).
+	Heartbeat int64
+	// Keys are the keys of the transaction's intents (stage).
+	Keys [][]byte
+}
+
+// TxnPrevent is the body of a KindTxnPrevent.
+type TxnPrevent struct {
+	ID TxnID
+	// Timestamp is the staging timestamp C0 the intents must be at or
+	// below.
+	Timestamp hlc.Timestamp
+	Keys      [][]byte
+}
+
+// Mutation is one write of a Put, Delete, DeleteRange, Batch, TxnCommit
+// or TxnWrite command.
 type Mutation struct {
-	Kind Kind // KindPut, KindDelete or KindDeleteRange
+	Kind Kind // KindPut, KindDelete or KindDeleteRange; KindLeasePut in a KindLeaseBatch
 	// Key is the key written, or the start of a DeleteRange.
 	Key []byte
 	// Value is the value of a Put, or the (exclusive) end of a DeleteRange.
 	Value []byte
+	// Lease and Deadline are a KindLeasePut mutation's lease and attach
+	// window (Command.Lease's ID and Deadline for a KindLeasePut command).
+	Lease    uint64
+	Deadline hlc.Timestamp
 }
 
 // CAS is a compare-and-swap of one key.
@@ -288,8 +442,16 @@ type Command struct {
 	// Mutations: exactly one for KindPut, KindDelete and KindDeleteRange;
 	// any number (at least one) for KindBatch and KindTxnCommit.
 	Mutations []Mutation
-	// Txn is set for KindTxnCommit.
+	// Txn is set for KindTxnCommit and KindTxnWrite.
 	Txn TxnCommit
+	// TxnWrite is set for KindTxnWrite.
+	TxnWrite TxnWrite
+	// TxnResolve is set for KindTxnResolve.
+	TxnResolve TxnResolve
+	// TxnRecord is set for KindTxnRecord.
+	TxnRecord TxnRecordCmd
+	// TxnPrevent is set for KindTxnPrevent.
+	TxnPrevent TxnPrevent
 	// CAS is set for KindCAS.
 	CAS CAS
 	// Node is set for KindPutNode: the node to register. NodeId 0 asks the
@@ -336,6 +498,8 @@ type Command struct {
 	// Lease is set for the lease kinds. A KindLeasePut also has its key
 	// and value as its one KindPut mutation.
 	Lease Lease
+	// Protect is set for KindProtect and KindRelease.
+	Protect Protect
 }
 
 // Lease is the body of a lease command (docs/leases.md).
@@ -405,7 +569,21 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
 		}
-	case KindTxnCommit:
+	case KindLeaseBatch:
+		var err error
+		if dst, err = appendLeaseMutations(dst, c.Mutations); err != nil {
+			return nil, err
+		}
+	case KindTxnCommit, KindTxnWrite:
+		if c.Kind == KindTxnWrite {
+			for _, m := range c.Mutations {
+				if m.Kind != KindPut && m.Kind != KindDelete {
+					return nil, fmt.Errorf("command: a TxnWrite writes puts and deletes only, not %v", m.Kind)
+				}
+			}
+			dst = append(dst, c.TxnWrite.ID[:]...)
+			dst = appendBytes(dst, c.TxnWrite.Record)
+		}
 		if !c.Txn.ReadTimestamp.Valid() || (c.Txn.ReadTimestamp.IsZero() && len(c.Txn.Reads) > 0) {
 			return nil, fmt.Errorf("command: invalid transaction read timestamp %s", c.Txn.ReadTimestamp)
 		}
@@ -421,11 +599,70 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 				dst = appendBytes(dst, rd.Key)
 			}
 		}
+		if c.Kind == KindTxnWrite && len(c.Mutations) == 0 {
+			// A range the transaction only read.
+			if len(c.Txn.Reads) == 0 {
+				return nil, errors.New("command: a TxnWrite without writes or reads")
+			}
+			dst = binary.AppendUvarint(dst, 0)
+			break
+		}
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
 		}
-	case KindCAS:
+	case KindTxnResolve:
+		t := &c.TxnResolve
+		dst = append(dst, t.ID[:]...)
+		if t.Committed {
+			if !t.CommitTimestamp.Valid() || t.CommitTimestamp.IsZero() {
+				return nil, fmt.Errorf("command: invalid commit timestamp %s", t.CommitTimestamp)
+			}
+			dst = append(dst, txnResolveCommitted)
+			dst = t.CommitTimestamp.AppendEncode(dst)
+		} else {
+			dst = append(dst, 0)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
+		}
+	case KindTxnRecord:
+		t := &c.TxnRecord
+		if t.Op < TxnStage || t.Op > TxnDelete {
+			return nil, fmt.Errorf("command: unknown transaction record op %d", t.Op)
+		}
+		if !t.Timestamp.Valid() {
+			return nil, fmt.Errorf("command: invalid record timestamp %s", t.Timestamp)
+		}
+		dst = append(dst, t.ID[:]...)
+		dst = append(dst, byte(t.Op))
+		dst = appendBytes(dst, t.RecordKey)
+		dst = t.Timestamp.AppendEncode(dst)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(t.Heartbeat))
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
+		}
+	case KindTxnPrevent:
+		t := &c.TxnPrevent
+		if !t.Timestamp.Valid() || t.Timestamp.IsZero() {
+			return nil, fmt.Errorf("command: invalid prevent timestamp %s", t.Timestamp)
+		}
+		dst = append(dst, t.ID[:]...)
+		dst = t.Timestamp.AppendEncode(dst)
+		dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+		for _, k := range t.Keys {
+			dst = appendBytes(dst, k)
+		}
+	case KindCAS, KindLeaseCAS:
+		if c.Kind == KindLeaseCAS {
+			if c.Lease.ID == 0 || !c.Lease.Deadline.Valid() || c.Lease.Deadline.IsZero() || c.CAS.Delete {
+				return nil, fmt.Errorf("command: LeaseCAS with lease %d, deadline %s, delete %v", c.Lease.ID, c.Lease.Deadline, c.CAS.Delete)
+			}
+			dst = binary.AppendUvarint(dst, c.Lease.ID)
+			dst = c.Lease.Deadline.AppendEncode(dst)
+		}
 		var flags byte
 		if c.CAS.ExpectAbsent {
 			flags |= casExpectAbsent
@@ -575,6 +812,8 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			return nil, fmt.Errorf("command: TSOWindow of %d", c.TSOWindow)
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(c.TSOWindow))
+	case KindProtect, KindRelease:
+		return appendProtect(dst, c)
 	default:
 		return nil, fmt.Errorf("command: cannot encode kind %v", c.Kind)
 	}
@@ -589,6 +828,9 @@ const (
 
 // txnReadSpan flags a transaction read that is a span, not a point key.
 const txnReadSpan byte = 1 << 0
+
+// txnResolveCommitted flags a resolution of a committed transaction.
+const txnResolveCommitted byte = 1 << 0
 
 // appendMutations appends the mutations of a batch or transaction: at
 // least one, each a put, delete or delete_range.
@@ -606,6 +848,36 @@ func appendMutations(dst []byte, muts []Mutation) ([]byte, error) {
 		}
 		dst = append(dst, byte(m.Kind))
 		dst = appendMutationBody(dst, m)
+	}
+	return dst, nil
+}
+
+// appendLeaseMutations appends the mutations of a lease_batch: at least
+// one leased put among puts, deletes and delete_ranges.
+func appendLeaseMutations(dst []byte, muts []Mutation) ([]byte, error) {
+	leased := 0
+	dst = binary.AppendUvarint(dst, uint64(len(muts)))
+	for i := range muts {
+		m := &muts[i]
+		switch m.Kind {
+		case KindPut, KindDelete, KindDeleteRange:
+		case KindLeasePut:
+			if m.Lease == 0 || !m.Deadline.Valid() || m.Deadline.IsZero() {
+				return nil, fmt.Errorf("command: leased put %d with lease %d and deadline %s", i, m.Lease, m.Deadline)
+			}
+			leased++
+		default:
+			return nil, fmt.Errorf("command: lease batch mutation %d has kind %v", i, m.Kind)
+		}
+		dst = append(dst, byte(m.Kind))
+		if m.Kind == KindLeasePut {
+			dst = binary.AppendUvarint(dst, m.Lease)
+			dst = m.Deadline.AppendEncode(dst)
+		}
+		dst = appendMutationBody(dst, m)
+	}
+	if leased == 0 {
+		return nil, errors.New("command: a lease batch without a leased put")
 	}
 	return dst, nil
 }
@@ -658,10 +930,16 @@ func Decode(data []byte, c *Command) error {
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
 	case KindBatch:
 		c.Mutations = d.mutations()
-	case KindTxnCommit:
+	case KindLeaseBatch:
+		c.Mutations = d.leaseMutations()
+	case KindTxnCommit, KindTxnWrite:
 		if v == version1 {
-			d.fail("txn_commit in a version 1 command")
+			d.fail("%v in a version 1 command", c.Kind)
 			break
+		}
+		if c.Kind == KindTxnWrite {
+			c.TxnWrite.ID = d.txnID()
+			c.TxnWrite.Record = d.bytes()
 		}
 		c.Txn.ReadTimestamp = d.timestamp()
 		n := d.uvarint()
@@ -687,10 +965,67 @@ func Decode(data []byte, c *Command) error {
 			}
 			c.Txn.Reads[i] = rd
 		}
-		if d.err == nil {
+		if d.err == nil && c.Kind == KindTxnWrite && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
+			d.buf = d.buf[1:] // no mutations: a range the transaction only read
+		} else if d.err == nil {
 			c.Mutations = d.mutations()
 		}
-	case KindCAS:
+		if c.Kind == KindTxnWrite {
+			for _, m := range c.Mutations {
+				if m.Kind != KindPut && m.Kind != KindDelete {
+					d.fail("a TxnWrite writes puts and deletes only, not %v", m.Kind)
+				}
+			}
+		}
+	case KindTxnResolve:
+		if v == version1 {
+			d.fail("txn_resolve in a version 1 command")
+			break
+		}
+		t := &c.TxnResolve
+		t.ID = d.txnID()
+		flags := d.byte()
+		if flags&^txnResolveCommitted != 0 {
+			d.fail("unknown resolve flags %#x", flags)
+			break
+		}
+		if flags&txnResolveCommitted != 0 {
+			t.Committed = true
+			t.CommitTimestamp = d.timestamp()
+		}
+		t.Keys = d.keyList()
+	case KindTxnRecord:
+		if v == version1 {
+			d.fail("txn_record in a version 1 command")
+			break
+		}
+		t := &c.TxnRecord
+		t.ID = d.txnID()
+		t.Op = TxnRecordOp(d.byte())
+		if d.err == nil && (t.Op < TxnStage || t.Op > TxnDelete) {
+			d.fail("unknown transaction record op %d", t.Op)
+		}
+		t.RecordKey = d.bytes()
+		t.Timestamp = d.timestamp()
+		t.Heartbeat = int64(d.fixed64())
+		t.Keys = d.keyList()
+	case KindTxnPrevent:
+		if v == version1 {
+			d.fail("txn_prevent in a version 1 command")
+			break
+		}
+		t := &c.TxnPrevent
+		t.ID = d.txnID()
+		t.Timestamp = d.timestamp()
+		t.Keys = d.keyList()
+	case KindCAS, KindLeaseCAS:
+		if c.Kind == KindLeaseCAS {
+			c.Lease.ID = d.uvarint()
+			c.Lease.Deadline = d.timestamp()
+			if d.err == nil && c.Lease.ID == 0 {
+				d.fail("LeaseCAS with lease 0")
+			}
+		}
 		flags := d.byte()
 		known := casExpectAbsent | casDelete
 		if v != version1 {
@@ -701,6 +1036,9 @@ func Decode(data []byte, c *Command) error {
 		}
 		c.CAS.ExpectAbsent = flags&casExpectAbsent != 0
 		c.CAS.Delete = flags&casDelete != 0
+		if c.Kind == KindLeaseCAS && c.CAS.Delete {
+			d.fail("LeaseCAS with the delete flag")
+		}
 		c.CAS.Key = d.bytes()
 		c.CAS.Expected = d.bytes()
 		c.CAS.NewValue = d.bytes()
@@ -785,6 +1123,12 @@ func Decode(data []byte, c *Command) error {
 		if d.err == nil && c.TSOWindow <= 0 {
 			d.fail("TSOWindow of %d", c.TSOWindow)
 		}
+	case KindProtect, KindRelease:
+		if v == version1 {
+			d.fail("%v in a version 1 command", c.Kind)
+			break
+		}
+		d.protect(c)
 	default:
 		d.fail("unknown kind %d", uint8(c.Kind))
 	}
@@ -866,6 +1210,40 @@ func (d *decoder) timestamp() hlc.Timestamp {
 	return ts
 }
 
+// keyList reads count:uvarint key:bytes{count}.
+func (d *decoder) keyList() [][]byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	// Every key takes at least one byte.
+	if n > uint64(len(d.buf)) {
+		d.fail("key count %d for %d bytes", n, len(d.buf))
+		return nil
+	}
+	var ks [][]byte
+	if n > 0 {
+		ks = make([][]byte, n)
+	}
+	for i := range ks {
+		ks[i] = d.bytes()
+	}
+	return ks
+}
+
+func (d *decoder) txnID() (id TxnID) {
+	if d.err != nil {
+		return id
+	}
+	if len(d.buf) < TxnIDLen {
+		d.fail("truncated")
+		return id
+	}
+	copy(id[:], d.buf)
+	d.buf = d.buf[TxnIDLen:]
+	return id
+}
+
 func (d *decoder) bytes() []byte {
 	n := d.uvarint()
 	if d.err != nil {
@@ -915,6 +1293,47 @@ func (d *decoder) mutations() []Mutation {
 			break
 		}
 		muts[i] = d.mutationBody(k)
+	}
+	return muts
+}
+
+// leaseMutations reads a lease_batch's mutations (at least one leased
+// put).
+func (d *decoder) leaseMutations() []Mutation {
+	n := d.uvarint()
+	if n == 0 || n > uint64(len(d.buf))/2 {
+		d.fail("lease batch count %d for %d bytes", n, len(d.buf))
+		return nil
+	}
+	muts := make([]Mutation, n)
+	leased := 0
+	for i := range muts {
+		k := Kind(d.byte())
+		var id uint64
+		var deadline hlc.Timestamp
+		switch k {
+		case KindPut, KindDelete, KindDeleteRange:
+		case KindLeasePut:
+			id, deadline = d.uvarint(), d.timestamp()
+			if d.err == nil && id == 0 {
+				d.fail("leased put %d with lease 0", i)
+			}
+			leased++
+		default:
+			d.fail("lease batch mutation %d has kind %v", i, k)
+		}
+		if d.err != nil {
+			break
+		}
+		body := k
+		if k == KindLeasePut {
+			body = KindPut
+		}
+		muts[i] = d.mutationBody(body)
+		muts[i].Kind, muts[i].Lease, muts[i].Deadline = k, id, deadline
+	}
+	if d.err == nil && leased == 0 {
+		d.fail("a lease batch without a leased put")
 	}
 	return muts
 }

@@ -20,10 +20,12 @@ import (
 //	           bit 3 current
 //	id      := the node ID a PutNode registered, the range ID an
 //	           AllocRangeID allocated, the window a TSOWindow found,
-//	           the versions a GC deleted (0 otherwise)
+//	           the versions a GC deleted, the ID of the protection a
+//	           Protect created or refreshed (0 otherwise)
 //	value   := the CAS key's value before the command, the user key a
 //	           GC's next chunk starts at, the key a TxnCommit found
-//	           changed (empty otherwise)
+//	           changed, the key whose intent a write met (empty
+//	           otherwise)
 //	message := why the command was rejected (code != 0)
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
@@ -94,6 +96,22 @@ const (
 	// CodeLeaseStaleExpiry: a lease expiry appended in another Raft term
 	// than the one its leader decided it in. Nothing was changed.
 	CodeLeaseStaleExpiry Code = 11
+	// CodeIntentConflict: a key the command writes, or a key or span a
+	// transaction read, holds an intent of another transaction (a
+	// transaction across ranges not yet resolved; docs/transactions.md,
+	// "Readers and writers that meet an intent"). Nothing was written;
+	// Value is the key. The request may be retried once the intent is
+	// resolved.
+	CodeIntentConflict Code = 12
+	// CodeProtectionNotFound: a Protect refresh or a Release named a
+	// protection that does not exist (never created, released, or
+	// expired). Nothing was changed.
+	CodeProtectionNotFound Code = 40
+	// CodeProtectionTooOld: a Protect's timestamp is older than its
+	// proposal timestamp minus half the retention window: GC may already
+	// have passed it (docs/versions.md, "Protected timestamps"). Nothing
+	// was written.
+	CodeProtectionTooOld Code = 41
 )
 
 func (c Code) String() string {
@@ -122,6 +140,12 @@ func (c Code) String() string {
 		return "lease expiry from another term"
 	case CodeReadChanged:
 		return "read changed"
+	case CodeIntentConflict:
+		return "intent conflict"
+	case CodeProtectionNotFound:
+		return "protection not found"
+	case CodeProtectionTooOld:
+		return "protected timestamp too old"
 	}
 	return fmt.Sprintf("Code(%d)", uint8(c))
 }

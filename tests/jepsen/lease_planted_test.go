@@ -1,11 +1,6 @@
 package jepsen
 
 import (
-	"context"
-	"math/rand/v2"
-	"net/http"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 )
@@ -17,40 +12,11 @@ import (
 // renewing the lease) and the workers run again: the checker must report
 // keys that went before their TTL since the last acknowledged keep-alive.
 func TestLeaseCheckCatchesPlantedBug(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping a multi-process test in -short mode")
-	}
-	c := startClusterBin(t, faultsBinary(t), filepath.Join(t.TempDir(), "c"), 3, false)
+	p := startPlanted(t)
 	runWorkers := func(d time.Duration) *leaseWorkload {
 		w := &leaseWorkload{}
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range 3 {
-			s, err := newSession(c, t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.close()
-			wg.Add(1)
-			go func() { defer wg.Done(); w.worker(ctx, i, s, rand.New(rand.NewPCG(7, uint64(i)))) }()
-		}
-		wg.Wait()
+		p.run(d, 3, 7, w.worker)
 		return w
-	}
-	plant := func(on bool) {
-		method := map[bool]string{true: http.MethodPut, false: http.MethodDelete}[on]
-		for _, nd := range c.nodes(false) {
-			req, _ := http.NewRequest(method, "http://"+nd.httpAddr+"/debug/faults/lease-early", nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%s lease-early on node %d: %s", method, nd.id, resp.Status)
-			}
-		}
 	}
 
 	clean := runWorkers(20 * time.Second)
@@ -63,8 +29,8 @@ func TestLeaseCheckCatchesPlantedBug(t *testing.T) {
 	}
 	t.Logf("clean run: %d sessions, %d kept alive, %d revoked; no violation", cc.sessions, cc.kept, cc.revoked)
 
-	plant(true)
-	defer plant(false)
+	p.plant("lease-early", true)
+	defer p.plant("lease-early", false)
 	planted := runWorkers(20 * time.Second)
 	pc := checkLeases(planted.sessions, nil, time.Time{})
 	if len(pc.early) == 0 {

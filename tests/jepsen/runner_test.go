@@ -35,10 +35,13 @@ type runConfig struct {
 }
 
 // leaseWorkers is how many lease workers a run has (lease_check_test.go),
-// lockWorkers how many take turns on its mutex (lock_check_test.go).
+// lockWorkers how many take turns on its mutex (lock_check_test.go),
+// electWorkers how many campaign in its election, beside one observer
+// (elect_check_test.go).
 const (
 	leaseWorkers = 2
 	lockWorkers  = 2
+	electWorkers = 2
 )
 
 // runResult is one row of the report.
@@ -57,6 +60,7 @@ type runResult struct {
 	backup        string  // the backup check's summary (backup_check_test.go)
 	leases        string  // the lease check's summary (lease_check_test.go)
 	locks         string  // the lock check's summary (lock_check_test.go)
+	elect         string  // the election check's summary (elect_check_test.go)
 	watch         string  // the watch check's summary (watch_check_test.go)
 	availFault    float64 // ok fraction of the operations that overlapped a fault
 	availAfter    float64 // ok fraction of the operations invoked after the first fault began
@@ -217,6 +221,9 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	locks := &lockWorkload{hold: func(r *rand.Rand) time.Duration {
 		return 200*time.Millisecond + time.Duration(r.Int64N(int64(800*time.Millisecond)))
 	}}
+	elect := &electWorkload{proclaimEvery: 100 * time.Millisecond, hold: func(r *rand.Rand) time.Duration {
+		return 200*time.Millisecond + time.Duration(r.Int64N(int64(800*time.Millisecond)))
+	}}
 	var wg sync.WaitGroup
 	if txn != nil {
 		txn.run(ctx, &wg, cfg.txnWorkers, cfg.seed)
@@ -243,6 +250,22 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 		go func() {
 			defer wg.Done()
 			locks.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(3000+i))))
+		}()
+	}
+	for i := range electWorkers + 1 {
+		s, err := newSession(c, t)
+		if err != nil {
+			t.Fatalf("dialling the cluster: %v", err)
+		}
+		sessions = append(sessions, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == electWorkers {
+				elect.observer(ctx, s)
+				return
+			}
+			elect.worker(ctx, i, s, rand.New(rand.NewPCG(cfg.seed, uint64(4000+i))))
 		}()
 	}
 	for i := range cfg.regWorkers + cfg.setWorkers {
@@ -496,6 +519,19 @@ func runNemesis(t *testing.T, cfg runConfig) runResult {
 	} else {
 		r.logf("locks: %d turns, %d fenced writes in token order, %d fenced out; no two live holders overlapped", lk.holds, lk.writes, lk.fenced)
 	}
+	elect.mu.Lock()
+	ec := checkElections(elect.terms, elect.seen)
+	elect.mu.Unlock()
+	res.elect = "ok"
+	if p := ec.problems(); len(p) > 0 {
+		res.problems = append(res.problems, p...)
+		res.elect = "FAILED"
+	} else if ec.terms < 2 || ec.seen == 0 {
+		res.problems = append(res.problems, fmt.Sprintf("invalid run: the election had %d terms and the observer saw %d leaders (need 2 terms and a leader seen)", ec.terms, ec.seen))
+		res.elect = "-"
+	} else {
+		r.logf("election: %d terms, %d proclaims, %d leaders observed in election order; no two live leaders overlapped", ec.terms, ec.proclaims, ec.seen)
+	}
 	res.leases = "-"
 	if lc, err := finishLeases(leases, adm.get()); err != nil {
 		res.problems = append(res.problems, "lease check: "+err.Error())
@@ -726,11 +762,11 @@ func (m *leaderMonitor) stop() int {
 // report formats the per-nemesis table.
 func report(results []runResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %8s %8s %7s %7s  %s\n",
-		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "locks", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
+	fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %6s %8s %8s %7s %7s  %s\n",
+		"nemesis", "ops", "indet", "histories", "violations", "lost", "scans", "torn", "backup", "txns", "txn-bad", "leases", "locks", "elect", "watch", "avail-f", "avail-a", "faults", "leader", "notes")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
+			fmt.Fprintf(&b, "%-18s %7s %7s %9s %10s %5s %6s %5s %6s %6s %7s %6s %6s %6s %6s %8s %8s %7s %7s  skipped: %s\n", r.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r.skipped)
 			continue
 		}
 		note := "ok"
@@ -746,8 +782,12 @@ func report(results []runResult) string {
 		if watch == "" {
 			watch = "-"
 		}
-		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
-			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, r.locks, watch,
+		elect := r.elect
+		if elect == "" {
+			elect = "-"
+		}
+		fmt.Fprintf(&b, "%-18s %7d %7d %9d %10d %5d %6s %5s %6s %6d %7d %6s %6s %6s %6s %7.1f%% %7.1f%% %6.0fs %7d  %s\n",
+			r.name, r.ops, r.indeterminate, r.histories, r.violations, r.lost, scans, torn, r.backup, r.txns, r.txnBad, r.leases, r.locks, elect, watch,
 			100*r.availFault, 100*r.availAfter, r.faultTime.Seconds(), r.leaderChanges, note)
 	}
 	return b.String()

@@ -1,0 +1,411 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shaledb/shale/api/kvpb"
+)
+
+// Transactions across ranges: the client is the coordinator of parallel
+// commits (docs/transactions.md, "Several ranges").
+//
+//  1. C0, the commit candidate, is a fresh oracle timestamp (Begin).
+//  2. Ranges the transaction only read validate its reads there first
+//     (Txn.Write without mutations), which also lifts their frontier to
+//     C0: nothing it read there can change at or below C0 after.
+//  3. In parallel: Txn.Write on every range it wrote (its reads there
+//     validated, its writes as intents at p = max(C0, F.Next())) and the
+//     record STAGING at C0 with the keys of every intent (Txn.Record).
+//  4. Every intent at p = C0 and the record STAGING at C0: the
+//     transaction is committed at C0, and Txn returns. Resolution runs
+//     after, off the caller's path: the record COMMITTED, the intents
+//     turned into versions at C0, the record deleted.
+//  5. Anything else (a read changed, a key locked by another
+//     transaction, an intent above C0, the record aborted by a pusher):
+//     the coordinator aborts its own record (if the abort finds it
+//     COMMITTED, recovery decided the transaction committed, and so it
+//     is), drops its intents, and Txn runs the function again.
+//
+// While steps 3 and 4 are in flight the coordinator heartbeats its record
+// every TxnHeartbeatInterval; a record whose heartbeat is five intervals
+// old is recovered by whoever meets its intents.
+
+// TxnHeartbeatInterval is how often a coordinator refreshes its record
+// while its commit is in flight.
+const TxnHeartbeatInterval = time.Second
+
+// txnResolveTimeout bounds the resolution that follows a commit.
+const txnResolveTimeout = 30 * time.Second
+
+// errRegroup: a range of the transaction changed (split or merge) between
+// grouping and sending; the attempt is abandoned and run again.
+var errRegroup = errors.New("a range changed under the transaction")
+
+// txnGroup is the part of a transaction that one range holds.
+type txnGroup struct {
+	desc  *kvpb.RangeDescriptor
+	muts  []*kvpb.Mutation
+	reads []*kvpb.TxnRead
+}
+
+func (g *txnGroup) firstKey() []byte {
+	if len(g.muts) > 0 {
+		return kvpb.MutationKey(g.muts[0])
+	}
+	return g.reads[0].GetKey()
+}
+
+// holds reports whether every key of g lies in d.
+func (g *txnGroup) holds(d *kvpb.RangeDescriptor) bool {
+	for _, m := range g.muts {
+		if dr := m.GetDeleteRange(); dr != nil {
+			if !containsSpan(d, dr.GetStartKey(), dr.GetEndKey()) {
+				return false
+			}
+		} else if !containsKey(d, kvpb.MutationKey(m)) {
+			return false
+		}
+	}
+	for _, r := range g.reads {
+		if r.GetSpan() {
+			if !containsSpan(d, r.GetKey(), r.GetEndKey()) {
+				return false
+			}
+		} else if !containsKey(d, r.GetKey()) {
+			return false
+		}
+	}
+	return true
+}
+
+// groupByRange splits the transaction's writes and reads by range (a
+// scanned span that crosses ranges into one piece per range).
+func (tx *Tx) groupByRange(ctx context.Context, op string) ([]*txnGroup, error) {
+	c := tx.c
+	var groups []*txnGroup
+	byID := map[uint64]*txnGroup{}
+	groupOf := func(key []byte) (*txnGroup, error) {
+		ent, err := c.locate(ctx, op, routeKey{key: key})
+		if err != nil {
+			return nil, err
+		}
+		g := byID[ent.desc.GetRangeId()]
+		if g == nil {
+			g = &txnGroup{desc: ent.desc}
+			byID[ent.desc.GetRangeId()] = g
+			groups = append(groups, g)
+		}
+		return g, nil
+	}
+	deletesSpan := false
+	for _, m := range tx.muts {
+		g, err := groupOf(kvpb.MutationKey(m))
+		if err != nil {
+			return nil, err
+		}
+		if dr := m.GetDeleteRange(); dr != nil {
+			deletesSpan = true
+			if !containsSpan(g.desc, dr.GetStartKey(), dr.GetEndKey()) {
+				return nil, errDeleteSpanAcross(op)
+			}
+		}
+		g.muts = append(g.muts, m)
+	}
+	for _, r := range tx.reads {
+		if !r.GetSpan() {
+			g, err := groupOf(r.GetKey())
+			if err != nil {
+				return nil, err
+			}
+			g.reads = append(g.reads, r)
+			continue
+		}
+		start, end := r.GetKey(), r.GetEndKey()
+		for {
+			g, err := groupOf(start)
+			if err != nil {
+				return nil, err
+			}
+			dEnd := g.desc.GetEndKey()
+			if len(dEnd) == 0 || (len(end) > 0 && bytes.Compare(end, dEnd) <= 0) {
+				g.reads = append(g.reads, &kvpb.TxnRead{Key: start, EndKey: end, Span: true})
+				break
+			}
+			g.reads = append(g.reads, &kvpb.TxnRead{Key: start, EndKey: dEnd, Span: true})
+			start = dEnd
+		}
+	}
+	if deletesSpan && len(groups) > 1 {
+		return nil, errDeleteSpanAcross(op)
+	}
+	return groups, nil
+}
+
+func errDeleteSpanAcross(op string) *Error {
+	return &Error{Op: op, kind: ErrTxnSpansRanges,
+		Msg: "a transaction across ranges cannot delete a span (DeleteRange) yet (docs/transactions.md); delete its keys one by one or keep the transaction in one range"}
+}
+
+// txnWriteResult is one range's answer to Txn.Write.
+type txnWriteResult struct {
+	written bool
+	p       Timestamp
+	reason  string
+	err     error
+}
+
+// commitAcross commits a transaction whose keys lie in several ranges.
+func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed bool, changed *Error, err error) {
+	const op = "Txn"
+	c := tx.c
+	c0, err := c.txnBegin(ctx)
+	if err != nil {
+		return false, nil, err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return false, nil, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
+	}
+	rk := kvpb.MutationKey(tx.muts[0])
+	var readOnly, writing []*txnGroup
+	var intentKeys [][]byte
+	for _, g := range groups {
+		if len(g.muts) == 0 {
+			readOnly = append(readOnly, g)
+			continue
+		}
+		writing = append(writing, g)
+		for _, m := range g.muts {
+			intentKeys = append(intentKeys, kvpb.MutationKey(m))
+		}
+	}
+	write := func(g *txnGroup) txnWriteResult {
+		req := &kvpb.TxnWriteRequest{Header: c.header(true), TxnId: id[:], RecordKey: rk, Reads: g.reads, Mutations: g.muts,
+			CommitTimestamp: toProto(c0)}
+		if len(g.reads) > 0 {
+			req.ReadTimestamp = toProto(tx.rts)
+		}
+		var resp *kvpb.TxnWriteResponse
+		err := c.routed(ctx, op, true, routeKey{key: g.firstKey()}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+			if !g.holds(d) {
+				return errRegroup
+			}
+			routeHeader(req.Header, d)
+			resp, err = e.txn.Write(ctx, req)
+			return err
+		})
+		if err != nil {
+			return txnWriteResult{err: err}
+		}
+		if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
+			return txnWriteResult{err: err}
+		}
+		if !resp.GetWritten() {
+			return txnWriteResult{reason: resp.GetReadChanged().GetReason()}
+		}
+		p, err := c.sawVersion(op, "version", resp.GetVersion())
+		return txnWriteResult{written: true, p: p, err: err}
+	}
+	// Ranges only read: validated (and closed at C0) before anything is
+	// staged, since recovery judges a staged transaction by its intents
+	// alone.
+	for _, res := range parallel(readOnly, write) {
+		if res.err != nil {
+			return false, nil, tx.attemptError(res.err)
+		}
+		if !res.written {
+			return false, &Error{Op: op, kind: ErrTxnAborted, Msg: "read changed: " + res.reason}, nil
+		}
+	}
+	// Intents and the staging record, in parallel, heartbeating.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		tx.heartbeat(hbCtx, id, rk)
+	}()
+	var stage *kvpb.TxnRecordResponse
+	var stageErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stage, stageErr = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_STAGE,
+			Timestamp: toProto(c0), HeartbeatUnixNanos: time.Now().UnixNano(), Keys: intentKeys})
+	}()
+	results := parallel(writing, write)
+	wg.Wait()
+	stopHB()
+	<-hbDone
+
+	ok := stageErr == nil && stage.GetStatus() == kvpb.TxnStatus_TXN_STATUS_STAGING
+	if ok {
+		if ts, err := fromProto(stage.GetTimestamp()); err != nil || ts != c0 {
+			ok = false
+		}
+	}
+	var why string
+	var firstErr error
+	if stageErr != nil {
+		firstErr = stageErr
+	} else if !ok {
+		why = fmt.Sprintf("its record was %v when it staged (pushed by a reader that took its coordinator for gone)", stage.GetStatus())
+	}
+	for _, res := range results {
+		switch {
+		case res.err != nil:
+			if firstErr == nil {
+				firstErr = res.err
+			}
+			ok = false
+		case !res.written:
+			ok = false
+			if why == "" {
+				why = "read changed: " + res.reason
+			}
+		case res.p != c0:
+			ok = false
+			if why == "" {
+				why = fmt.Sprintf("an intent went in at %s, above the commit candidate %s", res.p, c0)
+			}
+		}
+	}
+	if ok {
+		tx.finish(id, rk, c0, writing, true)
+		return true, nil, nil
+	}
+	// Not committed at C0 as sent: abort the record, unless recovery
+	// already found every intent in and committed it.
+	rec, err := tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_ABORT})
+	if err != nil {
+		return false, nil, &Error{Op: op, kind: ErrAmbiguous, cause: err,
+			Msg: "the commit across ranges failed and its record could not be aborted, so whether it committed is unknown: " + err.Error()}
+	}
+	if rec.GetStatus() == kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+		ct, err := fromProto(rec.GetTimestamp())
+		if err != nil {
+			return false, nil, malformedAnswer(op, "timestamp", err)
+		}
+		tx.finish(id, rk, ct, writing, true)
+		return true, nil, nil
+	}
+	tx.finish(id, rk, Timestamp{}, writing, false)
+	if firstErr != nil {
+		return false, nil, tx.attemptError(firstErr)
+	}
+	return false, &Error{Op: op, kind: ErrTxnAborted, Msg: why}, nil
+}
+
+// attemptError turns the failure of a request of an attempt that is
+// known not to have committed into the attempt's outcome: a range that
+// changed, or a request refused before it applied, runs the transaction
+// again; anything else ends it.
+func (tx *Tx) attemptError(err error) *Error {
+	if errors.Is(err, errRegroup) {
+		return &Error{Op: "Txn", kind: ErrTxnAborted, Msg: "a range split or merged under the transaction"}
+	}
+	var e *Error
+	if asError(err, &e) {
+		return e
+	}
+	return &Error{Op: "Txn", Msg: err.Error(), kind: ErrInternal, cause: err}
+}
+
+// recordOp sends one op to the transaction's record.
+func (tx *Tx) recordOp(ctx context.Context, id [16]byte, rk []byte, req *kvpb.TxnRecordRequest) (*kvpb.TxnRecordResponse, error) {
+	const op = "TxnRecord"
+	c := tx.c
+	req.Header, req.TxnId, req.RecordKey = c.header(true), id[:], rk
+	var resp *kvpb.TxnRecordResponse
+	err := c.routed(ctx, op, true, routeKey{key: rk}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		routeHeader(req.Header, d)
+		resp, err = e.txn.Record(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// heartbeat refreshes the record every TxnHeartbeatInterval until ctx
+// ends.
+func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
+	t := time.NewTicker(TxnHeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_HEARTBEAT,
+				HeartbeatUnixNanos: time.Now().UnixNano()})
+		}
+	}
+}
+
+// finish resolves a decided transaction off the caller's path: the
+// record COMMITTED (first: a STAGING record means no intent is resolved
+// yet), the intents resolved range by range, the record deleted. What
+// it leaves undone (the client closed, a node down) readers finish from
+// the record.
+func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, committed bool) {
+	c := tx.c
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
+		defer cancel()
+		if committed {
+			rec, err := tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
+			if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+				return // readers resolve from the record
+			}
+		}
+		for _, g := range groups {
+			ks := make([][]byte, len(g.muts))
+			for i, m := range g.muts {
+				ks[i] = kvpb.MutationKey(m)
+			}
+			req := &kvpb.TxnResolveRequest{Header: c.header(true), TxnId: id[:], Committed: committed, Keys: ks}
+			if committed {
+				req.CommitTimestamp = toProto(ct)
+			}
+			err := c.routed(ctx, "TxnResolve", true, routeKey{key: ks[0]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
+				if !g.holds(d) {
+					return errRegroup
+				}
+				routeHeader(req.Header, d)
+				_, err := e.txn.Resolve(ctx, req)
+				return err
+			})
+			if err != nil {
+				return // the record stays; readers resolve the rest
+			}
+		}
+		_, _ = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_DELETE})
+	}()
+}
+
+// parallel runs f on every group at once and returns the results in
+// order.
+func parallel(groups []*txnGroup, f func(*txnGroup) txnWriteResult) []txnWriteResult {
+	out := make([]txnWriteResult, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = f(g)
+		}()
+	}
+	wg.Wait()
+	return out
+}

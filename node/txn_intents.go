@@ -1,0 +1,325 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft"
+	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/rangesm/command"
+)
+
+// Reads and writes that meet intents (docs/transactions.md, "Readers and
+// writers that meet an intent"; push and recovery).
+//
+// A read at r that meets intents at or below r looks up each
+// transaction's record (at the record range's leader) and:
+//
+//   - COMMITTED at C, or ABORTED: resolves the intents it met (versions
+//     at C, or dropped) and reads again;
+//   - STAGING at C0 > r: ignores that transaction's intents (it commits
+//     at C >= C0 > r, if at all) and reads again;
+//   - STAGING at C0 <= r with a heartbeat younger than txnExpiry: waits
+//     (the read is answered Unavailable + RetryInfo and the client
+//     retries);
+//   - STAGING with an older heartbeat: recovers it (txn_prevent on the
+//     range of each listed intent: all there at p <= C0 means committed
+//     at C0, else the record is aborted at that C0), then resolves;
+//   - no record, on an intent older than txnExpiry: the coordinator died
+//     before its record was written (or after it was deleted): the
+//     record is created ABORTED, so it can never be staged, then
+//     resolves.
+//
+// A write that meets an intent does the same with r = +inf (it can
+// ignore nothing), then is answered Unavailable for its client to retry.
+// Transactions' own writes (Write, Commit) never wait: the attempt fails
+// and runs again, so two transactions that each hold what the other
+// needs cannot wait for each other.
+
+// txnExpiry is how old a STAGING record's heartbeat (or a recordless
+// intent) must be before a pusher takes over: five heartbeat intervals
+// of the coordinator (client.TxnHeartbeatInterval).
+const txnExpiry = 5 * time.Second
+
+// maxIntentRounds bounds the resolve-and-read-again rounds of one read.
+const maxIntentRounds = 4
+
+// readPastIntents runs read against r's data and lock table, resolving
+// the intents it meets as above; it returns read's last error (an
+// *rangesm.IntentError when an intent stays in the way).
+func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
+	var ignore map[command.TxnID]bool
+	for round := 0; ; round++ {
+		rd := n.reader(r).Ignoring(ignore)
+		err := read(rd)
+		var ie *rangesm.IntentError
+		if !errors.As(err, &ie) || round == maxIntentRounds {
+			return err
+		}
+		if ignore == nil {
+			ignore = map[command.TxnID]bool{}
+		}
+		if !n.pushIntents(ctx, ie.Intents, ts, ignore) {
+			return err
+		}
+	}
+}
+
+// pushIntents tries to get met out of the way of an operation at ts
+// (hlc.MaxTimestamp for a write); it reports whether anything changed
+// (intents resolved or transactions added to ignore).
+func (n *Node) pushIntents(ctx context.Context, met []rangesm.Intent, ts hlc.Timestamp, ignore map[command.TxnID]bool) bool {
+	byTxn := map[command.TxnID][]rangesm.Intent{}
+	var order []command.TxnID
+	for _, in := range met {
+		if _, ok := byTxn[in.Txn]; !ok {
+			order = append(order, in.Txn)
+		}
+		byTxn[in.Txn] = append(byTxn[in.Txn], in)
+	}
+	progress := false
+	for _, id := range order {
+		ins := byTxn[id]
+		ok, err := n.pushTxn(ctx, id, ins, ts, ignore)
+		if err != nil {
+			n.log.Debug("pushing a transaction failed", "txn", id, "err", err)
+			continue
+		}
+		progress = progress || ok
+	}
+	return progress
+}
+
+// pushTxn is pushIntents for one transaction's intents ins.
+func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Intent, ts hlc.Timestamp, ignore map[command.TxnID]bool) (bool, error) {
+	rk := ins[0].Record
+	rec, err := n.txnRecord(ctx, kvpb.TxnRecordOp_TXN_RECORD_QUERY, id, rk, hlc.Timestamp{})
+	if err != nil {
+		return false, err
+	}
+	now := n.clock.PhysicalNow()
+	switch rec.GetStatus() {
+	case kvpb.TxnStatus_TXN_STATUS_STAGING:
+		c0, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+		if err != nil {
+			return false, err
+		}
+		if ts.Less(c0) {
+			ignore[id] = true
+			return true, nil
+		}
+		if now-rec.GetHeartbeatUnixNanos() < int64(txnExpiry) {
+			return false, nil // alive: wait
+		}
+		listed := rec.GetKeys()
+		if rec, err = n.recoverTxn(ctx, id, rk, c0, listed); err != nil {
+			return false, err
+		}
+		if err := n.finishRecovered(ctx, id, rec, listed); err != nil {
+			return false, err
+		}
+		return true, nil
+	case kvpb.TxnStatus_TXN_STATUS_MISSING:
+		oldest := ins[0].Provisional
+		for _, in := range ins {
+			if in.Provisional.Less(oldest) {
+				oldest = in.Provisional
+			}
+		}
+		if now-oldest.WallTime < int64(txnExpiry) {
+			return false, nil // the record may be on its way
+		}
+		if rec, err = n.txnRecord(ctx, kvpb.TxnRecordOp_TXN_RECORD_ABORT, id, rk, hlc.Timestamp{}); err != nil {
+			return false, err
+		}
+	}
+	switch rec.GetStatus() {
+	case kvpb.TxnStatus_TXN_STATUS_COMMITTED, kvpb.TxnStatus_TXN_STATUS_ABORTED:
+		c, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+		if err != nil {
+			return false, err
+		}
+		committed := rec.GetStatus() == kvpb.TxnStatus_TXN_STATUS_COMMITTED
+		ks := make([][]byte, len(ins))
+		for i, in := range ins {
+			ks[i] = in.Key
+		}
+		if err := n.resolveTxnKeys(ctx, id, committed, c, ks); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// recoverTxn decides a STAGING transaction whose coordinator stopped
+// heartbeating (docs/transactions.md, "Records"): txn_prevent on the
+// range of each intent its record lists; all there at p <= C0, it is
+// committed at C0; otherwise its record is aborted at that C0 (the
+// missing intent can no longer be written at or below it). It returns
+// the record after the decision (which a coordinator that re-staged
+// meanwhile may have made something else).
+func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, c0 hlc.Timestamp, ks [][]byte) (*kvpb.TxnRecordResponse, error) {
+	all := true
+	for _, k := range ks {
+		var found bool
+		err := n.onRangeOf(ctx, k, func(ctx context.Context, c kvpb.TxnClient, h *kvpb.RequestHeader) error {
+			resp, err := c.Prevent(ctx, &kvpb.TxnPreventRequest{Header: h, TxnId: id[:], Timestamp: rangesm.TimestampProto(c0), Keys: [][]byte{k}})
+			found = resp.GetFound()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("recovering transaction %s: %w", id, err)
+		}
+		if !found {
+			all = false
+			break
+		}
+	}
+	op := kvpb.TxnRecordOp_TXN_RECORD_ABORT
+	if all {
+		op = kvpb.TxnRecordOp_TXN_RECORD_COMMIT
+	}
+	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all)
+	return n.txnRecord(ctx, op, id, rk, c0)
+}
+
+// finishRecovered resolves every intent a transaction recovery decided
+// lists (a record still STAGING, re-staged by a coordinator that came
+// back, is left to it). The record stays: its coordinator may be alive
+// behind a partition, and when it tries to abort its attempt it must find
+// the decision (COMMITTED) rather than no record, which its abort would
+// turn into ABORTED, telling its caller a committed transaction failed.
+func (n *Node) finishRecovered(ctx context.Context, id command.TxnID, rec *kvpb.TxnRecordResponse, ks [][]byte) error {
+	st := rec.GetStatus()
+	if st != kvpb.TxnStatus_TXN_STATUS_COMMITTED && st != kvpb.TxnStatus_TXN_STATUS_ABORTED {
+		return nil
+	}
+	c, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+	if err != nil {
+		return err
+	}
+	return n.resolveTxnKeys(ctx, id, st == kvpb.TxnStatus_TXN_STATUS_COMMITTED, c, ks)
+}
+
+// txnRecord runs one record op (or a query) at the record range.
+func (n *Node) txnRecord(ctx context.Context, op kvpb.TxnRecordOp, id command.TxnID, rk []byte, ts hlc.Timestamp) (*kvpb.TxnRecordResponse, error) {
+	var resp *kvpb.TxnRecordResponse
+	err := n.onRangeOf(ctx, rk, func(ctx context.Context, c kvpb.TxnClient, h *kvpb.RequestHeader) (err error) {
+		resp, err = c.Record(ctx, &kvpb.TxnRecordRequest{Header: h, TxnId: id[:], Op: op, RecordKey: rk, Timestamp: rangesm.TimestampProto(ts)})
+		return err
+	})
+	return resp, err
+}
+
+// resolveTxnKeys resolves a finished transaction's intents on ks, range
+// by range.
+func (n *Node) resolveTxnKeys(ctx context.Context, id command.TxnID, committed bool, c hlc.Timestamp, ks [][]byte) error {
+	for _, k := range ks {
+		err := n.onRangeOf(ctx, k, func(ctx context.Context, cl kvpb.TxnClient, h *kvpb.RequestHeader) error {
+			_, err := cl.Resolve(ctx, &kvpb.TxnResolveRequest{Header: h, TxnId: id[:], Committed: committed,
+				CommitTimestamp: rangesm.TimestampProto(c), Keys: [][]byte{k}})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pushWriteConflict is a write's push of the intent on key in r's range
+// that refused it (best effort, bounded): the write is retried by its
+// client either way.
+func (n *Node) pushWriteConflict(ctx context.Context, r *raft.Replica, key []byte) {
+	in, found, err := rangesm.ReadIntent(n.db, r.RangeID(), key)
+	if err != nil || !found {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n.pushIntents(pctx, []rangesm.Intent{in}, hlc.MaxTimestamp, map[command.TxnID]bool{})
+}
+
+// onRangeOf calls call with a Txn client of the leader (as far as this
+// node knows) of the range holding key and a header naming that range,
+// retrying with the next replica or a fresh lookup on failure.
+func (n *Node) onRangeOf(ctx context.Context, key []byte, call func(context.Context, kvpb.TxnClient, *kvpb.RequestHeader) error) error {
+	var last error
+	for attempt := 0; attempt < 6; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(last, ctx.Err())
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			}
+		}
+		look, err := (&adminServer{n: n}).RangeLookup(ctx, &kvpb.RangeLookupRequest{Key: key, Stale: attempt == 0})
+		if err != nil || len(look.GetRanges()) == 0 {
+			last = fmt.Errorf("looking up the range of %q: %v", key, err)
+			continue
+		}
+		d := look.GetRanges()[0]
+		target := look.GetLeaders()[0].GetNodeId()
+		if reps := d.GetReplicas(); target == 0 || attempt > 1 {
+			if len(reps) == 0 {
+				last = fmt.Errorf("range %d has no replicas", d.GetRangeId())
+				continue
+			}
+			if target == 0 || attempt > 2 {
+				target = reps[attempt%len(reps)].GetNodeId()
+			}
+		}
+		var c kvpb.TxnClient = localTxn{&txnServer{n: n}}
+		if target != n.ident.NodeID {
+			cc, err := n.peers.conn(target)
+			if err != nil {
+				last = err
+				continue
+			}
+			c = kvpb.NewTxnClient(cc)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		last = call(cctx, c, &kvpb.RequestHeader{RangeId: d.GetRangeId(), RangeGeneration: d.GetGeneration()})
+		cancel()
+		if last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
+// localTxn calls this node's Txn service directly.
+type localTxn struct{ s *txnServer }
+
+var _ kvpb.TxnClient = localTxn{}
+
+func (l localTxn) Begin(ctx context.Context, in *kvpb.TxnBeginRequest, _ ...grpc.CallOption) (*kvpb.TxnBeginResponse, error) {
+	return l.s.Begin(ctx, in)
+}
+
+func (l localTxn) Commit(ctx context.Context, in *kvpb.TxnCommitRequest, _ ...grpc.CallOption) (*kvpb.TxnCommitResponse, error) {
+	return l.s.Commit(ctx, in)
+}
+
+func (l localTxn) Write(ctx context.Context, in *kvpb.TxnWriteRequest, _ ...grpc.CallOption) (*kvpb.TxnWriteResponse, error) {
+	return l.s.Write(ctx, in)
+}
+
+func (l localTxn) Record(ctx context.Context, in *kvpb.TxnRecordRequest, _ ...grpc.CallOption) (*kvpb.TxnRecordResponse, error) {
+	return l.s.Record(ctx, in)
+}
+
+func (l localTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, _ ...grpc.CallOption) (*kvpb.TxnResolveResponse, error) {
+	return l.s.Resolve(ctx, in)
+}
+
+func (l localTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, _ ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
+	return l.s.Prevent(ctx, in)
+}

@@ -1,0 +1,273 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/rangesm"
+	"github.com/shaledb/shale/rangesm/command"
+)
+
+// The Txn service's methods for transactions across ranges
+// (docs/transactions.md, "Several ranges"): Write (intents), Record (the
+// transaction record), Resolve and Prevent. Each is one command on one
+// range, proposed like a Batch (route, validate, propose, wait; eval.go).
+
+func txnIDFromProto(b []byte) (command.TxnID, error) {
+	var id command.TxnID
+	if len(b) != command.TxnIDLen {
+		return id, invalidArgument("txn_id", "a transaction ID has %d bytes, not %d", command.TxnIDLen, len(b))
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// Write writes a transaction's intents on one range, after validating its
+// reads there; a read that changed, or a key locked by another
+// transaction, is answered written false (the coordinator aborts the
+// attempt and runs the transaction again: waiting here could deadlock two
+// transactions that each hold what the other needs).
+func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb.TxnWriteResponse, error) {
+	const op = "TxnWrite"
+	n := s.n
+	id, err := txnIDFromProto(req.GetTxnId())
+	if err != nil {
+		return nil, err
+	}
+	c0, ok, err := timestampFromProto("commit_timestamp", req.GetCommitTimestamp())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, invalidArgument("commit_timestamp", "a transaction write needs its commit candidate")
+	}
+	if limit := n.clock.PhysicalNow() + int64(n.clock.MaxOffset()); c0.WallTime > limit {
+		return nil, invalidArgument("commit_timestamp", "future timestamp %s: beyond this node's clock plus the maximum clock offset (%v)", c0, n.clock.MaxOffset())
+	}
+	rts, ok, err := timestampFromProto("read_timestamp", req.GetReadTimestamp())
+	if err != nil {
+		return nil, err
+	}
+	if !ok && len(req.GetReads()) > 0 {
+		return nil, invalidArgument("read_timestamp", "a write with reads needs the timestamp they were served at")
+	}
+	muts, reads := req.GetMutations(), req.GetReads()
+	if len(muts) == 0 && len(reads) == 0 {
+		return nil, invalidArgument("mutations", "a transaction write needs a mutation or a read")
+	}
+	if len(muts) > 0 {
+		if err := n.limits.checkBatch(&kvpb.BatchRequest{Mutations: muts}); err != nil {
+			return nil, err
+		}
+	}
+	if len(reads) > n.limits.MaxBatchOps {
+		return nil, countExceeded("reads", "reads", "max_batch_ops", n.limits.MaxBatchOps, len(reads))
+	}
+	var first []byte
+	if len(muts) > 0 {
+		first = kvpb.MutationKey(muts[0])
+	} else {
+		first = reads[0].GetKey()
+	}
+	r, desc, err := n.replicaFor(req.GetHeader(), first)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range muts {
+		if m.GetDeleteRange() != nil {
+			return nil, invalidArgument(fmt.Sprintf("mutations[%d]", i), "a transaction across ranges writes puts and deletes, not a delete range")
+		}
+		if err := n.checkKey(req.GetHeader(), desc, kvpb.MutationKey(m)); err != nil {
+			return nil, err
+		}
+	}
+	cmd := batchCmd(&kvpb.BatchRequest{Mutations: muts})
+	cmd.Kind = command.KindTxnWrite
+	cmd.TxnWrite = command.TxnWrite{ID: id, Record: req.GetRecordKey()}
+	cmd.Txn.ReadTimestamp = rts
+	cmd.Txn.Reads = make([]command.TxnRead, len(reads))
+	for i, rd := range reads {
+		if rd.GetSpan() {
+			err = n.checkSpan(req.GetHeader(), desc, rd.GetKey(), rd.GetEndKey())
+		} else {
+			err = n.checkKey(req.GetHeader(), desc, rd.GetKey())
+		}
+		if err != nil {
+			return nil, err
+		}
+		cmd.Txn.Reads[i] = command.TxnRead{Key: rd.GetKey(), End: rd.GetEndKey(), Span: rd.GetSpan()}
+	}
+	// The intents go in at p = max(C0, F.Next()): the proposal timestamp
+	// is the commit candidate, not a fresh one (write keeps it).
+	cmd.Timestamp = c0
+	if err := n.updateClock(op, c0); err != nil {
+		return nil, err
+	}
+	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	resp := &kvpb.TxnWriteResponse{Header: n.respHeader(r, idx)}
+	if res.Code == command.CodeReadChanged || res.Code == command.CodeIntentConflict {
+		resp.ReadChanged = &kvpb.ReadChanged{Key: append([]byte{}, res.Value...), Reason: res.Message}
+		return resp, nil
+	}
+	resp.Written, resp.Version = true, rangesm.TimestampProto(res.Version)
+	return resp, nil
+}
+
+// Record reads or changes a transaction record on the range holding its
+// record key. QUERY reads at the leader after a read barrier, so that it
+// sees every op acknowledged before it.
+func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kvpb.TxnRecordResponse, error) {
+	const op = "TxnRecord"
+	n := s.n
+	id, err := txnIDFromProto(req.GetTxnId())
+	if err != nil {
+		return nil, err
+	}
+	rk := req.GetRecordKey()
+	if err := n.limits.checkKey("record_key", rk); err != nil {
+		return nil, err
+	}
+	r, desc, err := n.replicaFor(req.GetHeader(), rk)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.checkKey(req.GetHeader(), desc, rk); err != nil {
+		return nil, err
+	}
+	if req.GetOp() == kvpb.TxnRecordOp_TXN_RECORD_QUERY {
+		if err := n.observeHeader(op, req.GetHeader()); err != nil {
+			return nil, err
+		}
+		idx, err := n.readBarrier(ctx, op, r)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := rangesm.ReadTxnRecord(n.db, r.RangeID(), id)
+		if err != nil {
+			return nil, readError(op, err)
+		}
+		// A split applied after the barrier may have moved the record.
+		if d := r.Descriptor(); !keys.ContainsUserKey(d, rk) {
+			return nil, n.keyMismatch(req.GetHeader().GetRangeId(), d, op+": the record key moved to another range")
+		}
+		return recordResponse(n.respHeader(r, idx), &rec), nil
+	}
+	if req.GetOp() < kvpb.TxnRecordOp_TXN_RECORD_STAGE || req.GetOp() > kvpb.TxnRecordOp_TXN_RECORD_DELETE {
+		return nil, invalidArgument("op", "unknown record op %v", req.GetOp())
+	}
+	ts, _, err := timestampFromProto("timestamp", req.GetTimestamp())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetOp() == kvpb.TxnRecordOp_TXN_RECORD_STAGE {
+		if len(req.GetKeys()) == 0 || ts.IsZero() {
+			return nil, invalidArgument("keys", "a stage needs the keys of the intents and the commit candidate")
+		}
+		if len(req.GetKeys()) > n.limits.MaxBatchOps {
+			return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(req.GetKeys()))
+		}
+	}
+	cmd := &command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{ID: id,
+		Op: command.TxnRecordOp(req.GetOp()), RecordKey: rk, Timestamp: ts,
+		Heartbeat: req.GetHeartbeatUnixNanos(), Keys: req.GetKeys()}}
+	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.TxnRecordResponse{Header: n.respHeader(r, idx), Status: kvpb.TxnStatus(res.NodeID),
+		Timestamp: rangesm.TimestampProto(res.Version)}, nil
+}
+
+func recordResponse(h *kvpb.ResponseHeader, rec *rangesm.TxnRecord) *kvpb.TxnRecordResponse {
+	return &kvpb.TxnRecordResponse{Header: h, Status: kvpb.TxnStatus(rec.Status), Timestamp: rangesm.TimestampProto(rec.Timestamp),
+		HeartbeatUnixNanos: rec.Heartbeat, Keys: rec.Keys}
+}
+
+// Resolve resolves a finished transaction's intents on keys of one range.
+func (s *txnServer) Resolve(ctx context.Context, req *kvpb.TxnResolveRequest) (*kvpb.TxnResolveResponse, error) {
+	const op = "TxnResolve"
+	n := s.n
+	id, err := txnIDFromProto(req.GetTxnId())
+	if err != nil {
+		return nil, err
+	}
+	ks := req.GetKeys()
+	if len(ks) == 0 {
+		return nil, invalidArgument("keys", "nothing to resolve")
+	}
+	if len(ks) > n.limits.MaxBatchOps {
+		return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(ks))
+	}
+	c, _, err := timestampFromProto("commit_timestamp", req.GetCommitTimestamp())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetCommitted() && c.IsZero() {
+		return nil, invalidArgument("commit_timestamp", "a committed transaction resolves at its commit timestamp")
+	}
+	r, desc, err := n.replicaFor(req.GetHeader(), ks[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range ks {
+		if err := n.checkKey(req.GetHeader(), desc, k); err != nil {
+			return nil, err
+		}
+	}
+	cmd := &command.Command{Kind: command.KindTxnResolve, TxnResolve: command.TxnResolve{ID: id,
+		Committed: req.GetCommitted(), CommitTimestamp: c, Keys: ks}}
+	if !req.GetCommitted() {
+		cmd.TxnResolve.CommitTimestamp = hlc.Timestamp{}
+	}
+	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.TxnResolveResponse{Header: n.respHeader(r, idx), Resolved: res.NodeID}, nil
+}
+
+// Prevent is recovery's check of a staging transaction's intents on one
+// range.
+func (s *txnServer) Prevent(ctx context.Context, req *kvpb.TxnPreventRequest) (*kvpb.TxnPreventResponse, error) {
+	const op = "TxnPrevent"
+	n := s.n
+	id, err := txnIDFromProto(req.GetTxnId())
+	if err != nil {
+		return nil, err
+	}
+	ks := req.GetKeys()
+	if len(ks) == 0 || len(ks) > n.limits.MaxBatchOps {
+		return nil, invalidArgument("keys", "between 1 and %d keys, not %d", n.limits.MaxBatchOps, len(ks))
+	}
+	ts, ok, err := timestampFromProto("timestamp", req.GetTimestamp())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, invalidArgument("timestamp", "the staging timestamp is required")
+	}
+	if limit := n.clock.PhysicalNow() + int64(n.clock.MaxOffset()); ts.WallTime > limit {
+		return nil, invalidArgument("timestamp", "future timestamp %s", ts)
+	}
+	r, desc, err := n.replicaFor(req.GetHeader(), ks[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range ks {
+		if err := n.checkKey(req.GetHeader(), desc, k); err != nil {
+			return nil, err
+		}
+	}
+	cmd := &command.Command{Kind: command.KindTxnPrevent, TxnPrevent: command.TxnPrevent{ID: id, Timestamp: ts, Keys: ks}}
+	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.TxnPreventResponse{Header: n.respHeader(r, idx), Found: res.Found, MissingKey: res.Value}, nil
+}
