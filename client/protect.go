@@ -44,8 +44,8 @@ type Protection struct {
 }
 
 // MaxProtectionTTL is the longest TTL a protection is created or
-// refreshed with.
-const MaxProtectionTTL = 24 * time.Hour
+// refreshed with (a week).
+const MaxProtectionTTL = 7 * 24 * time.Hour
 
 func (c *Client) protection(e *endpoint) kvpb.ProtectionClient { return kvpb.NewProtectionClient(e.cc) }
 
@@ -75,7 +75,9 @@ func checkProtectionTTL(op string, ttl time.Duration) error {
 // inverted span, a ts in the future (beyond the maximum clock offset), a
 // ttl <= 0 or above MaxProtectionTTL, or a description over 256 bytes;
 // ErrFailedPrecondition for a ts older than half the retention window.
-// Nothing is created on an error.
+// Nothing is created on those errors; an ErrAmbiguous Protect may have
+// created a protection nobody holds, which lapses at its TTL
+// (Protections lists it).
 func (c *Client) Protect(ctx context.Context, start, end []byte, ts Timestamp, ttl time.Duration, description string) (Protection, error) {
 	const op = "Protect"
 	if err := checkProtectionTTL(op, ttl); err != nil {

@@ -25,3 +25,7 @@ func (n *Node) dropExportEntry(uint64) bool { return false }
 // leaseKeepAliveIgnored is the planted lease bug of the test build: never
 // here.
 func (n *Node) leaseKeepAliveIgnored() bool { return false }
+
+// gcIgnoresProtections is the planted protection bug of the test build:
+// never here.
+func (n *Node) gcIgnoresProtections() bool { return false }

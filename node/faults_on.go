@@ -33,6 +33,8 @@ import (
 //	DELETE /debug/faults/export-drop
 //	PUT    /debug/faults/lease-early
 //	DELETE /debug/faults/lease-early
+//	PUT    /debug/faults/protect-ignore
+//	DELETE /debug/faults/protect-ignore
 //	PUT    /debug/faults/watch-drop     (faults_watch_on.go)
 //	DELETE /debug/faults/watch-drop
 //
@@ -48,7 +50,9 @@ import (
 // set, every backup file this node exports leaves out its first key; and
 // a planted bug for the fault suite's lease checker: while lease-early is
 // set, a keep-alive this node serves as meta's leader is acknowledged
-// without renewing the lease, so keys go before their TTL. A
+// without renewing the lease, so keys go before their TTL; and a planted
+// bug for the fault suite's protection check: while protect-ignore is
+// set, this node's GC passes ignore protected timestamps. A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -65,6 +69,8 @@ type faultState struct {
 	dropExport atomic.Bool
 	// leaseEarly is the planted lease bug (leaseKeepAliveIgnored).
 	leaseEarly atomic.Bool
+	// protectIgnore is the planted protection bug (gcIgnoresProtections).
+	protectIgnore atomic.Bool
 }
 
 type diskDelay struct{ delay, jitter time.Duration }
@@ -83,6 +89,8 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /debug/faults/export-drop", n.setExportDrop)
 	mux.HandleFunc("PUT /debug/faults/lease-early", n.setLeaseEarly)
 	mux.HandleFunc("DELETE /debug/faults/lease-early", n.setLeaseEarly)
+	mux.HandleFunc("PUT /debug/faults/protect-ignore", n.setProtectIgnore)
+	mux.HandleFunc("DELETE /debug/faults/protect-ignore", n.setProtectIgnore)
 	mux.HandleFunc("PUT /debug/faults/watch-drop", n.setWatchDrop) // faults_watch_on.go
 	mux.HandleFunc("DELETE /debug/faults/watch-drop", n.setWatchDrop)
 }
@@ -94,6 +102,18 @@ func (n *Node) setLeaseEarly(w http.ResponseWriter, r *http.Request) {
 	n.log.Warn("fault injection: keep-alives are acknowledged without renewing leases", "on", on)
 	fmt.Fprintf(w, "lease-early %v\n", on)
 }
+
+// setProtectIgnore plants (PUT) or removes (DELETE) the protection bug.
+func (n *Node) setProtectIgnore(w http.ResponseWriter, r *http.Request) {
+	on := r.Method == http.MethodPut
+	n.faults.protectIgnore.Store(on)
+	n.log.Warn("fault injection: GC ignores protected timestamps", "on", on)
+	fmt.Fprintf(w, "protect-ignore %v\n", on)
+}
+
+// gcIgnoresProtections says whether GC passes ignore protected
+// timestamps (the planted bug is set).
+func (n *Node) gcIgnoresProtections() bool { return n.faults.protectIgnore.Load() }
 
 // leaseKeepAliveIgnored says whether keep-alives are acknowledged without
 // renewing (the planted bug is set).

@@ -56,8 +56,11 @@ type Node struct {
 	ident      raft.StoreIdent
 	store      *raft.Store
 	peers      *peerClients
-	live       liveness
-	awake      awake // quorum.go
+	// placeMu guards a placement pass's views and leaders while its
+	// rebalancing moves run in parallel (placement.go).
+	placeMu sync.Mutex
+	live    liveness
+	awake   awake // quorum.go
 	// lessor keeps the leases while this node leads meta (lease_lessor.go).
 	lessor *lessor
 	// quorumProbes confirm that silent voters are unreachable (quorum.go).

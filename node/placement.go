@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -28,7 +30,7 @@ import (
 //  3. rebalancing: while the usable node with the most replicas has two
 //     more than the one with the fewest, a range moves from the first to
 //     the second (user ranges only: meta stays where it is unless
-//     repaired);
+//     repaired), the moves of a wave in parallel;
 //  4. leader balancing: while a range's leader leads two more ranges than
 //     a node holding another voter of it, its leadership moves (the pair
 //     furthest apart first).
@@ -201,29 +203,65 @@ func (n *Node) placementPass(ctx context.Context) int {
 			}
 		}
 	}
-	// 3. Rebalancing. A range whose move fails is not tried again this
+	// 3. Rebalancing, in waves: up to the budget's moves are planned (the
+	// most loaded node to the least, each counted as done for the next
+	// pick, on distinct ranges) and run in parallel; a move takes a
+	// snapshot and a few Raft rounds, mostly waiting, and one at a time
+	// thousands of them (nodes joining a cluster of thousands of ranges)
+	// took many minutes. A range whose move fails is not tried again this
 	// pass.
 	failed := map[uint64]bool{}
+	type planned struct {
+		d        *kvpb.RangeDescriptor
+		from, to uint64
+	}
 	for budget > 0 && stillLeader() {
-		maxN, minN := extremes(views, func(v *nodeView) int { return v.replicas })
-		if maxN == 0 || views[maxN].replicas <= views[minN].replicas+1 {
+		var wave []planned
+		taken := maps.Clone(failed)
+		for len(wave) < budget {
+			maxN, minN := extremes(views, func(v *nodeView) int { return v.replicas })
+			if maxN == 0 || views[maxN].replicas <= views[minN].replicas+1 {
+				break
+			}
+			d := pickRangeToMove(descs, maxN, minN, leaderOf, taken)
+			if d == nil {
+				break
+			}
+			taken[d.GetRangeId()] = true
+			views[maxN].replicas--
+			views[minN].replicas++
+			wave = append(wave, planned{d, maxN, minN})
+		}
+		if len(wave) == 0 {
 			break
 		}
-		d := pickRangeToMove(descs, maxN, minN, leaderOf, failed)
-		if d == nil {
-			break
+		for _, p := range wave { // moveReplica counts what it moves
+			views[p.from].replicas++
+			views[p.to].replicas--
 		}
-		budget--
-		if !n.moveReplica(ctx, s, d, maxN, minN, leaderOf, views) {
-			failed[d.GetRangeId()] = true
+		budget -= len(wave)
+		ok := make([]bool, len(wave))
+		var wg sync.WaitGroup
+		for i, p := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok[i] = n.moveReplica(ctx, s, p.d, p.from, p.to, leaderOf, views)
+			}()
+		}
+		wg.Wait()
+		for i, p := range wave {
+			if ok[i] {
+				moves++
+				continue
+			}
+			failed[p.d.GetRangeId()] = true
 			// The target may have died since it answered this pass's
 			// heartbeat: each further move to it would wait out
 			// moveTimeout and hold up the next pass's repairs. Leave it
 			// until the next pass looks again.
-			views[minN].usable = false
-			continue
+			views[p.to].usable = false
 		}
-		moves++
 	}
 	// 4. Leader balancing (user ranges: meta's leadership stays, so the
 	// controller does not move itself mid-pass).
@@ -260,8 +298,12 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	leaderOf map[uint64]uint64, views map[uint64]*nodeView) bool {
 	mctx, cancel := context.WithTimeout(ctx, moveTimeout)
 	defer cancel()
-	if from != 0 && leaderOf[d.GetRangeId()] == from {
-		var other uint64
+	// Moves of different ranges may run in parallel (rebalancing): the
+	// maps are shared, each descriptor is the move's own.
+	n.placeMu.Lock()
+	leader := leaderOf[d.GetRangeId()]
+	var other uint64
+	if from != 0 && leader == from {
 		for _, rd := range d.GetReplicas() {
 			v := views[rd.GetNodeId()]
 			if rd.GetNodeId() != from && rd.GetType() == kvpb.ReplicaType_REPLICA_TYPE_VOTER && v != nil && v.usable {
@@ -269,6 +311,9 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 				break
 			}
 		}
+	}
+	n.placeMu.Unlock()
+	if from != 0 && leader == from {
 		if other == 0 {
 			return false
 		}
@@ -276,7 +321,10 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 			n.log.Info("placement: moving the leader off a replica to remove", "range", d.GetRangeId(), "node", from, "err", err)
 			return false
 		}
+		leader = other
+		n.placeMu.Lock()
 		leaderOf[d.GetRangeId()] = other
+		n.placeMu.Unlock()
 	}
 	n.log.Info("placement: moving a replica", "range", d.GetRangeId(), "from", from, "to", to, "generation", d.GetGeneration())
 	var changes []*kvpb.ReplicaChange
@@ -286,7 +334,7 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 	if from != 0 {
 		changes = append(changes, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_REMOVE, NodeId: from})
 	}
-	resp, err := n.adminOf(mctx, s, leaderOf[d.GetRangeId()]).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()})
+	resp, err := n.adminOf(mctx, s, leader).ChangeReplicas(mctx, &kvpb.ChangeReplicasRequest{RangeId: d.GetRangeId(), Changes: changes, ExpectedGeneration: d.GetGeneration()})
 	if err == nil {
 		// The rest of the pass decides from the new descriptor.
 		proto.Reset(d)
@@ -297,6 +345,8 @@ func (n *Node) moveReplica(ctx context.Context, s *adminServer, d *kvpb.RangeDes
 		return false
 	}
 	n.log.Info("placement: moved a replica", "range", d.GetRangeId(), "from", from, "to", to)
+	n.placeMu.Lock()
+	defer n.placeMu.Unlock()
 	if v := views[from]; v != nil {
 		v.replicas--
 	}

@@ -33,6 +33,10 @@ import (
 // fails Unavailable, to be retried. A refresh checks the same way that
 // the record had not expired by any node's clock when it applied.
 
+// MaxProtectionTTL bounds a protection's TTL: a week, so that a kept
+// backup protection spans the time to a weekly incremental.
+const MaxProtectionTTL = 7 * 24 * time.Hour
+
 // protectionServer implements kvpb.ProtectionServer.
 type protectionServer struct {
 	kvpb.UnimplementedProtectionServer
@@ -78,8 +82,8 @@ func (n *Node) protectError(op string, err error) error {
 func (s *protectionServer) Protect(ctx context.Context, req *kvpb.ProtectRequest) (*kvpb.ProtectResponse, error) {
 	n := s.n
 	ttl := time.Duration(req.GetTtlMs()) * time.Millisecond
-	if req.GetTtlMs() <= 0 || ttl > MaxLeaseTTL {
-		return nil, invalidArgument("ttl_ms", "a protection's TTL must be above 0 and at most %v, got %dms", MaxLeaseTTL, req.GetTtlMs())
+	if req.GetTtlMs() <= 0 || req.GetTtlMs() > MaxProtectionTTL.Milliseconds() {
+		return nil, invalidArgument("ttl_ms", "a protection's TTL must be above 0 and at most %v, got %dms", MaxProtectionTTL, req.GetTtlMs())
 	}
 	if req.GetId() == 0 {
 		if err := command.CheckProtectSpan(req.GetStartKey(), req.GetEndKey()); err != nil {

@@ -117,9 +117,14 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 		if now-rec.GetHeartbeatUnixNanos() < int64(txnExpiry) {
 			return false, nil // alive: wait
 		}
-		if rec, err = n.recoverTxn(ctx, id, rk, c0, rec.GetKeys()); err != nil {
+		listed := rec.GetKeys()
+		if rec, err = n.recoverTxn(ctx, id, rk, c0, listed); err != nil {
 			return false, err
 		}
+		if err := n.finishRecovered(ctx, id, rec, listed); err != nil {
+			return false, err
+		}
+		return true, nil
 	case kvpb.TxnStatus_TXN_STATUS_MISSING:
 		oldest := ins[0].Provisional
 		for _, in := range ins {
@@ -183,6 +188,24 @@ func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, c0 h
 	}
 	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all)
 	return n.txnRecord(ctx, op, id, rk, c0)
+}
+
+// finishRecovered resolves every intent a transaction recovery decided
+// lists (a record still STAGING, re-staged by a coordinator that came
+// back, is left to it). The record stays: its coordinator may be alive
+// behind a partition, and when it tries to abort its attempt it must find
+// the decision (COMMITTED) rather than no record, which its abort would
+// turn into ABORTED, telling its caller a committed transaction failed.
+func (n *Node) finishRecovered(ctx context.Context, id command.TxnID, rec *kvpb.TxnRecordResponse, ks [][]byte) error {
+	st := rec.GetStatus()
+	if st != kvpb.TxnStatus_TXN_STATUS_COMMITTED && st != kvpb.TxnStatus_TXN_STATUS_ABORTED {
+		return nil
+	}
+	c, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+	if err != nil {
+		return err
+	}
+	return n.resolveTxnKeys(ctx, id, st == kvpb.TxnStatus_TXN_STATUS_COMMITTED, c, ks)
 }
 
 // txnRecord runs one record op (or a query) at the record range.

@@ -118,8 +118,8 @@ func histMean(h interface{ Write(*dto.Metric) error }) float64 {
 // Besides time and allocations per write it reports the process CPU time
 // per write (the three nodes together, from getrusage: it does not
 // follow what else the machine runs as time does) and, per write, the
-// rounds, log syncs, messages sent, range applies and apply writes of the
-// nodes.
+// rounds, log syncs, messages sent, message batches sent (gRPC frames to
+// peers), range applies and apply writes of the nodes.
 //
 //	go test ./raft -run '^$' -bench ProposeRanges -benchtime 20000x
 func BenchmarkProposeRanges(b *testing.B) {
@@ -173,6 +173,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		{"msgs/op", func(m *Metrics) prometheus.Counter { return m.messagesSent }},
 		{"range-applies/op", func(m *Metrics) prometheus.Counter { return m.rangeApplies }},
 		{"apply-writes/op", func(m *Metrics) prometheus.Counter { return m.applyWrites }},
+		{"batches/op", func(m *Metrics) prometheus.Counter { return m.batchesSent }},
 	}
 	base := make([]float64, len(counters))
 	for i, k := range counters {

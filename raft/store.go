@@ -174,7 +174,8 @@ func NewStore(cfg Config) (*Store, error) {
 	if newTransport == nil {
 		newTransport = s.newGRPCTransport
 	}
-	s.transport, err = newTransport(TransportHandlers{Handler: s, OnUnreachable: s.onUnreachable, OnAck: s.onAck})
+	s.transport, err = newTransport(TransportHandlers{Handler: s, OnUnreachable: s.onUnreachable, OnAck: s.onAck,
+		OnBatchSent: func(uint64, int) { s.metrics.batchesSent.Inc() }})
 	if err != nil {
 		return nil, fmt.Errorf("raft: making the transport: %w", err)
 	}

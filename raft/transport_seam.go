@@ -34,6 +34,8 @@ type TransportHandlers struct {
 	OnUnreachable func(toNode uint64, msgs []*raftrpcpb.RangeMessage)
 	// OnAck receives what toNode reported back about messages it received.
 	OnAck func(toNode uint64, ack *raftrpcpb.RaftMessageBatchAck)
+	// OnBatchSent is told of each batch of messages sent to toNode.
+	OnBatchSent func(toNode uint64, msgs int)
 }
 
 var _ Transport = (*transport.Transport)(nil)
@@ -53,6 +55,7 @@ func (s *Store) newGRPCTransport(h TransportHandlers) (Transport, error) {
 		Handler:            h.Handler,
 		OnUnreachable:      h.OnUnreachable,
 		OnAck:              h.OnAck,
+		OnBatchSent:        h.OnBatchSent,
 		LocalIP:            cfg.LocalIP,
 		Credentials:        cfg.TransportCredentials,
 		SnapshotRate:       cfg.SnapshotRate,

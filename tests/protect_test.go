@@ -44,7 +44,7 @@ func (c *testCluster) gcThresholdAtLeast(rangeID uint64, ts client.Timestamp) bo
 
 // TestProtectedTimestampHoldsGC: with a 2 s retention window, a key
 // written several times and protected at T keeps the version a read at T
-// sees while GC passes run long past the window (the older versions go);
+// sees while GC passes run long past the window (the older ones go);
 // bad protections are refused and create nothing; once released, GC
 // collects and a read at T fails with history compacted.
 func TestProtectedTimestampHoldsGC(t *testing.T) {
@@ -61,7 +61,12 @@ func TestProtectedTimestampHoldsGC(t *testing.T) {
 		}
 		versions = append(versions, v)
 	}
-	p, err := cl.Protect(ctx, []byte("pt-"), []byte("pt."), client.Timestamp{}, time.Minute, "test")
+	// GC collects what is older than the window as usual: v1 and v2 go.
+	rid := uint64(keys.FirstUserRangeID)
+	waitFor(t, 60*time.Second, "GC past the first writes on every replica", func() bool {
+		return c.gcThresholdAtLeast(rid, versions[2])
+	})
+	p, err := cl.Protect(ctx, []byte("pt-"), []byte("pt."), client.Timestamp{}, 5*time.Minute, "test")
 	if err != nil {
 		t.Fatalf("protect: %v", err)
 	}
@@ -115,14 +120,14 @@ func TestProtectedTimestampHoldsGC(t *testing.T) {
 		t.Fatalf("shalectl protect list: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// GC runs past the window: the versions below T go, the one a read at
-	// T sees stays.
-	rid := uint64(keys.FirstUserRangeID)
-	waitFor(t, 60*time.Second, "GC past the first writes on every replica", func() bool {
-		return c.gcThresholdAtLeast(rid, versions[1])
-	})
+	// GC runs past the window: the one version a read at T sees stays.
 	waitFor(t, 60*time.Second, "the retention window passed T several GC intervals ago", func() bool {
 		return time.Since(time.Unix(0, T.WallTime)) > 2*time.Second+5*300*time.Millisecond
+	})
+	// GC raises a threshold only by more than an interval at a time, so it
+	// stops within one interval below T.
+	waitFor(t, 60*time.Second, "GC up to within an interval below T on every replica", func() bool {
+		return c.gcThresholdAtLeast(rid, T.Add(-300*time.Millisecond))
 	})
 	if c.gcThresholdAtLeast(rid, T.Next()) {
 		t.Fatalf("GC threshold raised above the protected %s", T)

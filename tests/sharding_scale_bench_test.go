@@ -141,7 +141,7 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	order := perm.Perm(keys)
 	base := map[string]float64{}
 	for _, name := range []string{"shale_raft_rounds_total", "shale_raft_log_syncs_total", "shale_raft_messages_sent_total",
-		"shale_raft_range_applies_total", "shale_raft_apply_writes_total"} {
+		"shale_raft_range_applies_total", "shale_raft_apply_writes_total", "shale_raft_transport_batches_sent_total"} {
 		for _, cn := range c.all() {
 			base[name] += c.metric(cn.id, name)
 		}
@@ -234,9 +234,9 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 		}
 		return (n - base[name]) / float64(max(done.Load(), 1))
 	}
-	b.Logf("per key written: %.3f rounds, %.3f log syncs, %.3f messages sent, %.3f range applies, %.3f apply writes",
+	b.Logf("per key written: %.3f rounds, %.3f log syncs, %.3f messages sent, %.3f range applies, %.3f apply writes, %.3f batches to peers",
 		perKey("shale_raft_rounds_total"), perKey("shale_raft_log_syncs_total"), perKey("shale_raft_messages_sent_total"),
-		perKey("shale_raft_range_applies_total"), perKey("shale_raft_apply_writes_total"))
+		perKey("shale_raft_range_applies_total"), perKey("shale_raft_apply_writes_total"), perKey("shale_raft_transport_batches_sent_total"))
 	for _, cn := range c.all() {
 		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
 		applies += c.metric(cn.id, "shale_raft_range_applies_total")

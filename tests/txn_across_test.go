@@ -134,6 +134,18 @@ func TestTxnAcrossRanges(t *testing.T) {
 	if total != start*len(accounts) {
 		t.Fatalf("final total %d, want %d", total, start*len(accounts))
 	}
+	// The one-call conditional form across ranges: compares on two
+	// ranges, writes on a third.
+	res, err := c.CondTxn(ctx, []client.Compare{client.CompareValue([]byte("a1"), client.CmpEqual, rs[0].Value),
+		client.CompareValue([]byte("i1"), client.CmpEqual, rs[2].Value)},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("then")), client.OpGet([]byte("a1"))},
+		[]client.TxnOp{client.OpPut([]byte("q9"), []byte("else"))})
+	if err != nil || !res.Succeeded || len(res.Gets) != 1 || string(res.Gets[0].Value) != string(rs[0].Value) {
+		t.Fatalf("CondTxn across ranges: %+v %v", res, err)
+	}
+	if v, _, err := c.Get(ctx, []byte("q9")); err != nil || string(v) != "then" {
+		t.Fatalf("q9 after CondTxn: %q %v", v, err)
+	}
 	// A transaction across ranges cannot delete a span yet: refused,
 	// nothing applied.
 	err = c.Txn(ctx, func(tx *client.Tx) error {
@@ -277,16 +289,26 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 				}
 			}
 			t.Logf("reads went on %v after the coordinator died", time.Since(began).Round(time.Millisecond))
+			cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			// The record holds recovery's decision (and keeps it, for a
+			// coordinator that might still be alive).
+			rec, err := kvpb.NewTxnClient(cc).Record(ctx, &kvpb.TxnRecordRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a")})
+			wantStatus := kvpb.TxnStatus_TXN_STATUS_COMMITTED
+			if mode == "missing" {
+				wantStatus = kvpb.TxnStatus_TXN_STATUS_ABORTED
+			}
+			if err != nil || rec.GetStatus() != wantStatus {
+				t.Fatalf("the record after recovery: %v %v, want %v", rec, err, wantStatus)
+			}
 			if mode == "missing" {
 				// The missing intent, sent late (a delayed message of
 				// the dead coordinator), lands above C0: the transaction
 				// stays aborted and the intent is dropped by the next
 				// reader.
-				cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cc.Close()
 				c0 := &kvpb.Timestamp{WallNanos: wall, Logical: logical}
 				resp, err := kvpb.NewTxnClient(cc).Write(ctx, &kvpb.TxnWriteRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a"),
 					Mutations:       []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("n"), Value: []byte("130")}}}},
@@ -317,5 +339,124 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 				t.Fatalf("after the last transaction: %+v %v", rs, err)
 			}
 		})
+	}
+}
+
+// loopEnv names the node address for the coordinator process of
+// TestTxnCoordinatorKilledAtRandom.
+const loopEnv = "SHALE_TXN_TRANSFER_LOOP"
+
+// TestTxnTransferLoopChild is not a test of its own: run by
+// TestTxnCoordinatorKilledAtRandom as a separate process, it moves money
+// between accounts on two ranges through client.Txn until it is killed.
+func TestTxnTransferLoopChild(t *testing.T) {
+	addr := os.Getenv(loopEnv)
+	if addr == "" {
+		t.Skip("run by TestTxnCoordinatorKilledAtRandom")
+	}
+	ctx := context.Background()
+	c, err := client.Dial(ctx, []string{addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("running")
+	for i := 0; ; i++ {
+		from, to := []byte("a"), []byte("n")
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		_ = c.Txn(ctx, func(tx *client.Tx) error {
+			rs, err := tx.BatchGet(ctx, [][]byte{from, to})
+			if err != nil {
+				return err
+			}
+			f, _ := strconv.Atoi(string(rs[0].Value))
+			g, _ := strconv.Atoi(string(rs[1].Value))
+			if err := tx.Put(from, []byte(strconv.Itoa(f-1))); err != nil {
+				return err
+			}
+			return tx.Put(to, []byte(strconv.Itoa(g+1)))
+		})
+	}
+}
+
+// TestTxnCoordinatorKilledAtRandom: a process running transfers across two
+// ranges through client.Txn is killed with SIGKILL at random moments,
+// several times; whatever it was doing (reading, writing intents,
+// staging, resolving), the keys stay readable and writable by others
+// and the total holds.
+func TestTxnCoordinatorKilledAtRandom(t *testing.T) {
+	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.Split(ctx, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "n"} {
+		if err := c.Put(ctx, []byte(k), []byte("100")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func() int {
+		t.Helper()
+		var sum int
+		err := c.Txn(ctx, func(tx *client.Tx) error {
+			rs, err := tx.BatchGet(ctx, [][]byte{[]byte("a"), []byte("n")})
+			if err != nil {
+				return err
+			}
+			sum = 0
+			for _, r := range rs {
+				v, _ := strconv.Atoi(string(r.Value))
+				sum += v
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	for round := range 4 {
+		child := exec.Command(os.Args[0], "-test.run=^TestTxnTransferLoopChild$", "-test.count=1")
+		child.Env = append(os.Environ(), loopEnv+"="+node.grpcAddr)
+		out, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !bufio.NewScanner(out).Scan() {
+			t.Fatal("the transfer process did not start")
+		}
+		time.Sleep(time.Duration(200+150*round) * time.Millisecond) // let it commit some, then die mid-flight
+		if err := child.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = child.Wait()
+		if got := total(); got != 200 {
+			t.Fatalf("round %d: total %d after the coordinator was killed, want 200", round, got)
+		}
+		v, _, _ := c.Get(ctx, []byte("a"))
+		t.Logf("round %d: a = %s after the kill (the transfers alternate between a and n)", round, v)
+	}
+	// Nothing stays locked: a plain write and a transaction across both
+	// ranges go through.
+	if err := c.Put(ctx, []byte("a"), []byte("100")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Txn(ctx, func(tx *client.Tx) error {
+		if err := tx.Put([]byte("a"), []byte("99")); err != nil {
+			return err
+		}
+		return tx.Put([]byte("n"), []byte("101"))
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

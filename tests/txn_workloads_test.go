@@ -46,16 +46,17 @@ func (r *txnRun) run(t *testing.T, cl *client.Client) {
 		t.Fatal(err)
 	}
 	if r.bankSplits {
-		// A range per group of accounts: transfers stay in a group, so
-		// they commit as one-range transactions; whole-bank reads span
-		// every range.
-		starts := r.bankCfg.GroupStarts()
-		for _, k := range starts {
+		// A range per two accounts and per list-append key slot:
+		// transfers, whole-bank reads and list-append transactions go
+		// across ranges.
+		starts := r.bankCfg.SplitKeys(2)
+		for _, k := range append(starts, r.laCfg.SplitKeys()...) {
 			if _, _, err := cl.Split(ctx, []byte(k)); err != nil {
 				t.Fatalf("splitting at %s: %v", k, err)
 			}
 		}
-		t.Logf("the bank's %d accounts are spread over %d ranges", r.bankCfg.WithDefaults().Accounts, len(starts)+1)
+		t.Logf("the bank's %d accounts are spread over %d ranges, the list-append's %d key slots over a range each",
+			r.bankCfg.WithDefaults().Accounts, len(starts)+1, len(r.laCfg.SplitKeys())+1)
 	}
 	lw := listappend.NewWorkload(listappend.NewGenerator(r.laCfg), listappend.KVRunner{DB: db}, shaletxn.Classify)
 	bw.StopAfter(r.ops)
@@ -113,17 +114,16 @@ func committedTransfers(h []bank.Op) (n int) {
 }
 
 // TestTxnWorkloads runs the bank (20 accounts over 10 ranges, transfers
-// within a range's two accounts, whole-bank reads across all ten) and
-// list-append through client.Txn on three nodes, and holds them to their
-// checkers: every whole-bank read sums to the total, and the list-append
-// history has no anomaly of strict serializability. (Transfers between
-// ranges wait for transactions across ranges; TestTxnOneRange checks
-// that they are refused meanwhile.)
+// between any two accounts, whole-bank reads across all ten) and
+// list-append (a range per key slot) through client.Txn on three nodes:
+// transactions across ranges. It holds them to their checkers: every
+// whole-bank read sums to the total, and the list-append history has no
+// anomaly of strict serializability.
 func TestTxnWorkloads(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client()
 	r := &txnRun{
-		bankCfg:    bank.Config{Accounts: 20, Group: 2},
+		bankCfg:    bank.Config{Accounts: 20},
 		laCfg:      listappend.GenConfig{Keys: 6},
 		bankSplits: true,
 		workers:    4, ops: 400, opTimeout: 20 * time.Second,
@@ -175,25 +175,32 @@ func setTxnFault(t *testing.T, c *testCluster, on bool) {
 // TestTxnPlantedBugCaught: with commits skipping their read validation
 // on every node, concurrent transactions lose updates, and on the real
 // cluster both checkers say so: the bank's totals break and list-append
-// finds anomalies. (Accounts and lists in one range, for contention.)
+// finds anomalies: with accounts and lists in one range (one-range
+// commits), and spread over ranges (the bug skips the validation of
+// transactions across ranges too).
 func TestTxnPlantedBugCaught(t *testing.T) {
 	c := newFaultsCluster(t, 3)
 	cl := c.client()
 	setTxnFault(t, c, true)
-	r := &txnRun{
-		bankCfg: bank.Config{Accounts: 5, AllowNegative: true},
-		laCfg:   listappend.GenConfig{Keys: 3},
-		workers: 4, ops: 300, opTimeout: 20 * time.Second,
-	}
-	r.run(t, cl)
-	br := bank.Check(r.bankCfg, r.bankHistory)
-	lr := listappend.Check(r.laHistory, listappend.Options{Strict: true})
-	t.Logf("bank: %s; %d of %d reads broke the total", outcomes(r.bankHistory, bankOutcome, bankErr), br.Bad, br.Reads)
-	t.Logf("list-append: %s; anomalies %v", outcomes(r.laHistory, laOutcome, laErr), lr.Types())
-	if br.Valid() {
-		t.Error("the bank checker found nothing with read validation off")
-	}
-	if lr.Valid() {
-		t.Error("the list-append checker found nothing with read validation off")
+	for _, across := range []bool{false, true} {
+		r := &txnRun{
+			bankCfg: bank.Config{Accounts: 5, AllowNegative: true},
+			laCfg:   listappend.GenConfig{Keys: 3},
+			workers: 4, ops: 300, opTimeout: 20 * time.Second,
+		}
+		if across {
+			r.bankCfg.KeyPrefix, r.laCfg.KeyPrefix, r.bankSplits = "bank-across/", "la-across/", true
+		}
+		r.run(t, cl)
+		br := bank.Check(r.bankCfg, r.bankHistory)
+		lr := listappend.Check(r.laHistory, listappend.Options{Strict: true})
+		t.Logf("across ranges %v: bank: %s; %d of %d reads broke the total", across, outcomes(r.bankHistory, bankOutcome, bankErr), br.Bad, br.Reads)
+		t.Logf("across ranges %v: list-append: %s; anomalies %v", across, outcomes(r.laHistory, laOutcome, laErr), lr.Types())
+		if br.Valid() {
+			t.Errorf("across ranges %v: the bank checker found nothing with read validation off", across)
+		}
+		if lr.Valid() {
+			t.Errorf("across ranges %v: the list-append checker found nothing with read validation off", across)
+		}
 	}
 }

@@ -43,11 +43,11 @@ type ProtectionClient interface {
 	// Protect creates a protection, or with id set extends that
 	// protection's expiry to ttl_ms from now. An empty or inverted span,
 	// a timestamp ahead of the serving node's clock by more than the
-	// maximum clock offset, a ttl_ms <= 0, or a description longer than
-	// 256 bytes is InvalidArgument; a timestamp older than now minus half
-	// the retention window is FailedPrecondition (its history may be
-	// collected already); an unknown or expired id is NotFound. Nothing
-	// changes on an error.
+	// maximum clock offset, a ttl_ms <= 0 or above 7 days, or a
+	// description longer than 256 bytes is InvalidArgument; a timestamp
+	// older than now minus half the retention window is
+	// FailedPrecondition (its history may be collected already); an
+	// unknown or expired id is NotFound. Nothing changes on an error.
 	Protect(ctx context.Context, in *ProtectRequest, opts ...grpc.CallOption) (*ProtectResponse, error)
 	// Release removes a protection. An unknown id is NotFound.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
@@ -100,11 +100,11 @@ type ProtectionServer interface {
 	// Protect creates a protection, or with id set extends that
 	// protection's expiry to ttl_ms from now. An empty or inverted span,
 	// a timestamp ahead of the serving node's clock by more than the
-	// maximum clock offset, a ttl_ms <= 0, or a description longer than
-	// 256 bytes is InvalidArgument; a timestamp older than now minus half
-	// the retention window is FailedPrecondition (its history may be
-	// collected already); an unknown or expired id is NotFound. Nothing
-	// changes on an error.
+	// maximum clock offset, a ttl_ms <= 0 or above 7 days, or a
+	// description longer than 256 bytes is InvalidArgument; a timestamp
+	// older than now minus half the retention window is
+	// FailedPrecondition (its history may be collected already); an
+	// unknown or expired id is NotFound. Nothing changes on an error.
 	Protect(context.Context, *ProtectRequest) (*ProtectResponse, error)
 	// Release removes a protection. An unknown id is NotFound.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)

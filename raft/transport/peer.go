@@ -308,6 +308,9 @@ func (p *peer) stream() error {
 		p.mu.Lock()
 		p.mu.sent += uint64(n)
 		p.mu.Unlock()
+		if f := p.t.cfg.OnBatchSent; f != nil {
+			f(p.nodeID, n)
+		}
 	}
 }
 

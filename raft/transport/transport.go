@@ -67,6 +67,11 @@ type Config struct {
 	// OnAck is called (from a stream's receive goroutine) with what toNode
 	// reported back about the messages it received. May be nil.
 	OnAck func(toNode uint64, ack *raftrpcpb.RaftMessageBatchAck)
+	// OnBatchSent is called (from a sender goroutine) after each batch
+	// (one gRPC message on the peer's stream, the messages of many ranges
+	// together) is handed to the stream, with its message count. May be
+	// nil.
+	OnBatchSent func(toNode uint64, msgs int)
 
 	// QueueLimit bounds the messages queued for one peer; more are dropped
 	// (and reported unreachable). Default 8192.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,7 +196,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // and arrive in the order they were sent, with their content intact.
 func TestDeliveryInOrderAcrossRanges(t *testing.T) {
 	c := newCluster(t)
-	a := c.add(1, "c1", nil)
+	var batches, sent atomic.Int64
+	a := c.add(1, "c1", func(cfg *Config) {
+		cfg.OnBatchSent = func(to uint64, msgs int) {
+			if to == 2 {
+				batches.Add(1)
+				sent.Add(int64(msgs))
+			}
+		}
+	})
 	b := c.add(2, "c1", nil)
 	const n = 2000
 	for i := 0; i < n; i += 10 {
@@ -220,6 +229,12 @@ func TestDeliveryInOrderAcrossRanges(t *testing.T) {
 		t.Errorf("%d batches for %d messages: nothing was batched", b.rec.batches, n)
 	}
 	t.Logf("%d messages in %d batches", n, b.rec.batches)
+	// The sender reports every batch it sent (reported after the send,
+	// so wait for the last report).
+	waitFor(t, "the sender's batch reports", func() bool { return sent.Load() == n })
+	if got := batches.Load(); got != int64(b.rec.batches) {
+		t.Errorf("the sender reported %d batches; the receiver got %d", got, b.rec.batches)
+	}
 }
 
 // TestUnknownRangesAreAcked: the receiver reports ranges it does not hold.

@@ -16,7 +16,9 @@
 // mutex against each other with fencing tokens (lock_check_test.go),
 // campaigners and an observer of an election (elect_check_test.go), and a
 // backup taken during the run by restoring it into a fresh cluster and comparing it
-// with the set's state at the backup's timestamp. A run counts only when
+// with the set's state at the backup's timestamp (the backup holds a
+// protected timestamp; TestProtectionCheckCatchesPlantedBug checks that
+// GC honours it). A run counts only when
 // its validity conditions hold (see validity_test.go).
 //
 // TestChaosShort runs in `make test`; TestChaos runs every nemesis for

@@ -41,21 +41,24 @@ func (w *txnWorkloads) client() *client.Client {
 	return w.sessions[w.next.Add(1)%uint64(len(w.sessions))].get()
 }
 
-// setupTxnWorkloads opens the bank (in one transaction, before its
-// splits: a transaction that writes across ranges is refused) and splits
-// it into a range per group. It returns the number of splits made.
+// setupTxnWorkloads opens the bank (in one transaction) and splits the
+// bank into ranges of two accounts and the list-append keys into a range
+// per key slot, so that transfers, whole-bank reads and list-append
+// transactions are transactions across ranges. It returns the number of
+// splits made.
 func setupTxnWorkloads(cl *client.Client, sessions []*session, timeout time.Duration) (*txnWorkloads, int, error) {
-	w := &txnWorkloads{bankCfg: bank.Config{Accounts: 20, Group: 2}, sessions: sessions}
+	w := &txnWorkloads{bankCfg: bank.Config{Accounts: 20}, sessions: sessions}
 	db := shaletxn.Txner{Client: w.client}
 	w.bank = bank.NewWorkload(w.bankCfg, db, shaletxn.Classify)
-	w.la = listappend.NewWorkload(listappend.NewGenerator(listappend.GenConfig{Keys: 6}), listappend.KVRunner{DB: db}, shaletxn.Classify)
+	laCfg := listappend.GenConfig{Keys: 6}
+	w.la = listappend.NewWorkload(listappend.NewGenerator(laCfg), listappend.KVRunner{DB: db}, shaletxn.Classify)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := w.bank.Setup(ctx); err != nil {
 		return nil, 0, err
 	}
 	splits := 0
-	for _, k := range w.bankCfg.GroupStarts() {
+	for _, k := range append(w.bankCfg.SplitKeys(2), laCfg.SplitKeys()...) {
 		key := []byte(k)
 		for {
 			_, _, err := cl.Split(ctx, key)

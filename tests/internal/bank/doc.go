@@ -17,9 +17,9 @@
 // read is fine here); the list-append checker (tests/internal/listappend)
 // is the one that finds those. The two run together in the fault suite.
 //
-// Config.Group keeps transfers inside groups of consecutive accounts, for
-// a store whose transactions must stay in one shard: each group in a
-// shard of its own (Config.GroupStarts), whole-bank reads across all.
+// Transfers go between any two accounts; Config.SplitKeys gives the keys
+// to split at to spread the accounts over shards, so that transfers and
+// whole-bank reads are transactions across shards.
 //
 // Workload runs on any txnkv.Txner, such as a wrapper of client.Txn.
 package bank

@@ -27,26 +27,19 @@ type Config struct {
 	// default) a transfer larger than the source's balance aborts, and a
 	// negative balance in a read is a violation.
 	AllowNegative bool
-	// Group, when above 1, makes transfers only between accounts of one
-	// group of Group consecutive accounts (accounts 0..Group-1, then the
-	// next Group, ...), so that a store whose transactions must stay in
-	// one shard can run them with each group in a shard of its own
-	// (GroupStarts gives the keys to split at). Whole-bank reads still
-	// read every account. 0 or 1: transfers between any two accounts.
-	Group int
 }
 
-// GroupStarts returns the key of every group's first account but the
-// first group's: the split points that put each group in a range of its
-// own. Empty without groups.
-func (c Config) GroupStarts() []string {
+// SplitKeys returns the key of every every-th account but the first
+// (accounts every, 2*every, ...): the split points that spread the bank
+// over ranges of every accounts each. Empty when every < 1.
+func (c Config) SplitKeys(every int) []string {
 	c = c.WithDefaults()
-	if c.Group <= 1 {
+	if every < 1 {
 		return nil
 	}
 	keys := c.Keys()
 	var out []string
-	for i := c.Group; i < len(keys); i += c.Group {
+	for i := every; i < len(keys); i += every {
 		out = append(out, keys[i])
 	}
 	return out

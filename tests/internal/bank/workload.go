@@ -77,27 +77,13 @@ func (w *Workload) StopAfter(n int) { w.quota.Set(n) }
 func (w *Workload) now() int64 { return int64(time.Since(w.start)) }
 
 // Next draws an operation: a whole-bank read, or a transfer of 1 to
-// MaxTransfer between two distinct accounts (of one group, with
-// Config.Group).
+// MaxTransfer between two distinct accounts.
 func (w *Workload) Next(rng *rand.Rand) Op {
 	if rng.Float64() < w.cfg.ReadShare {
 		return Op{Kind: Read}
 	}
 	from := rng.IntN(len(w.keys))
 	to := (from + 1 + rng.IntN(len(w.keys)-1)) % len(w.keys)
-	if g := w.cfg.Group; g > 1 {
-		// Two accounts of one group, drawn among the groups of two or
-		// more (the last group may be smaller, even a single account).
-		n := len(w.keys)
-		groups := (n + g - 1) / g
-		if n%g == 1 {
-			groups--
-		}
-		base := rng.IntN(groups) * g
-		size := min(g, n-base)
-		from = base + rng.IntN(size)
-		to = base + (from-base+1+rng.IntN(size-1))%size
-	}
 	return Op{Kind: Transfer, From: w.keys[from], To: w.keys[to], Amount: 1 + rng.Int64N(w.cfg.MaxTransfer)}
 }
 

@@ -72,17 +72,16 @@ func TestWorkloadCatchesLostUpdates(t *testing.T) {
 	t.Logf("%s", res)
 }
 
-// With groups, every transfer stays inside its group (never from or to
-// the last group's lone account), and the split points are the groups'
-// first accounts.
-func TestWorkloadGroups(t *testing.T) {
-	cfg := Config{Accounts: 7, Group: 3}
-	if got := cfg.GroupStarts(); len(got) != 2 || got[0] != "bank/003" || got[1] != "bank/006" {
-		t.Fatalf("GroupStarts = %v", got)
+// The split points are every n-th account, and transfers go between any
+// two distinct accounts, across those splits.
+func TestWorkloadSplitKeys(t *testing.T) {
+	cfg := Config{Accounts: 7}
+	if got := cfg.SplitKeys(3); len(got) != 2 || got[0] != "bank/003" || got[1] != "bank/006" {
+		t.Fatalf("SplitKeys = %v", got)
 	}
-	w := NewWorkload(Config{Accounts: 7, Group: 3, ReadShare: 0.01}, txnkv.NewMemKV(txnkv.NoBug, 0, 1), nil)
+	w := NewWorkload(Config{Accounts: 7, ReadShare: 0.01}, txnkv.NewMemKV(txnkv.NoBug, 0, 1), nil)
 	rng := rand.New(rand.NewPCG(1, 2))
-	transfers := 0
+	transfers, across := 0, 0
 	for range 2000 {
 		op := w.Next(rng)
 		if op.Kind != Transfer {
@@ -91,11 +90,14 @@ func TestWorkloadGroups(t *testing.T) {
 		transfers++
 		f, _ := strconv.Atoi(op.From[len("bank/"):])
 		to, _ := strconv.Atoi(op.To[len("bank/"):])
-		if f == to || f/3 != to/3 || f == 6 || to == 6 {
-			t.Fatalf("transfer %s -> %s crosses groups of 3", op.From, op.To)
+		if f == to {
+			t.Fatalf("transfer %s -> %s to itself", op.From, op.To)
+		}
+		if f/3 != to/3 {
+			across++
 		}
 	}
-	if transfers < 1000 {
-		t.Fatalf("only %d transfers drawn", transfers)
+	if transfers < 1000 || across < transfers/2 {
+		t.Fatalf("%d transfers drawn, %d across splits", transfers, across)
 	}
 }

@@ -26,6 +26,19 @@ type GenConfig struct {
 	MaxAppends int
 }
 
+// SplitKeys returns the key prefixes of every slot but the first: the
+// split points that put each slot's keys (every generation of them) in a
+// range of their own, so that transactions touching several keys are
+// transactions across ranges.
+func (c GenConfig) SplitKeys() []string {
+	c = c.withDefaults()
+	out := make([]string, 0, c.Keys-1)
+	for slot := 1; slot < c.Keys; slot++ {
+		out = append(out, fmt.Sprintf("%s%d/", c.KeyPrefix, slot))
+	}
+	return out
+}
+
 func (c GenConfig) withDefaults() GenConfig {
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = "la/"
