@@ -246,6 +246,80 @@ TEST_F(DBCompactionTest, RangeTombstonesAcrossLevels) {
   EXPECT_EQ("back", Get(Key(500)));
 }
 
+// A MultiGet batch whose keys share data blocks and files, come from the
+// memtable, L0 and the bottom level, repeat, and miss (between keys, past
+// the end, deleted, range-deleted) answers as Get does, key by key.
+TEST_F(DBCompactionTest, MultiGetBatchAcrossSourcesSharedBlocksAndDuplicates) {
+  options_.disable_auto_compactions = true;  // L0 stays L0
+  Reopen();
+  Fill(3000, 200);
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());  // all below L0
+  ASSERT_EQ(0, NumFiles(0));
+  for (int i = 0; i < 3000; i += 3) {
+    ASSERT_TRUE(Put(Key(i), "l0-" + std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(db_->Flush(true).ok());
+  for (int i = 0; i < 3000; i += 11) {
+    ASSERT_TRUE(Put(Key(i), "l0b-" + std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_EQ(2, NumFiles(0));
+  // The memtable: newer values, deletions and a range deletion over both.
+  for (int i = 0; i < 3000; i += 5) {
+    ASSERT_TRUE(Put(Key(i), "mem-" + std::to_string(i)).ok());
+  }
+  for (int i = 1; i < 3000; i += 7) ASSERT_TRUE(Delete(Key(i)).ok());
+  ASSERT_TRUE(DeleteRange(Key(1200), Key(1300)).ok());
+  ASSERT_TRUE(Put(Key(1250), "after-range").ok());
+
+  Random rnd(301);
+  for (int round = 0; round < 50; round++) {
+    std::vector<std::string> key_strings;
+    // A run of neighbours (shared blocks), random keys, misses and repeats.
+    const int start = static_cast<int>(rnd.Uniform(3000));
+    for (int i = start; i < start + 12; i++) key_strings.push_back(Key(i));
+    for (int i = 0; i < 8; i++) {
+      key_strings.push_back(Key(static_cast<int>(rnd.Uniform(3100))));
+    }
+    key_strings.push_back(Key(start) + "x");  // between two keys
+    key_strings.push_back(Key(1250));
+    key_strings.push_back(Key(1260));  // range-deleted
+    key_strings.push_back("");
+    for (int i = 0; i < 6; i++) {
+      key_strings.push_back(
+          key_strings[rnd.Uniform(static_cast<uint32_t>(key_strings.size()))]);
+    }
+    for (size_t i = key_strings.size() - 1; i > 0; i--) {
+      std::swap(key_strings[i],
+                key_strings[rnd.Uniform(static_cast<uint32_t>(i + 1))]);
+    }
+    std::vector<Slice> keys(key_strings.begin(), key_strings.end());
+    std::vector<std::string> values(keys.size(), "stale");
+    std::vector<Status> statuses(keys.size());
+    db_->MultiGet(ReadOptions(), keys.size(), keys.data(), values.data(),
+                  statuses.data());
+    for (size_t i = 0; i < keys.size(); i++) {
+      const std::string want = Get(key_strings[i]);
+      const std::string got = statuses[i].ok() ? values[i]
+                                               : (statuses[i].IsNotFound()
+                                                      ? "NOT_FOUND"
+                                                      : statuses[i].ToString());
+      EXPECT_EQ(want, got) << key_strings[i];
+      if (!statuses[i].ok()) {
+        EXPECT_EQ("", values[i]);
+      }
+    }
+  }
+  // Spot checks against what was written.
+  EXPECT_EQ("mem-10", Get(Key(10)));
+  EXPECT_EQ("l0-3", Get(Key(3)));
+  EXPECT_EQ("l0b-33", Get(Key(33)));
+  EXPECT_EQ("NOT_FOUND", Get(Key(8)));
+  EXPECT_EQ("NOT_FOUND", Get(Key(1260)));
+  EXPECT_EQ("after-range", Get(Key(1250)));
+  EXPECT_EQ(200u, Get(Key(2)).size());
+}
+
 TEST_F(DBCompactionTest, DeepRangeKeepsEveryKeyAndTombstone) {
   // Random puts, deletes and range deletes over a key space larger than
   // L1's target, so that L0 compactions overfill L1 and write a deep range

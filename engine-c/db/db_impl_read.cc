@@ -7,6 +7,8 @@
 // SuperVersion only after its flushed file has joined the Version).
 
 #include <algorithm>
+#include <cassert>
+#include <new>
 #include <numeric>
 
 #include "db/db_impl.h"
@@ -137,35 +139,83 @@ Status DBImpl::Get(const ReadOptions& options, const Slice& key,
   return Status::NotFound(Slice());
 }
 
+namespace {
+
+// The whole state of one key of a MultiGet: its lookup key, its GetContext
+// and its place in Version::MultiGet. A batch keeps all of them in one
+// allocation, so a key costs no heap allocation of its own.
+struct MultiGetSlot {
+  MultiGetSlot(const InternalKeyComparator* icmp, const Slice& key,
+               SequenceNumber seq, std::string* value)
+      : lookup(key, seq), ctx(icmp, key, seq, value, nullptr, 0) {
+    mkey.lookup = &lookup;
+    mkey.ctx = &ctx;
+  }
+  LookupKey lookup;
+  GetContext ctx;
+  MultiGetKey mkey;
+};
+
+// n MultiGetSlots, constructed in place and destroyed together.
+class MultiGetSlots {
+ public:
+  explicit MultiGetSlots(size_t n)
+      : slots_(static_cast<MultiGetSlot*>(
+            ::operator new(n * sizeof(MultiGetSlot)))) {}
+  MultiGetSlots(const MultiGetSlots&) = delete;
+  MultiGetSlots& operator=(const MultiGetSlots&) = delete;
+  ~MultiGetSlots() {
+    for (size_t i = 0; i < constructed_; i++) slots_[i].~MultiGetSlot();
+    ::operator delete(slots_);
+  }
+
+  // Constructs slot i; slots are constructed in index order.
+  MultiGetSlot* Construct(size_t i, const InternalKeyComparator* icmp,
+                          const Slice& key, SequenceNumber seq,
+                          std::string* value) {
+    assert(i == constructed_);
+    MultiGetSlot* slot = new (&slots_[i]) MultiGetSlot(icmp, key, seq, value);
+    constructed_++;
+    return slot;
+  }
+  MultiGetSlot& operator[](size_t i) { return slots_[i]; }
+
+ private:
+  MultiGetSlot* slots_;
+  size_t constructed_ = 0;
+};
+
+}  // namespace
+
 void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
                       std::string* values, Status* statuses) {
+  if (n == 0) return;
   const SequenceNumber seq = ReadSequence(options);
-  SuperVersion* sv = AcquireSuperVersion();
 
-  // Keys in sorted order, so each file sees its keys in order.
+  // Keys in sorted order, so each file sees its keys in order. Sorting
+  // comes before the SuperVersion is taken: it needs none.
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return icmp_.CompareUserKeys(keys[a], keys[b]) < 0;
   });
-  std::vector<std::unique_ptr<LookupKey>> lookups(n);
-  std::vector<std::unique_ptr<GetContext>> contexts(n);
-  std::vector<MultiGetKey> mkeys(n);
+  MultiGetSlots slots(n);
+  for (size_t i = 0; i < n; i++) {
+    slots.Construct(i, &icmp_, keys[i], seq, &values[i]);
+  }
   std::vector<MultiGetKey*> pending;
   pending.reserve(n);
+
+  // One SuperVersion (memtables and Version) for the whole batch.
+  SuperVersion* sv = AcquireSuperVersion();
   for (size_t j = 0; j < n; j++) {
-    const size_t i = order[j];
-    lookups[i] = std::make_unique<LookupKey>(keys[i], seq);
-    contexts[i] = std::make_unique<GetContext>(&icmp_, keys[i], seq, &values[i],
-                                               nullptr, 0);
-    bool done = sv->mem->Get(*lookups[i], contexts[i].get());
+    MultiGetSlot& slot = slots[order[j]];
+    bool done = sv->mem->Get(slot.lookup, &slot.ctx);
     for (size_t m = 0; !done && m < sv->imm.size(); m++) {
-      done = sv->imm[m]->Get(*lookups[i], contexts[i].get());
+      done = sv->imm[m]->Get(slot.lookup, &slot.ctx);
     }
-    mkeys[i].lookup = lookups[i].get();
-    mkeys[i].ctx = contexts[i].get();
-    mkeys[i].done = done;
-    if (!done) pending.push_back(&mkeys[i]);
+    slot.mkey.done = done;
+    if (!done) pending.push_back(&slot.mkey);
   }
   if (!pending.empty()) {
     sv->current->MultiGet(ToTableReadOptions(options), &pending);
@@ -174,9 +224,10 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
 
   uint64_t found = 0, bytes = 0;
   for (size_t i = 0; i < n; i++) {
-    const GetContext& ctx = *contexts[i];
-    if (!mkeys[i].status.ok()) {
-      statuses[i] = mkeys[i].status;
+    const GetContext& ctx = slots[i].ctx;
+    const MultiGetKey& mkey = slots[i].mkey;
+    if (!mkey.status.ok()) {
+      statuses[i] = mkey.status;
       values[i].clear();
       continue;
     }

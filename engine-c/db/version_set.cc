@@ -214,6 +214,10 @@ void Version::MultiGet(const TableReadOptions& options,
   std::vector<Slice> ikeys;
   std::vector<Saver> savers;
   std::vector<Status> statuses;
+  batch.reserve(keys->size());
+  ikeys.reserve(keys->size());
+  savers.reserve(keys->size());
+  statuses.reserve(keys->size());
 
   // Looks batch (sorted, undecided keys that f may hold) up in f.
   auto probe = [&](FileMetaData* f) {
@@ -275,10 +279,19 @@ void Version::MultiGet(const TableReadOptions& options,
     // Keys are sorted, so the files they land in are too: group runs of
     // keys that land in the same file.
     FileMetaData* current = nullptr;
+    size_t last = files.size();  // FindFile's answer for the previous key
     batch.clear();
     for (MultiGetKey* k : *keys) {
       if (k->done) continue;
-      const size_t i = FindFile(icmp, files, k->lookup->internal_key());
+      const Slice ikey = k->lookup->internal_key();
+      // Files before last end before the previous key, so before this one:
+      // if last's file does not end before this key either, it is
+      // FindFile's answer, without the search.
+      if (last == files.size() ||
+          icmp.Compare(files[last]->largest.Encode(), ikey) < 0) {
+        last = FindFile(icmp, files, ikey);
+      }
+      const size_t i = last;
       FileMetaData* f = i < files.size() ? files[i] : nullptr;
       if (f != nullptr && icmp.CompareUserKeys(k->lookup->user_key(),
                                                f->smallest.user_key()) < 0) {
