@@ -299,21 +299,40 @@ func (t *muxTxn) Commit(ctx context.Context, in *kvpb.TxnCommitRequest, opts ...
 	return result(out, err)
 }
 
-// The calls of transactions across ranges go unary (they are not
-// multiplexed methods yet).
+// The calls of transactions across ranges ride the stream too.
 
 func (t *muxTxn) Write(ctx context.Context, in *kvpb.TxnWriteRequest, opts ...grpc.CallOption) (*kvpb.TxnWriteResponse, error) {
-	return t.unary.Write(ctx, in, opts...)
+	out := new(kvpb.TxnWriteResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_WRITE, in, out, func() (err error) {
+		out, err = t.unary.Write(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
 }
 
 func (t *muxTxn) Record(ctx context.Context, in *kvpb.TxnRecordRequest, opts ...grpc.CallOption) (*kvpb.TxnRecordResponse, error) {
-	return t.unary.Record(ctx, in, opts...)
+	out := new(kvpb.TxnRecordResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_RECORD, in, out, func() (err error) {
+		out, err = t.unary.Record(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
 }
 
 func (t *muxTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, opts ...grpc.CallOption) (*kvpb.TxnResolveResponse, error) {
-	return t.unary.Resolve(ctx, in, opts...)
+	out := new(kvpb.TxnResolveResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_RESOLVE, in, out, func() (err error) {
+		out, err = t.unary.Resolve(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
 }
 
 func (t *muxTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, opts ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
-	return t.unary.Prevent(ctx, in, opts...)
+	out := new(kvpb.TxnPreventResponse)
+	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_PREVENT, in, out, func() (err error) {
+		out, err = t.unary.Prevent(ctx, in, opts...)
+		return err
+	})
+	return result(out, err)
 }

@@ -84,8 +84,12 @@ var muxMethodNames = map[kvpb.MuxMethod]string{
 
 // muxTxnMethodNames maps the Txn service's MuxMethods to its methods.
 var muxTxnMethodNames = map[kvpb.MuxMethod]string{
-	kvpb.MuxMethod_MUX_METHOD_TXN_BEGIN:  "Begin",
-	kvpb.MuxMethod_MUX_METHOD_TXN_COMMIT: "Commit",
+	kvpb.MuxMethod_MUX_METHOD_TXN_BEGIN:   "Begin",
+	kvpb.MuxMethod_MUX_METHOD_TXN_COMMIT:  "Commit",
+	kvpb.MuxMethod_MUX_METHOD_TXN_WRITE:   "Write",
+	kvpb.MuxMethod_MUX_METHOD_TXN_RECORD:  "Record",
+	kvpb.MuxMethod_MUX_METHOD_TXN_RESOLVE: "Resolve",
+	kvpb.MuxMethod_MUX_METHOD_TXN_PREVENT: "Prevent",
 }
 
 func newMuxHub(n *Node) *muxHub {

@@ -46,8 +46,12 @@ const (
 	MuxMethod_MUX_METHOD_COMPARE_AND_SWAP MuxMethod = 7
 	MuxMethod_MUX_METHOD_DELETE_RANGE     MuxMethod = 8
 	// The Txn service's methods (txn.proto), which ride the same stream.
-	MuxMethod_MUX_METHOD_TXN_BEGIN  MuxMethod = 9
-	MuxMethod_MUX_METHOD_TXN_COMMIT MuxMethod = 10
+	MuxMethod_MUX_METHOD_TXN_BEGIN   MuxMethod = 9
+	MuxMethod_MUX_METHOD_TXN_COMMIT  MuxMethod = 10
+	MuxMethod_MUX_METHOD_TXN_WRITE   MuxMethod = 11
+	MuxMethod_MUX_METHOD_TXN_RECORD  MuxMethod = 12
+	MuxMethod_MUX_METHOD_TXN_RESOLVE MuxMethod = 13
+	MuxMethod_MUX_METHOD_TXN_PREVENT MuxMethod = 14
 )
 
 // Enum value maps for MuxMethod.
@@ -64,6 +68,10 @@ var (
 		8:  "MUX_METHOD_DELETE_RANGE",
 		9:  "MUX_METHOD_TXN_BEGIN",
 		10: "MUX_METHOD_TXN_COMMIT",
+		11: "MUX_METHOD_TXN_WRITE",
+		12: "MUX_METHOD_TXN_RECORD",
+		13: "MUX_METHOD_TXN_RESOLVE",
+		14: "MUX_METHOD_TXN_PREVENT",
 	}
 	MuxMethod_value = map[string]int32{
 		"MUX_METHOD_UNSPECIFIED":      0,
@@ -77,6 +85,10 @@ var (
 		"MUX_METHOD_DELETE_RANGE":     8,
 		"MUX_METHOD_TXN_BEGIN":        9,
 		"MUX_METHOD_TXN_COMMIT":       10,
+		"MUX_METHOD_TXN_WRITE":        11,
+		"MUX_METHOD_TXN_RECORD":       12,
+		"MUX_METHOD_TXN_RESOLVE":      13,
+		"MUX_METHOD_TXN_PREVENT":      14,
 	}
 )
 
@@ -2339,7 +2351,7 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\"|\n" +
 	"\x13DeleteRangeResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\x9e\x02\n" +
+	"\aversion\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion*\x8b\x03\n" +
 	"\tMuxMethod\x12\x1a\n" +
 	"\x16MUX_METHOD_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMUX_METHOD_GET\x10\x01\x12\x12\n" +
@@ -2352,7 +2364,11 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x17MUX_METHOD_DELETE_RANGE\x10\b\x12\x18\n" +
 	"\x14MUX_METHOD_TXN_BEGIN\x10\t\x12\x19\n" +
 	"\x15MUX_METHOD_TXN_COMMIT\x10\n" +
-	"*t\n" +
+	"\x12\x18\n" +
+	"\x14MUX_METHOD_TXN_WRITE\x10\v\x12\x19\n" +
+	"\x15MUX_METHOD_TXN_RECORD\x10\f\x12\x1a\n" +
+	"\x16MUX_METHOD_TXN_RESOLVE\x10\r\x12\x1a\n" +
+	"\x16MUX_METHOD_TXN_PREVENT\x10\x0e*t\n" +
 	"\x0fReadConsistency\x12!\n" +
 	"\x1dREAD_CONSISTENCY_LINEARIZABLE\x10\x00\x12\x1a\n" +
 	"\x16READ_CONSISTENCY_STALE\x10\x01\x12\"\n" +
