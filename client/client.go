@@ -46,6 +46,8 @@ type Client struct {
 	suspects suspects
 	// watches spreads watch streams over connections (watch_conns.go).
 	watches watchConns
+	// leaseStreams are the shared KeepAlive streams (lease_stream.go).
+	leaseStreams leaseStreams
 }
 
 // endpoint is one node address and its connection.
@@ -209,6 +211,7 @@ func (c *Client) Close() error {
 	c.extra.conns = nil
 	c.extra.Unlock()
 	errs = append(errs, c.closeWatchConns())
+	c.leaseStreams.closeAll()
 	return errors.Join(errs...)
 }
 

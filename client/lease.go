@@ -136,25 +136,14 @@ func (c *Client) Leases(ctx context.Context) ([]LeaseInfo, error) {
 
 // KeepAliveOnce renews a lease once: on success it expires no earlier
 // than the returned TTL after the call was made. A lease that does not
-// exist (never granted, expired, revoked) is ErrNotFound.
+// exist (never granted, expired, revoked) is ErrNotFound. The request
+// rides the endpoint's KeepAlive stream that all of the client's leases
+// share (lease_stream.go).
 func (c *Client) KeepAliveOnce(ctx context.Context, id LeaseID) (time.Duration, error) {
 	var resp *kvpb.LeaseKeepAliveResponse
-	err := c.do(ctx, "KeepAlive", false, func(ctx context.Context, e *endpoint) error {
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream, err := c.lease(e).KeepAlive(sctx)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(&kvpb.LeaseKeepAliveRequest{Id: uint64(id)}); err != nil {
-			_, err = stream.Recv() // the stream's status says why
-			return err
-		}
-		resp, err = stream.Recv()
-		if err != nil {
-			return err
-		}
-		return stream.CloseSend()
+	err := c.do(ctx, "KeepAlive", false, func(ctx context.Context, e *endpoint) (err error) {
+		resp, err = c.renewShared(ctx, e, id) // lease_stream.go
+		return err
 	})
 	if err != nil {
 		return 0, err

@@ -461,11 +461,34 @@ func (l *lessor) grant(ctx context.Context, id uint64, ttl time.Duration) (uint6
 
 // keepAlive renews lease id: it expires no earlier than its TTL from now.
 func (l *lessor) keepAlive(ctx context.Context, id uint64) (time.Duration, error) {
-	if _, err := l.ready(ctx); err != nil {
+	ttls, errs, err := l.keepAliveMany(ctx, []uint64{id})
+	if err != nil {
 		return 0, err
 	}
+	return ttls[0], errs[0]
+}
+
+// keepAliveMany renews leases ids with one readiness check and one pass
+// under the lock: ttls[i] and errs[i] answer ids[i] (errLeaseNotFound for
+// a lease that does not exist); err is a failure of the whole call (not
+// meta's leader, not ready).
+func (l *lessor) keepAliveMany(ctx context.Context, ids []uint64) (ttls []time.Duration, errs []error, err error) {
+	if _, err := l.ready(ctx); err != nil {
+		return nil, nil, err
+	}
+	ttls, errs = make([]time.Duration, len(ids)), make([]error, len(ids))
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for i, id := range ids {
+		ttls[i], errs[i] = l.keepAliveLocked(id, now)
+	}
+	return ttls, errs, nil
+}
+
+// keepAliveLocked renews lease id from now.
+// REQUIRES: l.mu, and ready() since the node last lost meta's lead.
+func (l *lessor) keepAliveLocked(id uint64, now time.Time) (time.Duration, error) {
 	if l.ending[id] {
 		return 0, fmt.Errorf("%w: lease %d has expired or is being revoked", errLeaseNotFound, id)
 	}
@@ -485,7 +508,7 @@ func (l *lessor) keepAlive(ctx context.Context, id uint64) (time.Duration, error
 	if l.n.leaseKeepAliveIgnored() {
 		return ttl, nil // the planted bug of a faults build (faults_on.go)
 	}
-	l.deadlines[id] = time.Now().Add(ttl)
+	l.deadlines[id] = now.Add(ttl)
 	return ttl, nil
 }
 

@@ -253,47 +253,153 @@ func (s *leaseServer) Leases(ctx context.Context, req *kvpb.LeaseLeasesRequest) 
 	return resp, nil
 }
 
-// KeepAlive answers each request in order. A transient failure to reach
-// meta's leader ends the stream with the error; the client opens another.
+// keepAliveBatchMax is the most requests of one KeepAlive stream
+// renewed together.
+const keepAliveBatchMax = 1024
+
+// KeepAlive answers each request in order. The requests a stream has
+// queued by the time it looks are renewed together: one pass of the
+// lessor on meta's leader, or one KeepAliveBatch call to it from another
+// node, so a client keeping many leases alive on one stream costs one
+// round trip per batch, not per lease. A transient failure to reach
+// meta's leader, or the node stopping, ends the stream with the error;
+// the client opens another.
 func (s *leaseServer) KeepAlive(stream kvpb.Lease_KeepAliveServer) error {
+	ctx := stream.Context()
+	reqs := make(chan *kvpb.LeaseKeepAliveRequest, keepAliveBatchMax)
+	recvErr := make(chan error, 1)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				recvErr <- ctx.Err()
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
+		var req *kvpb.LeaseKeepAliveRequest
+		var ok bool
+		select {
+		case req, ok = <-reqs:
+		case <-s.n.bgCtx.Done():
+			// A client's stream lives as long as the client: end it,
+			// so that the node's graceful stop has nothing to wait for.
+			return unavailable(time.Second, "KeepAlive: node is shutting down; continue on another node")
+		}
+		if !ok {
+			if err := <-recvErr; err != io.EOF {
+				return err
+			}
 			return nil
 		}
+		batch := []*kvpb.LeaseKeepAliveRequest{req}
+	drain:
+		for len(batch) < keepAliveBatchMax {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		resps, err := s.n.keepAliveBatch(ctx, batch)
 		if err != nil {
 			return err
 		}
-		resp, err := s.n.keepAliveOnce(stream.Context(), req)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
+		for _, resp := range resps {
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
 		}
 	}
 }
 
 // keepAliveOnce renews one lease, here or on meta's leader.
 func (n *Node) keepAliveOnce(ctx context.Context, req *kvpb.LeaseKeepAliveRequest) (*kvpb.LeaseKeepAliveResponse, error) {
+	resps, err := n.keepAliveBatch(ctx, []*kvpb.LeaseKeepAliveRequest{req})
+	if err != nil {
+		return nil, err
+	}
+	return resps[0], nil
+}
+
+// keepAliveBatch renews leases here (one pass of the lessor) or on
+// meta's leader (one KeepAliveBatch call, or one KeepAliveOnce per lease
+// to a leader that does not serve KeepAliveBatch); resps answer reqs in
+// order.
+func (n *Node) keepAliveBatch(ctx context.Context, reqs []*kvpb.LeaseKeepAliveRequest) ([]*kvpb.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, leaseCallTimeout)
 	defer cancel()
-	ttl, err := n.lessor.keepAlive(ctx, req.GetId())
-	if n.mustForward(ctx, err) {
-		var resp *kvpb.LeaseKeepAliveResponse
-		err = n.onMetaLeader(ctx, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
-			resp, err = kvpb.NewLeaseInternalClient(cc).KeepAliveOnce(ctx, req)
-			return err
-		})
-		return resp, err
+	ids := make([]uint64, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.GetId()
 	}
-	if errors.Is(err, errLeaseNotFound) {
-		return &kvpb.LeaseKeepAliveResponse{Id: req.GetId(), Message: err.Error()}, nil
+	ttls, errs, err := n.lessor.keepAliveMany(ctx, ids)
+	if n.mustForward(ctx, err) {
+		var resps []*kvpb.LeaseKeepAliveResponse
+		err = n.onMetaLeader(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+			lc := kvpb.NewLeaseInternalClient(cc)
+			resp, err := lc.KeepAliveBatch(ctx, &kvpb.LeaseKeepAliveBatchRequest{Requests: reqs})
+			if status.Code(err) == codes.Unimplemented {
+				// A leader of an older build: one call per lease.
+				resps = resps[:0]
+				for _, r := range reqs {
+					one, err := lc.KeepAliveOnce(ctx, r)
+					if err != nil {
+						return err
+					}
+					resps = append(resps, one)
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if len(resp.GetResponses()) != len(reqs) {
+				return status.Errorf(codes.Internal, "KeepAliveBatch: %d answers to %d requests", len(resp.GetResponses()), len(reqs))
+			}
+			resps = resp.GetResponses()
+			return nil
+		})
+		return resps, err
 	}
 	if err != nil {
 		return nil, n.leaseError("KeepAlive", err)
 	}
-	return &kvpb.LeaseKeepAliveResponse{Id: req.GetId(), Found: true, TtlMs: ttl.Milliseconds()}, nil
+	resps := make([]*kvpb.LeaseKeepAliveResponse, len(reqs))
+	for i, id := range ids {
+		switch {
+		case errors.Is(errs[i], errLeaseNotFound):
+			resps[i] = &kvpb.LeaseKeepAliveResponse{Id: id, Message: errs[i].Error()}
+		case errs[i] != nil:
+			return nil, n.leaseError("KeepAlive", errs[i])
+		default:
+			resps[i] = &kvpb.LeaseKeepAliveResponse{Id: id, Found: true, TtlMs: ttls[i].Milliseconds()}
+		}
+	}
+	return resps, nil
+}
+
+func (s *leaseInternalServer) KeepAliveBatch(ctx context.Context, req *kvpb.LeaseKeepAliveBatchRequest) (*kvpb.LeaseKeepAliveBatchResponse, error) {
+	if len(req.GetRequests()) == 0 || len(req.GetRequests()) > keepAliveBatchMax {
+		return nil, invalidArgument("requests", "KeepAliveBatch takes 1 to %d requests, got %d", keepAliveBatchMax, len(req.GetRequests()))
+	}
+	resps, err := s.n.keepAliveBatch(ctx, req.GetRequests())
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.LeaseKeepAliveBatchResponse{Responses: resps}, nil
 }
 
 func (s *leaseInternalServer) KeepAliveOnce(ctx context.Context, req *kvpb.LeaseKeepAliveRequest) (*kvpb.LeaseKeepAliveResponse, error) {

@@ -112,3 +112,48 @@ func TestClusterLeaseRevokeRetried(t *testing.T) {
 		t.Fatalf("revoke of a swept lease = %v, want ErrNotFound", err)
 	}
 }
+
+// TestClusterKeepAliveManyLeases: one client keeps 40 leases alive at
+// once (their renewals share one stream per endpoint, which the node
+// renews in batches) for more than two TTLs through a node that may not
+// lead meta: every lease stays alive; once the keep-alives stop, every
+// one ends.
+func TestClusterKeepAliveManyLeases(t *testing.T) {
+	c := newCluster(t, 3)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ttl = 2 * time.Second
+	kctx, stop := context.WithCancel(ctx)
+	var ids []client.LeaseID
+	var acks []<-chan client.LeaseKeepAlive
+	for range 40 {
+		id, err := cl.Grant(ctx, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := cl.KeepAlive(kctx, id)
+		if err != nil {
+			t.Fatalf("KeepAlive(%d): %v", id, err)
+		}
+		ids, acks = append(ids, id), append(acks, ch)
+	}
+	time.Sleep(5 * time.Second) // two and a half TTLs of renewals
+	for i, id := range ids {
+		if _, err := cl.TimeToLive(ctx, id, false); err != nil {
+			t.Fatalf("lease %d after 2.5 TTLs of keep-alives: %v", id, err)
+		}
+		select {
+		case a, ok := <-acks[i]:
+			if ok && a.Err != nil {
+				t.Fatalf("lease %d: keep-alive failed: %v", id, a.Err)
+			}
+		default:
+		}
+	}
+	stop()
+	waitFor(t, 30*time.Second, "every lease to end", func() bool {
+		ls, err := cl.Leases(ctx)
+		return err == nil && len(ls) == 0
+	})
+}

@@ -256,6 +256,95 @@ func (x *LeaseKeepAliveResponse) GetMessage() string {
 	return ""
 }
 
+type LeaseKeepAliveBatchRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Requests      []*LeaseKeepAliveRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseKeepAliveBatchRequest) Reset() {
+	*x = LeaseKeepAliveBatchRequest{}
+	mi := &file_api_kvpb_lease_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseKeepAliveBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseKeepAliveBatchRequest) ProtoMessage() {}
+
+func (x *LeaseKeepAliveBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_lease_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseKeepAliveBatchRequest.ProtoReflect.Descriptor instead.
+func (*LeaseKeepAliveBatchRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LeaseKeepAliveBatchRequest) GetRequests() []*LeaseKeepAliveRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type LeaseKeepAliveBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// responses answer requests, in order.
+	Responses     []*LeaseKeepAliveResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseKeepAliveBatchResponse) Reset() {
+	*x = LeaseKeepAliveBatchResponse{}
+	mi := &file_api_kvpb_lease_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseKeepAliveBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseKeepAliveBatchResponse) ProtoMessage() {}
+
+func (x *LeaseKeepAliveBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_lease_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseKeepAliveBatchResponse.ProtoReflect.Descriptor instead.
+func (*LeaseKeepAliveBatchResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LeaseKeepAliveBatchResponse) GetResponses() []*LeaseKeepAliveResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type LeaseRevokeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -265,7 +354,7 @@ type LeaseRevokeRequest struct {
 
 func (x *LeaseRevokeRequest) Reset() {
 	*x = LeaseRevokeRequest{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[4]
+	mi := &file_api_kvpb_lease_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +366,7 @@ func (x *LeaseRevokeRequest) String() string {
 func (*LeaseRevokeRequest) ProtoMessage() {}
 
 func (x *LeaseRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[4]
+	mi := &file_api_kvpb_lease_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +379,7 @@ func (x *LeaseRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRevokeRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaseRevokeRequest) GetId() uint64 {
@@ -311,7 +400,7 @@ type LeaseRevokeResponse struct {
 
 func (x *LeaseRevokeResponse) Reset() {
 	*x = LeaseRevokeResponse{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[5]
+	mi := &file_api_kvpb_lease_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +412,7 @@ func (x *LeaseRevokeResponse) String() string {
 func (*LeaseRevokeResponse) ProtoMessage() {}
 
 func (x *LeaseRevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[5]
+	mi := &file_api_kvpb_lease_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +425,7 @@ func (x *LeaseRevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRevokeResponse.ProtoReflect.Descriptor instead.
 func (*LeaseRevokeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaseRevokeResponse) GetKeysDeleted() uint64 {
@@ -357,7 +446,7 @@ type LeaseTimeToLiveRequest struct {
 
 func (x *LeaseTimeToLiveRequest) Reset() {
 	*x = LeaseTimeToLiveRequest{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[6]
+	mi := &file_api_kvpb_lease_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +458,7 @@ func (x *LeaseTimeToLiveRequest) String() string {
 func (*LeaseTimeToLiveRequest) ProtoMessage() {}
 
 func (x *LeaseTimeToLiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[6]
+	mi := &file_api_kvpb_lease_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +471,7 @@ func (x *LeaseTimeToLiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTimeToLiveRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTimeToLiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseTimeToLiveRequest) GetId() uint64 {
@@ -417,7 +506,7 @@ type LeaseTimeToLiveResponse struct {
 
 func (x *LeaseTimeToLiveResponse) Reset() {
 	*x = LeaseTimeToLiveResponse{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[7]
+	mi := &file_api_kvpb_lease_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +518,7 @@ func (x *LeaseTimeToLiveResponse) String() string {
 func (*LeaseTimeToLiveResponse) ProtoMessage() {}
 
 func (x *LeaseTimeToLiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[7]
+	mi := &file_api_kvpb_lease_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +531,7 @@ func (x *LeaseTimeToLiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTimeToLiveResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTimeToLiveResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaseTimeToLiveResponse) GetId() uint64 {
@@ -481,7 +570,7 @@ type LeaseLeasesRequest struct {
 
 func (x *LeaseLeasesRequest) Reset() {
 	*x = LeaseLeasesRequest{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[8]
+	mi := &file_api_kvpb_lease_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +582,7 @@ func (x *LeaseLeasesRequest) String() string {
 func (*LeaseLeasesRequest) ProtoMessage() {}
 
 func (x *LeaseLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[8]
+	mi := &file_api_kvpb_lease_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +595,7 @@ func (x *LeaseLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLeasesRequest.ProtoReflect.Descriptor instead.
 func (*LeaseLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{10}
 }
 
 type LeaseStatus struct {
@@ -520,7 +609,7 @@ type LeaseStatus struct {
 
 func (x *LeaseStatus) Reset() {
 	*x = LeaseStatus{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[9]
+	mi := &file_api_kvpb_lease_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +621,7 @@ func (x *LeaseStatus) String() string {
 func (*LeaseStatus) ProtoMessage() {}
 
 func (x *LeaseStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[9]
+	mi := &file_api_kvpb_lease_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +634,7 @@ func (x *LeaseStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseStatus.ProtoReflect.Descriptor instead.
 func (*LeaseStatus) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseStatus) GetId() uint64 {
@@ -578,7 +667,7 @@ type LeaseLeasesResponse struct {
 
 func (x *LeaseLeasesResponse) Reset() {
 	*x = LeaseLeasesResponse{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[10]
+	mi := &file_api_kvpb_lease_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +679,7 @@ func (x *LeaseLeasesResponse) String() string {
 func (*LeaseLeasesResponse) ProtoMessage() {}
 
 func (x *LeaseLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[10]
+	mi := &file_api_kvpb_lease_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +692,7 @@ func (x *LeaseLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLeasesResponse.ProtoReflect.Descriptor instead.
 func (*LeaseLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseLeasesResponse) GetLeases() []*LeaseStatus {
@@ -623,7 +712,7 @@ type LeaseAttachRequest struct {
 
 func (x *LeaseAttachRequest) Reset() {
 	*x = LeaseAttachRequest{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[11]
+	mi := &file_api_kvpb_lease_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +724,7 @@ func (x *LeaseAttachRequest) String() string {
 func (*LeaseAttachRequest) ProtoMessage() {}
 
 func (x *LeaseAttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[11]
+	mi := &file_api_kvpb_lease_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +737,7 @@ func (x *LeaseAttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseAttachRequest.ProtoReflect.Descriptor instead.
 func (*LeaseAttachRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseAttachRequest) GetId() uint64 {
@@ -675,7 +764,7 @@ type LeaseAttachResponse struct {
 
 func (x *LeaseAttachResponse) Reset() {
 	*x = LeaseAttachResponse{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[12]
+	mi := &file_api_kvpb_lease_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +776,7 @@ func (x *LeaseAttachResponse) String() string {
 func (*LeaseAttachResponse) ProtoMessage() {}
 
 func (x *LeaseAttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[12]
+	mi := &file_api_kvpb_lease_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +789,7 @@ func (x *LeaseAttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseAttachResponse.ProtoReflect.Descriptor instead.
 func (*LeaseAttachResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaseAttachResponse) GetDeadline() *Timestamp {
@@ -721,7 +810,7 @@ type LeaseDeleteAttachedRequest struct {
 
 func (x *LeaseDeleteAttachedRequest) Reset() {
 	*x = LeaseDeleteAttachedRequest{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[13]
+	mi := &file_api_kvpb_lease_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +822,7 @@ func (x *LeaseDeleteAttachedRequest) String() string {
 func (*LeaseDeleteAttachedRequest) ProtoMessage() {}
 
 func (x *LeaseDeleteAttachedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[13]
+	mi := &file_api_kvpb_lease_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +835,7 @@ func (x *LeaseDeleteAttachedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseDeleteAttachedRequest.ProtoReflect.Descriptor instead.
 func (*LeaseDeleteAttachedRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaseDeleteAttachedRequest) GetHeader() *RequestHeader {
@@ -780,7 +869,7 @@ type LeaseDeleteAttachedResponse struct {
 
 func (x *LeaseDeleteAttachedResponse) Reset() {
 	*x = LeaseDeleteAttachedResponse{}
-	mi := &file_api_kvpb_lease_proto_msgTypes[14]
+	mi := &file_api_kvpb_lease_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +881,7 @@ func (x *LeaseDeleteAttachedResponse) String() string {
 func (*LeaseDeleteAttachedResponse) ProtoMessage() {}
 
 func (x *LeaseDeleteAttachedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_lease_proto_msgTypes[14]
+	mi := &file_api_kvpb_lease_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +894,7 @@ func (x *LeaseDeleteAttachedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseDeleteAttachedResponse.ProtoReflect.Descriptor instead.
 func (*LeaseDeleteAttachedResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_lease_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeaseDeleteAttachedResponse) GetHeader() *ResponseHeader {
@@ -839,7 +928,11 @@ const file_api_kvpb_lease_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"$\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\\\n" +
+	"\x1aLeaseKeepAliveBatchRequest\x12>\n" +
+	"\brequests\x18\x01 \x03(\v2\".shale.kv.v1.LeaseKeepAliveRequestR\brequests\"`\n" +
+	"\x1bLeaseKeepAliveBatchResponse\x12A\n" +
+	"\tresponses\x18\x01 \x03(\v2#.shale.kv.v1.LeaseKeepAliveResponseR\tresponses\"$\n" +
 	"\x12LeaseRevokeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"8\n" +
 	"\x13LeaseRevokeResponse\x12!\n" +
@@ -877,11 +970,12 @@ const file_api_kvpb_lease_proto_rawDesc = "" +
 	"\x06Revoke\x12\x1f.shale.kv.v1.LeaseRevokeRequest\x1a .shale.kv.v1.LeaseRevokeResponse\x12W\n" +
 	"\n" +
 	"TimeToLive\x12#.shale.kv.v1.LeaseTimeToLiveRequest\x1a$.shale.kv.v1.LeaseTimeToLiveResponse\x12K\n" +
-	"\x06Leases\x12\x1f.shale.kv.v1.LeaseLeasesRequest\x1a .shale.kv.v1.LeaseLeasesResponse2\x9b\x02\n" +
+	"\x06Leases\x12\x1f.shale.kv.v1.LeaseLeasesRequest\x1a .shale.kv.v1.LeaseLeasesResponse2\x80\x03\n" +
 	"\rLeaseInternal\x12K\n" +
 	"\x06Attach\x12\x1f.shale.kv.v1.LeaseAttachRequest\x1a .shale.kv.v1.LeaseAttachResponse\x12c\n" +
 	"\x0eDeleteAttached\x12'.shale.kv.v1.LeaseDeleteAttachedRequest\x1a(.shale.kv.v1.LeaseDeleteAttachedResponse\x12X\n" +
-	"\rKeepAliveOnce\x12\".shale.kv.v1.LeaseKeepAliveRequest\x1a#.shale.kv.v1.LeaseKeepAliveResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\rKeepAliveOnce\x12\".shale.kv.v1.LeaseKeepAliveRequest\x1a#.shale.kv.v1.LeaseKeepAliveResponse\x12c\n" +
+	"\x0eKeepAliveBatch\x12'.shale.kv.v1.LeaseKeepAliveBatchRequest\x1a(.shale.kv.v1.LeaseKeepAliveBatchResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_lease_proto_rawDescOnce sync.Once
@@ -895,53 +989,59 @@ func file_api_kvpb_lease_proto_rawDescGZIP() []byte {
 	return file_api_kvpb_lease_proto_rawDescData
 }
 
-var file_api_kvpb_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_kvpb_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_api_kvpb_lease_proto_goTypes = []any{
 	(*LeaseGrantRequest)(nil),           // 0: shale.kv.v1.LeaseGrantRequest
 	(*LeaseGrantResponse)(nil),          // 1: shale.kv.v1.LeaseGrantResponse
 	(*LeaseKeepAliveRequest)(nil),       // 2: shale.kv.v1.LeaseKeepAliveRequest
 	(*LeaseKeepAliveResponse)(nil),      // 3: shale.kv.v1.LeaseKeepAliveResponse
-	(*LeaseRevokeRequest)(nil),          // 4: shale.kv.v1.LeaseRevokeRequest
-	(*LeaseRevokeResponse)(nil),         // 5: shale.kv.v1.LeaseRevokeResponse
-	(*LeaseTimeToLiveRequest)(nil),      // 6: shale.kv.v1.LeaseTimeToLiveRequest
-	(*LeaseTimeToLiveResponse)(nil),     // 7: shale.kv.v1.LeaseTimeToLiveResponse
-	(*LeaseLeasesRequest)(nil),          // 8: shale.kv.v1.LeaseLeasesRequest
-	(*LeaseStatus)(nil),                 // 9: shale.kv.v1.LeaseStatus
-	(*LeaseLeasesResponse)(nil),         // 10: shale.kv.v1.LeaseLeasesResponse
-	(*LeaseAttachRequest)(nil),          // 11: shale.kv.v1.LeaseAttachRequest
-	(*LeaseAttachResponse)(nil),         // 12: shale.kv.v1.LeaseAttachResponse
-	(*LeaseDeleteAttachedRequest)(nil),  // 13: shale.kv.v1.LeaseDeleteAttachedRequest
-	(*LeaseDeleteAttachedResponse)(nil), // 14: shale.kv.v1.LeaseDeleteAttachedResponse
-	(*Timestamp)(nil),                   // 15: shale.kv.v1.Timestamp
-	(*RequestHeader)(nil),               // 16: shale.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),              // 17: shale.kv.v1.ResponseHeader
+	(*LeaseKeepAliveBatchRequest)(nil),  // 4: shale.kv.v1.LeaseKeepAliveBatchRequest
+	(*LeaseKeepAliveBatchResponse)(nil), // 5: shale.kv.v1.LeaseKeepAliveBatchResponse
+	(*LeaseRevokeRequest)(nil),          // 6: shale.kv.v1.LeaseRevokeRequest
+	(*LeaseRevokeResponse)(nil),         // 7: shale.kv.v1.LeaseRevokeResponse
+	(*LeaseTimeToLiveRequest)(nil),      // 8: shale.kv.v1.LeaseTimeToLiveRequest
+	(*LeaseTimeToLiveResponse)(nil),     // 9: shale.kv.v1.LeaseTimeToLiveResponse
+	(*LeaseLeasesRequest)(nil),          // 10: shale.kv.v1.LeaseLeasesRequest
+	(*LeaseStatus)(nil),                 // 11: shale.kv.v1.LeaseStatus
+	(*LeaseLeasesResponse)(nil),         // 12: shale.kv.v1.LeaseLeasesResponse
+	(*LeaseAttachRequest)(nil),          // 13: shale.kv.v1.LeaseAttachRequest
+	(*LeaseAttachResponse)(nil),         // 14: shale.kv.v1.LeaseAttachResponse
+	(*LeaseDeleteAttachedRequest)(nil),  // 15: shale.kv.v1.LeaseDeleteAttachedRequest
+	(*LeaseDeleteAttachedResponse)(nil), // 16: shale.kv.v1.LeaseDeleteAttachedResponse
+	(*Timestamp)(nil),                   // 17: shale.kv.v1.Timestamp
+	(*RequestHeader)(nil),               // 18: shale.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),              // 19: shale.kv.v1.ResponseHeader
 }
 var file_api_kvpb_lease_proto_depIdxs = []int32{
-	9,  // 0: shale.kv.v1.LeaseLeasesResponse.leases:type_name -> shale.kv.v1.LeaseStatus
-	15, // 1: shale.kv.v1.LeaseAttachResponse.deadline:type_name -> shale.kv.v1.Timestamp
-	16, // 2: shale.kv.v1.LeaseDeleteAttachedRequest.header:type_name -> shale.kv.v1.RequestHeader
-	17, // 3: shale.kv.v1.LeaseDeleteAttachedResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	0,  // 4: shale.kv.v1.Lease.Grant:input_type -> shale.kv.v1.LeaseGrantRequest
-	2,  // 5: shale.kv.v1.Lease.KeepAlive:input_type -> shale.kv.v1.LeaseKeepAliveRequest
-	4,  // 6: shale.kv.v1.Lease.Revoke:input_type -> shale.kv.v1.LeaseRevokeRequest
-	6,  // 7: shale.kv.v1.Lease.TimeToLive:input_type -> shale.kv.v1.LeaseTimeToLiveRequest
-	8,  // 8: shale.kv.v1.Lease.Leases:input_type -> shale.kv.v1.LeaseLeasesRequest
-	11, // 9: shale.kv.v1.LeaseInternal.Attach:input_type -> shale.kv.v1.LeaseAttachRequest
-	13, // 10: shale.kv.v1.LeaseInternal.DeleteAttached:input_type -> shale.kv.v1.LeaseDeleteAttachedRequest
-	2,  // 11: shale.kv.v1.LeaseInternal.KeepAliveOnce:input_type -> shale.kv.v1.LeaseKeepAliveRequest
-	1,  // 12: shale.kv.v1.Lease.Grant:output_type -> shale.kv.v1.LeaseGrantResponse
-	3,  // 13: shale.kv.v1.Lease.KeepAlive:output_type -> shale.kv.v1.LeaseKeepAliveResponse
-	5,  // 14: shale.kv.v1.Lease.Revoke:output_type -> shale.kv.v1.LeaseRevokeResponse
-	7,  // 15: shale.kv.v1.Lease.TimeToLive:output_type -> shale.kv.v1.LeaseTimeToLiveResponse
-	10, // 16: shale.kv.v1.Lease.Leases:output_type -> shale.kv.v1.LeaseLeasesResponse
-	12, // 17: shale.kv.v1.LeaseInternal.Attach:output_type -> shale.kv.v1.LeaseAttachResponse
-	14, // 18: shale.kv.v1.LeaseInternal.DeleteAttached:output_type -> shale.kv.v1.LeaseDeleteAttachedResponse
-	3,  // 19: shale.kv.v1.LeaseInternal.KeepAliveOnce:output_type -> shale.kv.v1.LeaseKeepAliveResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 0: shale.kv.v1.LeaseKeepAliveBatchRequest.requests:type_name -> shale.kv.v1.LeaseKeepAliveRequest
+	3,  // 1: shale.kv.v1.LeaseKeepAliveBatchResponse.responses:type_name -> shale.kv.v1.LeaseKeepAliveResponse
+	11, // 2: shale.kv.v1.LeaseLeasesResponse.leases:type_name -> shale.kv.v1.LeaseStatus
+	17, // 3: shale.kv.v1.LeaseAttachResponse.deadline:type_name -> shale.kv.v1.Timestamp
+	18, // 4: shale.kv.v1.LeaseDeleteAttachedRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 5: shale.kv.v1.LeaseDeleteAttachedResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	0,  // 6: shale.kv.v1.Lease.Grant:input_type -> shale.kv.v1.LeaseGrantRequest
+	2,  // 7: shale.kv.v1.Lease.KeepAlive:input_type -> shale.kv.v1.LeaseKeepAliveRequest
+	6,  // 8: shale.kv.v1.Lease.Revoke:input_type -> shale.kv.v1.LeaseRevokeRequest
+	8,  // 9: shale.kv.v1.Lease.TimeToLive:input_type -> shale.kv.v1.LeaseTimeToLiveRequest
+	10, // 10: shale.kv.v1.Lease.Leases:input_type -> shale.kv.v1.LeaseLeasesRequest
+	13, // 11: shale.kv.v1.LeaseInternal.Attach:input_type -> shale.kv.v1.LeaseAttachRequest
+	15, // 12: shale.kv.v1.LeaseInternal.DeleteAttached:input_type -> shale.kv.v1.LeaseDeleteAttachedRequest
+	2,  // 13: shale.kv.v1.LeaseInternal.KeepAliveOnce:input_type -> shale.kv.v1.LeaseKeepAliveRequest
+	4,  // 14: shale.kv.v1.LeaseInternal.KeepAliveBatch:input_type -> shale.kv.v1.LeaseKeepAliveBatchRequest
+	1,  // 15: shale.kv.v1.Lease.Grant:output_type -> shale.kv.v1.LeaseGrantResponse
+	3,  // 16: shale.kv.v1.Lease.KeepAlive:output_type -> shale.kv.v1.LeaseKeepAliveResponse
+	7,  // 17: shale.kv.v1.Lease.Revoke:output_type -> shale.kv.v1.LeaseRevokeResponse
+	9,  // 18: shale.kv.v1.Lease.TimeToLive:output_type -> shale.kv.v1.LeaseTimeToLiveResponse
+	12, // 19: shale.kv.v1.Lease.Leases:output_type -> shale.kv.v1.LeaseLeasesResponse
+	14, // 20: shale.kv.v1.LeaseInternal.Attach:output_type -> shale.kv.v1.LeaseAttachResponse
+	16, // 21: shale.kv.v1.LeaseInternal.DeleteAttached:output_type -> shale.kv.v1.LeaseDeleteAttachedResponse
+	3,  // 22: shale.kv.v1.LeaseInternal.KeepAliveOnce:output_type -> shale.kv.v1.LeaseKeepAliveResponse
+	5,  // 23: shale.kv.v1.LeaseInternal.KeepAliveBatch:output_type -> shale.kv.v1.LeaseKeepAliveBatchResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_lease_proto_init() }
@@ -957,7 +1057,7 @@ func file_api_kvpb_lease_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_lease_proto_rawDesc), len(file_api_kvpb_lease_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -306,6 +306,7 @@ const (
 	LeaseInternal_Attach_FullMethodName         = "/shale.kv.v1.LeaseInternal/Attach"
 	LeaseInternal_DeleteAttached_FullMethodName = "/shale.kv.v1.LeaseInternal/DeleteAttached"
 	LeaseInternal_KeepAliveOnce_FullMethodName  = "/shale.kv.v1.LeaseInternal/KeepAliveOnce"
+	LeaseInternal_KeepAliveBatch_FullMethodName = "/shale.kv.v1.LeaseInternal/KeepAliveBatch"
 )
 
 // LeaseInternalClient is the client API for LeaseInternal service.
@@ -325,6 +326,9 @@ type LeaseInternalClient interface {
 	DeleteAttached(ctx context.Context, in *LeaseDeleteAttachedRequest, opts ...grpc.CallOption) (*LeaseDeleteAttachedResponse, error)
 	// KeepAliveOnce renews one lease (a node forwarding a KeepAlive stream).
 	KeepAliveOnce(ctx context.Context, in *LeaseKeepAliveRequest, opts ...grpc.CallOption) (*LeaseKeepAliveResponse, error)
+	// KeepAliveBatch renews several leases at once, answering each in
+	// order (a node forwarding what a KeepAlive stream had queued).
+	KeepAliveBatch(ctx context.Context, in *LeaseKeepAliveBatchRequest, opts ...grpc.CallOption) (*LeaseKeepAliveBatchResponse, error)
 }
 
 type leaseInternalClient struct {
@@ -365,6 +369,16 @@ func (c *leaseInternalClient) KeepAliveOnce(ctx context.Context, in *LeaseKeepAl
 	return out, nil
 }
 
+func (c *leaseInternalClient) KeepAliveBatch(ctx context.Context, in *LeaseKeepAliveBatchRequest, opts ...grpc.CallOption) (*LeaseKeepAliveBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseKeepAliveBatchResponse)
+	err := c.cc.Invoke(ctx, LeaseInternal_KeepAliveBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseInternalServer is the server API for LeaseInternal service.
 // All implementations must embed UnimplementedLeaseInternalServer
 // for forward compatibility.
@@ -382,6 +396,9 @@ type LeaseInternalServer interface {
 	DeleteAttached(context.Context, *LeaseDeleteAttachedRequest) (*LeaseDeleteAttachedResponse, error)
 	// KeepAliveOnce renews one lease (a node forwarding a KeepAlive stream).
 	KeepAliveOnce(context.Context, *LeaseKeepAliveRequest) (*LeaseKeepAliveResponse, error)
+	// KeepAliveBatch renews several leases at once, answering each in
+	// order (a node forwarding what a KeepAlive stream had queued).
+	KeepAliveBatch(context.Context, *LeaseKeepAliveBatchRequest) (*LeaseKeepAliveBatchResponse, error)
 	mustEmbedUnimplementedLeaseInternalServer()
 }
 
@@ -400,6 +417,9 @@ func (UnimplementedLeaseInternalServer) DeleteAttached(context.Context, *LeaseDe
 }
 func (UnimplementedLeaseInternalServer) KeepAliveOnce(context.Context, *LeaseKeepAliveRequest) (*LeaseKeepAliveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KeepAliveOnce not implemented")
+}
+func (UnimplementedLeaseInternalServer) KeepAliveBatch(context.Context, *LeaseKeepAliveBatchRequest) (*LeaseKeepAliveBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KeepAliveBatch not implemented")
 }
 func (UnimplementedLeaseInternalServer) mustEmbedUnimplementedLeaseInternalServer() {}
 func (UnimplementedLeaseInternalServer) testEmbeddedByValue()                       {}
@@ -476,6 +496,24 @@ func _LeaseInternal_KeepAliveOnce_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseInternal_KeepAliveBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseKeepAliveBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseInternalServer).KeepAliveBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LeaseInternal_KeepAliveBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseInternalServer).KeepAliveBatch(ctx, req.(*LeaseKeepAliveBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LeaseInternal_ServiceDesc is the grpc.ServiceDesc for LeaseInternal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -494,6 +532,10 @@ var LeaseInternal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KeepAliveOnce",
 			Handler:    _LeaseInternal_KeepAliveOnce_Handler,
+		},
+		{
+			MethodName: "KeepAliveBatch",
+			Handler:    _LeaseInternal_KeepAliveBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

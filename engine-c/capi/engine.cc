@@ -632,9 +632,13 @@ shale_status_t shale_iter_next_batch(shale_iterator_t* it, uint32_t flags,
     used += need;
     count++;
     if (versions && user.size() != k.size()) {
-      // Emitted: this key's older versions are stepped over from now on.
+      // Emitted: step over this key's older versions, inside the blocks
+      // without decoding them (unversioned parts are prefix-free, so the
+      // keys that start with user are its versions).
       it->last_key.assign(user.data(), user.size());
       it->has_last = true;
+      iter->NextPrefix(Slice(it->last_key));
+      continue;
     }
     if (reverse) {
       iter->Prev();

@@ -161,6 +161,23 @@ void DBIter::Next() {
   FindNextUserEntry(true);
 }
 
+void DBIter::NextPrefix(const Slice& prefix) {
+  assert(valid_);
+  assert(key().starts_with(prefix));
+  if (direction_ == kReverse) {
+    // iter_ is before the current key's entries; going forward is rare
+    // enough here to take one step at a time.
+    do {
+      Next();
+    } while (valid_ && key().starts_with(prefix));
+    return;
+  }
+  // iter_ is on the current key's entry, which has the prefix.
+  saved_key_.clear();
+  iter_->NextPrefix(prefix);
+  FindNextUserEntry(false);
+}
+
 void DBIter::Prev() {
   assert(valid_);
   if (direction_ == kForward) {

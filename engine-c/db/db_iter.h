@@ -42,6 +42,14 @@ class DBIter final : public Iterator {
 
   void Next() override;
   void Prev() override;
+  // The first live key after the current one that does not start with
+  // prefix (user keys; e.g. the next MVCC key after every version of the
+  // current one). Entries with the prefix are passed over inside the
+  // blocks without being decoded (Iterator::NextPrefix), where Next would
+  // decode and compare each. prefix must not point into key(), and must
+  // stay valid during the call. REQUIRES: Valid() and key() starts with
+  // prefix.
+  void NextPrefix(const Slice& prefix) override;
   // The first live key >= target (and >= lower).
   void Seek(const Slice& target) override;
   // The last live key <= target (and < upper).

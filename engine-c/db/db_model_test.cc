@@ -219,6 +219,16 @@ class DBModelTest : public test::DBTestBase,
         it->SeekForPrev(t);
         auto ub = view.upper_bound(t);
         pos = ub == view.begin() ? view.end() : std::prev(ub);
+      } else if (pos != view.end() && op == 4 && rnd_.OneIn(2)) {
+        // Past every key with a prefix of the current one (as an MVCC
+        // scan passes over a key's versions).
+        const std::string prefix = pos->first.substr(
+            0, pos->first.size() -
+                   rnd_.Uniform(std::min<size_t>(pos->first.size() + 1, 4)));
+        it->NextPrefix(prefix);
+        while (pos != view.end() && Slice(pos->first).starts_with(prefix)) {
+          ++pos;
+        }
       } else if (pos != view.end() && op == 4) {
         it->Next();
         ++pos;

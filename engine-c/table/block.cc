@@ -235,6 +235,57 @@ void BlockIter::Next() {
   ClearPrevCache();
 }
 
+void BlockIter::NextPrefix(const Slice& prefix) {
+  assert(Valid());
+  assert(UserKeyHasPrefix(raw_key_, prefix));
+  ClearPrevCache();
+  const size_t n = prefix.size();
+  const char* const limit = data_ + restart_offset_;
+  // raw_key_ stays the last key decoded, which has the prefix; every entry
+  // passed over after it has it too, so the first one decoded next, sharing
+  // fewer than n bytes with its predecessor, shares them with raw_key_.
+  const char* p = value_.data() + value_.size();
+  for (;;) {
+    if (p >= limit) {
+      MarkInvalid();  // no more entries
+      return;
+    }
+    uint32_t shared, non_shared, value_length;
+    const char* delta =
+        DecodeEntry(p, limit, &shared, &non_shared, &value_length);
+    if (delta == nullptr) {
+      CorruptionError("bad entry in block");
+      return;
+    }
+    if (shared >= n && shared + non_shared >= n + 8) {
+      p = delta + non_shared + value_length;  // has the prefix: pass over
+      continue;
+    }
+    value_ = Slice(p, 0);  // ParseNextKey decodes the entry at p
+    if (!ParseNextKey() || !UserKeyHasPrefix(raw_key_, prefix)) return;
+    if (shared == 0) {
+      // A restart point with the prefix (a long history): while the next
+      // restart point's key has it too, so has every entry up to it.
+      while (restart_index_ + 1 < num_restarts_) {
+        const uint32_t next = RestartPoint(restart_index_ + 1);
+        uint32_t s0, key_size, v0;
+        const char* k =
+            next < restart_offset_
+                ? DecodeEntry(data_ + next, limit, &s0, &key_size, &v0)
+                : nullptr;
+        if (k == nullptr || s0 != 0) {
+          CorruptionError("bad restart point in block");
+          return;
+        }
+        if (!UserKeyHasPrefix(Slice(k, key_size), prefix)) break;
+        SeekToRestartPoint(restart_index_ + 1);
+        if (!ParseNextKey()) return;
+      }
+    }
+    p = value_.data() + value_.size();
+  }
+}
+
 void BlockIter::Prev() {
   assert(Valid());
   if (prev_ != nullptr && !prev_->entries.empty()) {

@@ -89,6 +89,12 @@ class BlockIter final : public Iterator {
   void Seek(const Slice& target) override;
   void SeekToFirst() override;
   void SeekToLast() override;
+  // Passes over the entries with the prefix without rebuilding their keys:
+  // an entry that shares at least prefix.size() bytes with the entry before
+  // it has the prefix if that one does, which its header alone tells (see
+  // Iterator::NextPrefix). Only entries sharing fewer bytes (restart points
+  // among them) are decoded and compared. For blocks of internal keys.
+  void NextPrefix(const Slice& prefix) override;
 
  private:
   // Entries decoded while scanning backwards, so that a run of Prev()

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -216,6 +217,88 @@ TEST(BlockTest, ShortForwardSeeks) {
         it.Next();
         ++pos;
         ExpectAt(m, pos, it);
+      }
+    }
+  }
+}
+
+// NextPrefix from every entry, with every prefix length of its user key,
+// against a linear scan: the first later entry whose user key (the key
+// without its last 8 bytes) does not start with the prefix. Keys are in
+// internal-key order, as in the engine's data blocks: many versions of few
+// user keys (long runs to pass over, crossing restart points), some user
+// keys prefixes of others.
+TEST(BlockTest, NextPrefix) {
+  Random rnd(301);
+  for (int interval : {1, 2, 3, 16}) {
+    for (uint64_t global_seqno : {uint64_t{0}, uint64_t{77}}) {
+      // (user key, trailer) -> value, in internal-key order: user keys
+      // ascending, trailers descending.
+      std::map<std::pair<std::string, uint64_t>, std::string,
+               std::function<bool(const std::pair<std::string, uint64_t>&,
+                                  const std::pair<std::string, uint64_t>&)>>
+          m([](const auto& a, const auto& b) {
+            return a.first != b.first ? a.first < b.first : a.second > b.second;
+          });
+      while (m.size() < 400) {
+        std::string user = "u" + std::to_string(rnd.Uniform(12));
+        if (rnd.OneIn(3)) user += "/" + std::to_string(rnd.Uniform(3));
+        if (rnd.OneIn(20)) user.resize(1);
+        m[{user, rnd.Next64()}] = std::string(rnd.Uniform(200), 'v');
+      }
+      std::vector<std::pair<std::string, std::string>> entries;
+      BlockBuilder builder(interval);
+      for (const auto& [uk, v] : m) {
+        std::string key = uk.first;
+        PutFixed64(&key, uk.second);
+        builder.Add(key, v);
+        entries.emplace_back(key, v);
+      }
+      const std::string bytes = builder.Finish().ToString();
+      Block block = MakeBlock(bytes);
+      ASSERT_TRUE(block.ok());
+      BlockIter it;
+      block.InitIter(BytewiseComparator(), global_seqno, nullptr, 0, &it);
+      for (size_t i = 0; i < entries.size(); i++) {
+        const std::string& k = entries[i].first;
+        const std::string user = k.substr(0, k.size() - 8);
+        for (size_t len = 0; len <= user.size(); len++) {
+          const std::string prefix = user.substr(0, len);
+          it.SeekToFirst();
+          for (size_t step = 0; step < i; step++) it.Next();
+          ASSERT_TRUE(it.Valid());
+          it.NextPrefix(prefix);
+          size_t j = i + 1;
+          while (j < entries.size() &&
+                 UserKeyHasPrefix(entries[j].first, prefix)) {
+            j++;
+          }
+          ASSERT_TRUE(it.status().ok()) << it.status().ToString();
+          if (j == entries.size()) {
+            ASSERT_FALSE(it.Valid()) << "interval " << interval << " entry "
+                                     << i << " prefix " << prefix;
+            continue;
+          }
+          ASSERT_TRUE(it.Valid()) << "interval " << interval << " entry " << i
+                                  << " prefix " << prefix;
+          std::string want = entries[j].first;
+          if (global_seqno != 0) {
+            const uint64_t packed =
+                DecodeFixed64(want.data() + want.size() - 8);
+            EncodeFixed64(want.data() + want.size() - 8,
+                          (global_seqno << 8) | (packed & 0xff));
+          }
+          ASSERT_EQ(want, it.key().ToString());
+          ASSERT_EQ(entries[j].second, it.value().ToString());
+          // The iterator goes on from there as from a seek.
+          it.Next();
+          if (j + 1 == entries.size()) {
+            ASSERT_FALSE(it.Valid());
+          } else {
+            ASSERT_TRUE(it.Valid());
+            ASSERT_EQ(entries[j + 1].second, it.value().ToString());
+          }
+        }
       }
     }
   }

@@ -58,6 +58,10 @@ class IteratorWrapper {
     iter_->Prev();
     Update();
   }
+  void NextPrefix(const Slice& prefix) {
+    iter_->NextPrefix(prefix);
+    Update();
+  }
   void Seek(const Slice& k) {
     iter_->Seek(k);
     Update();

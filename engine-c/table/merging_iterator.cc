@@ -68,6 +68,24 @@ class MergingIterator final : public Iterator {
     Advance(/*forward=*/false);
   }
 
+  void NextPrefix(const Slice& prefix) override {
+    assert(Valid());
+    if (direction_ != kForward) SwitchToForward();
+    // Children whose entry has the prefix step past it, the current one
+    // first; the others are past it already (they come after the current
+    // entry, and the keys with the prefix are contiguous). Once the child
+    // that just stepped is back on top, no other child has the prefix.
+    for (;;) {
+      Child* top = heap_[0];
+      top->iter->NextPrefix(prefix);
+      TopMoved();
+      if (heap_.empty() || heap_[0] == top ||
+          !UserKeyHasPrefix(heap_[0]->key, prefix)) {
+        return;
+      }
+    }
+  }
+
  private:
   enum Direction { kForward, kReverse };
 
@@ -126,6 +144,12 @@ class MergingIterator final : public Iterator {
     } else {
       top->iter->Prev();
     }
+    TopMoved();
+  }
+
+  // Restores the heap after the top child moved.
+  void TopMoved() {
+    Child* top = heap_[0];
     if (!top->iter->Valid()) {
       if (!top->iter->status().ok()) {
         status_ = top->iter->status();

@@ -57,6 +57,31 @@ void TableIterator::Next() {
   if (!data_iter_.Valid()) SkipEmptyBlocksForward();
 }
 
+void TableIterator::NextPrefix(const Slice& prefix) {
+  assert(Valid());
+  data_iter_.NextPrefix(prefix);
+  if (data_iter_.Valid()) return;
+  if (!status_.ok() || DataBlockFailed() || !index_iter_.Valid()) {
+    DropDataBlock();
+    return;
+  }
+  // Every key of a later block lies after the current entry (which has the
+  // prefix) and at or before the block's separator: when the separator has
+  // the prefix too, so does every key in the block.
+  do {
+    index_iter_.Next();
+  } while (index_iter_.Valid() && UserKeyHasPrefix(index_iter_.key(), prefix));
+  if (LoadDataBlock()) {
+    data_iter_.SeekToFirst();
+    if (data_iter_.Valid() && UserKeyHasPrefix(data_iter_.key(), prefix)) {
+      data_iter_.NextPrefix(prefix);
+    }
+  }
+  // Past this block's separator, which does not have the prefix: the next
+  // block starts after every key that does.
+  SkipEmptyBlocksForward();
+}
+
 void TableIterator::Prev() {
   assert(Valid());
   data_iter_.Prev();

@@ -44,6 +44,9 @@ class TableIterator final : public Iterator {
   void SeekToLast() override;
   void Next() override;
   void Prev() override;
+  // In the block as BlockIter::NextPrefix does; blocks whose index
+  // separator has the prefix hold nothing else and are passed over unread.
+  void NextPrefix(const Slice& prefix) override;
 
  private:
   static constexpr uint64_t kNoBlock = ~uint64_t{0};

@@ -58,6 +58,17 @@ class TwoLevelIterator final : public Iterator {
     SkipEmptyDataBlocksBackward();
   }
 
+  void NextPrefix(const Slice& prefix) override {
+    assert(Valid());
+    // The keys with the prefix may run on into the next blocks (files);
+    // within one, NextPrefix leaves none behind.
+    do {
+      data_iter_.NextPrefix(prefix);
+      if (data_iter_.Valid()) return;
+      SkipEmptyDataBlocksForward();
+    } while (data_iter_.Valid() && UserKeyHasPrefix(data_iter_.key(), prefix));
+  }
+
  private:
   // True (after recording the error and dropping the data iterator) if the
   // index or the current block failed.

@@ -15,6 +15,12 @@ void Iterator::RegisterCleanup(CleanupFunction fn, void* arg1, void* arg2) {
   }
 }
 
+void Iterator::NextPrefix(const Slice& prefix) {
+  do {
+    Next();
+  } while (Valid() && UserKeyHasPrefix(key(), prefix));
+}
+
 namespace {
 
 class EmptyIterator final : public Iterator {

@@ -8,6 +8,7 @@
 #ifndef SHALE_UTIL_ITERATOR_H_
 #define SHALE_UTIL_ITERATOR_H_
 
+#include <cstring>
 #include <vector>
 
 #include "util/slice.h"
@@ -40,6 +41,22 @@ class Iterator {
   // The first error met, or OK. An iterator that hit an error is !Valid().
   virtual Status status() const = 0;
 
+  // For iterators over internal keys (a user key and an 8-byte trailer):
+  // moves forward to the first entry whose user key does not start with
+  // prefix. Keys with a given prefix are contiguous in the engine's
+  // (bytewise) order, so that is the first entry at or after the
+  // successor of every key with the prefix: an MVCC scan steps over a
+  // key's older versions with it (their user keys start with the key's
+  // unversioned part). Iterators that can pass over such entries without
+  // decoding them (blocks, tables, merges of them) override this; the
+  // default steps with Next. Afterwards the iterator is never on a key
+  // with the prefix, which callers rely on. prefix must stay valid during
+  // the call and must not point into this iterator's key. REQUIRES:
+  // Valid(), forward direction, and the current user key starts with
+  // prefix. (DBIter, whose keys are user keys, has the same operation on
+  // them.)
+  virtual void NextPrefix(const Slice& prefix);
+
   // Registers fn(arg1, arg2) to run when the iterator is destroyed (e.g. to
   // release a pinned block or version). The first registration costs no
   // allocation: iterators over single blocks are created on every read.
@@ -55,6 +72,13 @@ class Iterator {
   Cleanup first_;              // fn == nullptr when unused
   std::vector<Cleanup> more_;  // the rest, in registration order
 };
+
+// Whether internal key ikey's user key (ikey without its 8-byte trailer)
+// starts with prefix.
+inline bool UserKeyHasPrefix(const Slice& ikey, const Slice& prefix) {
+  return ikey.size() >= prefix.size() + 8 &&
+         memcmp(ikey.data(), prefix.data(), prefix.size()) == 0;
+}
 
 // An iterator over nothing, carrying status s (OK for a plain empty one).
 Iterator* NewEmptyIterator();
