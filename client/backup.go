@@ -46,8 +46,10 @@ type BackupOptions struct {
 type BackupProgress struct {
 	// Phase is "backup", "verify" or "restore".
 	Phase string
-	// Files counts the files done; FilesTotal is how many there are (for
-	// a backup, the ranges it expects to export: an estimate).
+	// Files counts the files done and FilesTotal how many there are; for
+	// a backup, Files counts the range parts exported (a part with nothing
+	// to back up writes no file) and FilesTotal the ranges it expects to
+	// export, an estimate.
 	Files, FilesTotal int
 	// Bytes counts the keys' and values' bytes done; BytesTotal estimates
 	// the whole (0: unknown).
@@ -92,8 +94,9 @@ func (p progressClock) report(files, filesTotal int, bytesDone, bytesTotal, entr
 // directory that every node sees), while writes go on. Every range is read
 // at one timestamp: the first range's read timestamp, which the manifest
 // records; the backup equals a consistent scan of the span at that
-// timestamp. Each range's leader writes its part as an SST file; Backup
-// then writes the manifest. dir must not hold a finished backup.
+// timestamp. Each range's leader writes its part as an SST file (none
+// for a part with nothing to back up); Backup then writes the manifest.
+// dir must not hold a finished backup.
 //
 // The read timestamp is protected for the run (Protect, refreshed every
 // third of ProtectionTTL), so a backup that takes longer than the
@@ -158,8 +161,11 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 	m.ReadTimestamp = backupTimestampOf(readTS)
 	ranges, total := c.backupEstimate(ctx, o.Start, o.End)
 	prog := progressClock{phase: "backup", start: time.Now(), fn: o.Progress}
-	for cur, n := o.Start, 0; ; n++ {
-		f, resp, err := c.exportOne(ctx, dir, n, cur, o.End, readTS, since)
+	parts := 0
+	for cur := o.Start; ; {
+		// A part with nothing to export writes no file, so files are
+		// numbered by the files written, not by the parts.
+		f, resp, err := c.exportOne(ctx, dir, len(m.Files), cur, o.End, readTS, since)
 		if err != nil {
 			stopRefresh()
 			return nil, err
@@ -169,11 +175,18 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 			return nil, &Error{Op: op, Msg: fmt.Sprintf("range %d was read at %v, not at the backup's timestamp %v (a node older than versioned reads?); no consistent backup possible",
 				f.RangeID, backupTimestampOf(got), m.ReadTimestamp), kind: ErrInternal}
 		}
-		m.Files = append(m.Files, f)
-		m.Entries += f.Entries
-		m.DataBytes += f.DataBytes
-		m.Bytes += f.Bytes
-		prog.report(len(m.Files), max(ranges, len(m.Files)), m.DataBytes, max(total, m.DataBytes), m.Entries)
+		if f.Entries > 0 {
+			// A part with no entries (no key at the timestamp, or for an
+			// incremental backup no change since the base) has no file and
+			// no place in the manifest: the files cover the parts of the
+			// span that hold something.
+			m.Files = append(m.Files, f)
+			m.Entries += f.Entries
+			m.DataBytes += f.DataBytes
+			m.Bytes += f.Bytes
+		}
+		parts++
+		prog.report(parts, max(ranges, parts), m.DataBytes, max(total, m.DataBytes), m.Entries)
 		if len(f.End) == 0 || (len(o.End) > 0 && bytes.Compare(f.End, o.End) >= 0) {
 			break
 		}
@@ -247,7 +260,8 @@ func (c *Client) refreshWhile(ctx context.Context, id ProtectionID, ttl time.Dur
 }
 
 // exportOne exports the part of [start, end) in the range holding start,
-// as file number n of dir.
+// as file number n of dir; the node writes no file when the part has no
+// entries (f.Entries 0).
 func (c *Client) exportOne(ctx context.Context, dir string, n int, start, end []byte, readTS, since *kvpb.Timestamp) (BackupFile, *kvpb.ExportRangeResponse, error) {
 	var f BackupFile
 	var resp *kvpb.ExportRangeResponse

@@ -49,7 +49,11 @@ type BackupManifest struct {
 	// incremental backup on top of this one (docs/backup.md); release it
 	// (shalectl protect release) once no incremental will be taken.
 	Protection ProtectionID `json:"protection,omitempty"`
-	// Files are the backup's SST files, in key order.
+	// Files are the backup's SST files, in key order: one per range part
+	// that held entries. A part with none (no key at ReadTimestamp, or for
+	// an incremental backup no change since Since) has no file, so the
+	// files need not cover the span, and a backup of an empty span, or an
+	// incremental one with nothing changed, has none.
 	Files []BackupFile `json:"files"`
 	// Entries, DataBytes and Bytes total the files'.
 	Entries   uint64 `json:"entries"`

@@ -34,7 +34,8 @@ const entriesPerMessage = 1 << 20
 // ExportRange writes one range's span as of one timestamp to an SST: the
 // request's read_timestamp, or when it has none a fresh one from the
 // node's timestamp source (so the backup holds every write acknowledged
-// before it began). It reads through the KV service's own Scan, page by
+// before it began). A span with nothing to export writes no file and
+// answers zero entries and no digest. It reads through the KV service's own Scan, page by
 // page at that timestamp, so the export is served exactly as a client's
 // scan would be: by the leader, closing the timestamp on the range first
 // when needed, refused below the GC threshold.
@@ -86,6 +87,13 @@ func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeReq
 	}
 	if err := exportEntries(ctx, at, since, put); err != nil {
 		return nil, err
+	}
+	if entries == 0 {
+		// Nothing to back up here (no key at the timestamp, or for an
+		// incremental export no change since): no file, since an SST holds
+		// at least one entry. The answer says so with no digest; the
+		// client records no file for this part (docs/formats.md).
+		return &kvpb.ExportRangeResponse{Header: at.header}, nil
 	}
 	if _, err := w.Finish(); err != nil {
 		return nil, fileError(op, err)

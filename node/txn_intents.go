@@ -135,7 +135,14 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 		if now-oldest.WallTime < int64(txnExpiry) {
 			return false, nil // the record may be on its way
 		}
-		if rec, err = n.txnRecord(ctx, kvpb.TxnRecordOp_TXN_RECORD_ABORT, id, rk, hlc.Timestamp{}); err != nil {
+		// Abort the record only if it is still missing: its stage may
+		// land between the query above and this abort (a late stage, its
+		// intents all in), and an unconditional abort would then abort a
+		// transaction its coordinator has acknowledged. An abort applies
+		// to a STAGING record only at its own staging timestamp, which is
+		// never MaxTimestamp (an oracle timestamp); on a missing record
+		// it creates it ABORTED whatever the timestamp.
+		if rec, err = n.txnRecord(ctx, kvpb.TxnRecordOp_TXN_RECORD_ABORT, id, rk, hlc.MaxTimestamp); err != nil {
 			return false, err
 		}
 	}

@@ -353,6 +353,12 @@ func TestTxnRecordMovesOnlyForward(t *testing.T) {
 	// A record aborted before its coordinator staged it stays aborted.
 	wantRecord(t, "abort of a missing record", s.propose(user, recordOp(txnB, command.TxnAbort, ts(50, 0))), rangesm.TxnAborted, hlc.Timestamp{})
 	wantRecord(t, "late stage", s.propose(user, recordOp(txnB, command.TxnStage, ts(300, 0), "a")), rangesm.TxnAborted, hlc.Timestamp{})
+	// A pusher's abort of a record it found missing (at MaxTimestamp,
+	// node/txn_intents.go) creates it ABORTED, but leaves alone a record
+	// staged since: that transaction may be committed and acknowledged.
+	wantRecord(t, "pusher's abort of a missing record", s.propose(user, recordOp(command.TxnID{0xd}, command.TxnAbort, hlc.MaxTimestamp)), rangesm.TxnAborted, hlc.Timestamp{})
+	s.propose(user, recordOp(command.TxnID{0xe}, command.TxnStage, ts(300, 0), "a"))
+	wantRecord(t, "pusher's abort of a record staged since", s.propose(user, recordOp(command.TxnID{0xe}, command.TxnAbort, hlc.MaxTimestamp)), rangesm.TxnStaging, ts(300, 0))
 	// A staging record is not deleted.
 	s.propose(user, recordOp(command.TxnID{0xc}, command.TxnStage, ts(300, 0), "a"))
 	s.propose(user, recordOp(command.TxnID{0xc}, command.TxnDelete, hlc.Timestamp{}))

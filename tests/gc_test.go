@@ -156,13 +156,29 @@ func TestGCMergeAfterDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Loaded (100 KiB each, above --merge-size): they stay apart through
-	// several placement passes past the merge delay.
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-		if rs, err := cl.Ranges(ctx); err != nil || len(rs.GetRanges()) != 3 {
-			t.Fatalf("loaded ranges merged: %v, %v", rs, err)
+	// several placement passes past the merge delay. A node's range list
+	// may lag the split (or a merge) it has not applied yet, so only a
+	// list every node agrees on counts.
+	waitFor(t, 10*time.Second, "every node's range list shows the split", func() bool {
+		n, ok := agreedRangeCount(ctx, c)
+		return ok && n == 3
+	})
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		if n, ok := agreedRangeCount(ctx, c); ok && n != 3 {
+			t.Fatalf("loaded ranges merged: every node lists %d ranges, want 3", n)
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	waitFor(t, 10*time.Second, "the nodes' range lists agree", func() bool {
+		n, ok := agreedRangeCount(ctx, c)
+		if ok && n != 3 {
+			t.Fatalf("loaded ranges merged: every node lists %d ranges, want 3", n)
+		}
+		return ok
+	})
 	if err := cl.DeleteRange(ctx, []byte("md-"), []byte("md.")); err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +196,32 @@ func TestGCMergeAfterDelete(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// agreedRangeCount returns how many ranges the range list holds, and true,
+// when every node's own list (each node answers from its replica of the
+// meta range, which may lag) names the same descriptors.
+func agreedRangeCount(ctx context.Context, c *testCluster) (int, bool) {
+	var first *kvpb.RangesResponse
+	for _, cn := range c.all() {
+		_, admin, done := c.raw(cn.id)
+		rs, err := admin.Ranges(ctx, &kvpb.RangesRequest{})
+		done()
+		if err != nil {
+			return 0, false
+		}
+		if first == nil {
+			first = rs
+			continue
+		}
+		if len(rs.GetRanges()) != len(first.GetRanges()) {
+			return 0, false
+		}
+		for i, r := range rs.GetRanges() {
+			if !proto.Equal(r.GetRangeDescriptor(), first.GetRanges()[i].GetRangeDescriptor()) {
+				return 0, false
+			}
+		}
+	}
+	return len(first.GetRanges()), first != nil
 }

@@ -120,7 +120,9 @@ type ExportRangeResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	// entries counts the file's entries (puts and deletions); bytes is the
-	// file's size; sha256 its digest.
+	// file's size; sha256 its digest. entries 0: the span had nothing to
+	// export (no key at the timestamp, or no change since) and no file was
+	// written; bytes and sha256 are then empty.
 	Entries uint64 `protobuf:"varint,2,opt,name=entries,proto3" json:"entries,omitempty"`
 	Bytes   uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Sha256  []byte `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`

@@ -508,17 +508,77 @@ func changeMembership(r *run, rng *rand.Rand) (fault, string, error) {
 	if _, err := r.admin().AddNode(ctx, &kvpb.NodeDescriptor{Address: nd.grpcAddr}); err != nil {
 		return memberFault{}, "", fmt.Errorf("adding node %d: %w", id, err)
 	}
-	rs, err := r.admin().Ranges(ctx)
-	if err != nil {
-		return memberFault{added: nd}, "", fmt.Errorf("listing ranges: %w", err)
-	}
-	for _, rg := range rs.GetRanges() {
-		rid := rg.GetRangeDescriptor().GetRangeId()
-		if _, err := r.admin().ChangeReplicas(ctx, rid, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id}); err != nil {
-			return memberFault{added: nd}, "", fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
+	// The range list is the answering node's copy of meta: it can trail
+	// splits and merges (the automatic merger's too, once the workloads'
+	// ranges have been small and cold for --merge-delay). So a range gone
+	// by the time its change is asked for was merged away and is passed
+	// over, and the list is read again until every range in it holds the
+	// new node (or was changed here: the list can trail that too).
+	done := map[uint64]bool{} // changed here, or merged away
+	added := 0
+	for {
+		rs, err := r.admin().RangeList(ctx)
+		if err != nil {
+			return memberFault{added: nd}, "", fmt.Errorf("listing ranges: %w", err)
+		}
+		var pending []uint64
+		for _, rg := range rs {
+			if rid := rg.Descriptor.GetRangeId(); !done[rid] && !holds(rg.Descriptor, id) {
+				pending = append(pending, rg.Descriptor.GetRangeId())
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+		for _, rid := range pending {
+			if _, err := r.admin().ChangeReplicas(ctx, rid, &kvpb.ReplicaChange{Kind: kvpb.ReplicaChange_ADD_VOTER, NodeId: id}); err != nil {
+				if gone, lerr := rangeGone(ctx, r, rid); lerr == nil && gone {
+					done[rid] = true
+					continue
+				}
+				return memberFault{added: nd}, "", fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
+			}
+			done[rid] = true
+			added++
 		}
 	}
-	return memberFault{added: nd}, fmt.Sprintf("added n%d as a voter of %d ranges", id, len(rs.GetRanges())), nil
+	return memberFault{added: nd}, fmt.Sprintf("added n%d as a voter of %d ranges", id, added), nil
+}
+
+// holds says whether d has a replica on node id.
+func holds(d *kvpb.RangeDescriptor, id uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.GetNodeId() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// rangeGone says whether range rid is no longer in the range list (merged
+// away), waiting for the list to catch up with the merge for a few
+// seconds: a range that is still listed then is not gone.
+func rangeGone(ctx context.Context, r *run, rid uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		rs, err := r.admin().RangeList(ctx)
+		if err == nil {
+			found := false
+			for _, rg := range rs {
+				if rg.Descriptor.GetRangeId() == rid {
+					found = true
+				}
+			}
+			if !found {
+				return true, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return false, err
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
 }
 
 // multiFault heals several faults.

@@ -94,20 +94,29 @@ func setupScanWorkload(cl *client.Client, timeout time.Duration) (*scanWorkload,
 			return nil, splits, fmt.Errorf("writing round 0: %w", err)
 		}
 	}
-	// Validity: the keys span at least ten ranges.
-	rs, err := cl.RangeList(ctx)
-	if err != nil {
-		return nil, splits, fmt.Errorf("listing the ranges: %w", err)
-	}
+	// Validity: the keys span at least ten ranges. Each split above
+	// committed, but the range list comes from the answering node's copy
+	// of meta, which trails the splits: the proposer updates meta after
+	// the split commits (and the ranges' leaders repair it within
+	// MetaCheckInterval if that update failed), and a follower of meta
+	// applies it later still. So wait, within the timeout, for the list
+	// to show the layout; only a layout that never shows is a failure.
 	ranges := 0
-	for _, r := range rs {
-		d := r.Descriptor
-		if string(d.GetStartKey()) <= scanKey(scanKeys-1) && (len(d.GetEndKey()) == 0 || string(d.GetEndKey()) > scanKey(0)) {
-			ranges++
+	for {
+		n, err := scanRanges(ctx, cl)
+		if err == nil {
+			ranges = n
+			if ranges >= 10 {
+				break
+			}
 		}
-	}
-	if ranges < 10 {
-		return nil, splits, fmt.Errorf("the %d keys span %d ranges, want at least 10", scanKeys, ranges)
+		if ctx.Err() != nil {
+			if err != nil {
+				return nil, splits, fmt.Errorf("listing the ranges: %w", err)
+			}
+			return nil, splits, fmt.Errorf("the %d keys span %d ranges, want at least 10", scanKeys, ranges)
+		}
+		pause(ctx, 100*time.Millisecond)
 	}
 	var served client.Timestamp
 	if _, err := readScan(ctx, cl, false, 1000, 0, client.ServedAt(&served)); err != nil {
@@ -117,6 +126,23 @@ func setupScanWorkload(cl *client.Client, timeout time.Duration) (*scanWorkload,
 		w.unsupported = "the nodes answer reads without a read_timestamp (versions are not wired into the server)"
 	}
 	return w, splits, nil
+}
+
+// scanRanges returns how many ranges of the list the answering node's
+// copy of meta holds overlap the workload's keys.
+func scanRanges(ctx context.Context, cl *client.Client) (int, error) {
+	rs, err := cl.RangeList(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rs {
+		d := r.Descriptor
+		if string(d.GetStartKey()) <= scanKey(scanKeys-1) && (len(d.GetEndKey()) == 0 || string(d.GetEndKey()) > scanKey(0)) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // putUntilDone writes key until a write is acknowledged: the writer's
