@@ -290,13 +290,14 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(7)
+	n.bgWG.Add(8)
 	go func() {
 		defer n.bgWG.Done()
 		n.lessor.loop(n.bgCtx) // lease_lessor.go
 	}()
 	go n.diskLoop()
-	go n.freshnessLoop() // read_close.go
+	go n.freshnessLoop()   // read_close.go
+	go n.watchIntentLoop() // watch_intents.go
 	go func() {
 		defer n.bgWG.Done()
 		n.clockGuard.loop(n.bgCtx)

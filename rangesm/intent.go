@@ -245,6 +245,20 @@ func scanIntents(db *storage.DB, rangeID uint64, start, end []byte, keep func(*I
 	return out, it.Error()
 }
 
+// IntentsBelow returns at most limit of range rangeID's intents, as this
+// node has applied them, whose provisional version is below ts, in key
+// order.
+func IntentsBelow(db *storage.DB, rangeID uint64, ts hlc.Timestamp, limit int) ([]Intent, error) {
+	n := 0
+	return scanIntents(db, rangeID, nil, nil, func(in *Intent) bool {
+		if n >= limit || !in.Provisional.Less(ts) {
+			return false
+		}
+		n++
+		return true
+	})
+}
+
 // countIntents returns the number of range rangeID's lock table entries.
 func countIntents(db *storage.DB, rangeID uint64) (int, error) {
 	return countSpan(db, keys.LockSpan(rangeID, nil, nil))
