@@ -127,6 +127,27 @@ func (c *Client) leaderSuspect(rangeID uint64) bool {
 	return a != "" && c.suspects.has(a)
 }
 
+// failingOver reports whether range rangeID is replacing a leader that
+// stopped answering: its cached leader is a suspect node, or it has no
+// known leader and one of its voters is suspect. Both last only as long
+// as the suspicion (suspectFor), so a range without a quorum is not
+// polled at this pace for long.
+func (c *Client) failingOver(rangeID uint64) bool {
+	if c.leaderSuspect(rangeID) {
+		return true
+	}
+	ent := c.cache.entry(rangeID)
+	if ent == nil || ent.leader != 0 {
+		return false
+	}
+	for _, rd := range ent.desc.GetReplicas() {
+		if a := c.cache.address(rd.GetNodeId()); a != "" && c.suspects.has(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // electionPoll is the wait between attempts while the replicas still name
 // a suspect node leader: a tenth of the attempt timeout (about an
 // election timeout), jittered.

@@ -307,6 +307,10 @@ func (c *Client) route(ctx context.Context, op string, write bool, hedge hedgeMo
 				}
 				last = &Error{Op: op, Endpoint: addr, Msg: err.Error(), kind: ErrUnavailable, cause: err}
 				unreached = addTo(unreached, addr)
+				// A node that cannot be reached is avoided as one that
+				// did not answer in time is (attempt.go): its ranges are
+				// electing leaders in its place.
+				c.suspects.mark(addr, c.suspectFor())
 				c.rotate(ent)
 			} else {
 				limit := c.attemptTimeout(timedOut)
@@ -355,11 +359,12 @@ func (c *Client) route(ctx context.Context, op string, write bool, hedge hedgeMo
 					continue
 				}
 				last, retryAfter = cl.err, cl.retryAfter
-				if routing && retryAfter == 0 && c.leaderSuspect(ent.desc.GetRangeId()) {
+				if routing && retryAfter == 0 && c.failingOver(ent.desc.GetRangeId()) {
 					// The replicas still name the node that stopped
-					// answering: an election is due within an election
-					// timeout. Poll for its outcome at a steady pace
-					// rather than backing off past it.
+					// answering, or no leader while one of them is that
+					// node: an election is due or under way. Poll for its
+					// outcome at a steady pace rather than backing off
+					// past it.
 					if !sleep(ctx, c.electionPoll()) {
 						return fail(last)
 					}
