@@ -88,17 +88,8 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 	cmd.Kind = command.KindTxnWrite
 	cmd.TxnWrite = command.TxnWrite{ID: id, Record: req.GetRecordKey()}
 	cmd.Txn.ReadTimestamp = rts
-	cmd.Txn.Reads = make([]command.TxnRead, len(reads))
-	for i, rd := range reads {
-		if rd.GetSpan() {
-			err = n.checkSpan(req.GetHeader(), desc, rd.GetKey(), rd.GetEndKey())
-		} else {
-			err = n.checkKey(req.GetHeader(), desc, rd.GetKey())
-		}
-		if err != nil {
-			return nil, err
-		}
-		cmd.Txn.Reads[i] = command.TxnRead{Key: rd.GetKey(), End: rd.GetEndKey(), Span: rd.GetSpan()}
+	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, reads); err != nil {
+		return nil, err
 	}
 	// The intents go in at p = max(C0, F.Next()): the proposal timestamp
 	// is the commit candidate, not a fresh one (write keeps it).

@@ -75,17 +75,8 @@ func (s *txnServer) Commit(ctx context.Context, req *kvpb.TxnCommitRequest) (*kv
 	cmd := batchCmd(bq)
 	cmd.Kind = command.KindTxnCommit
 	cmd.Txn.ReadTimestamp = rts
-	cmd.Txn.Reads = make([]command.TxnRead, len(req.GetReads()))
-	for i, rd := range req.GetReads() {
-		if rd.GetSpan() {
-			err = n.checkSpan(req.GetHeader(), desc, rd.GetKey(), rd.GetEndKey())
-		} else {
-			err = n.checkKey(req.GetHeader(), desc, rd.GetKey())
-		}
-		if err != nil {
-			return nil, err
-		}
-		cmd.Txn.Reads[i] = command.TxnRead{Key: rd.GetKey(), End: rd.GetEndKey(), Span: rd.GetSpan()}
+	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, req.GetReads()); err != nil {
+		return nil, err
 	}
 	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
 	if err != nil {
@@ -98,6 +89,26 @@ func (s *txnServer) Commit(ctx context.Context, req *kvpb.TxnCommitRequest) (*kv
 	}
 	resp.Committed, resp.Version = true, rangesm.TimestampProto(res.Version)
 	return resp, nil
+}
+
+// txnReads checks that every key and span a transaction read lies in the
+// range desc the request is addressed to, and returns them as the
+// command carries them to be validated at apply.
+func (n *Node) txnReads(h *kvpb.RequestHeader, desc *kvpb.RangeDescriptor, reads []*kvpb.TxnRead) ([]command.TxnRead, error) {
+	out := make([]command.TxnRead, len(reads))
+	for i, rd := range reads {
+		var err error
+		if rd.GetSpan() {
+			err = n.checkSpan(h, desc, rd.GetKey(), rd.GetEndKey())
+		} else {
+			err = n.checkKey(h, desc, rd.GetKey())
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = command.TxnRead{Key: rd.GetKey(), End: rd.GetEndKey(), Span: rd.GetSpan()}
+	}
+	return out, nil
 }
 
 // checkTxnCommit applies a Batch's limits to a commit's mutations, and
