@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/shaledb/shale/api/kvpb"
 )
 
@@ -18,13 +21,23 @@ func TestWatchPushesAbandonedIntent(t *testing.T) {
 	tn := startNode(t, "", Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := kvpb.NewWatchClient(tn.cc).Watch(ctx, &kvpb.WatchRequest{StartKey: []byte("w/"), EndKey: []byte("w0")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The stream's first notice: it is registered.
-	if _, err := s.Recv(); err != nil {
-		t.Fatal(err)
+	// The range's leader serves the watch: until one is elected the
+	// stream ends with NotLeader, and the test opens it again.
+	var s kvpb.Watch_WatchClient
+	for {
+		var err error
+		if s, err = kvpb.NewWatchClient(tn.cc).Watch(ctx, &kvpb.WatchRequest{StartKey: []byte("w/"), EndKey: []byte("w0")}); err != nil {
+			t.Fatal(err)
+		}
+		// The stream's first notice: it is registered.
+		_, err = s.Recv()
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.FailedPrecondition || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	txn := kvpb.NewTxnClient(tn.cc)
 	begin, err := txn.Begin(ctx, &kvpb.TxnBeginRequest{})
