@@ -265,7 +265,12 @@ const keepAliveBatchMax = 1024
 // meta's leader, or the node stopping, ends the stream with the error;
 // the client opens another.
 func (s *leaseServer) KeepAlive(stream kvpb.Lease_KeepAliveServer) error {
-	ctx := stream.Context()
+	// The node stopping ends a renewal under way too (one forwarded to a
+	// meta leader that is down retries until its context ends), so that
+	// the graceful stop does not wait out the stream.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(s.n.bgCtx, cancel)()
 	reqs := make(chan *kvpb.LeaseKeepAliveRequest, keepAliveBatchMax)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -315,6 +320,9 @@ func (s *leaseServer) KeepAlive(stream kvpb.Lease_KeepAliveServer) error {
 		}
 		resps, err := s.n.keepAliveBatch(ctx, batch)
 		if err != nil {
+			if s.n.bgCtx.Err() != nil {
+				return unavailable(time.Second, "KeepAlive: node is shutting down; continue on another node")
+			}
 			return err
 		}
 		for _, resp := range resps {

@@ -48,10 +48,18 @@ func TestElectionCheckCatchesPlantedBug(t *testing.T) {
 
 	p.plant("lease-early", true)
 	defer p.plant("lease-early", false)
-	planted := runWorkers(25 * time.Second)
-	pc := checkElections(planted.terms, planted.seen)
-	if len(pc.overlaps) == 0 {
-		t.Fatalf("with keep-alives that do not renew, the checker found no overlapping leaders (%d terms, %d proclaims)", pc.terms, pc.proclaims)
+	// Whether a run shows an overlap depends on when leases end against
+	// the leaders' Proclaims: runs have shown 0 to 4. Up to three runs;
+	// the checker must name one in one of them.
+	var pc electCheck
+	for run := 1; run <= 3; run++ {
+		planted := runWorkers(25 * time.Second)
+		pc = checkElections(planted.terms, planted.seen)
+		if len(pc.overlaps) > 0 {
+			t.Logf("planted bug caught in run %d: %v", run, pc.problems())
+			return
+		}
+		t.Logf("planted run %d: no overlap (%d terms, %d proclaims)", run, pc.terms, pc.proclaims)
 	}
-	t.Logf("planted bug caught: %v", pc.problems())
+	t.Fatalf("with keep-alives that do not renew, the checker found no overlapping leaders in 3 runs (last: %d terms, %d proclaims)", pc.terms, pc.proclaims)
 }
