@@ -321,7 +321,13 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 
 	errc := make(chan error, 2)
 	grpcLis = n.cfg.Conn.limitListener(grpcLis)
-	go func() { errc <- n.grpc.Serve(grpcLis) }()
+	go func() {
+		err := n.grpc.Serve(grpcLis)
+		if errors.Is(err, grpc.ErrServerStopped) && n.stopping.Load() {
+			err = nil // Stop came before Serve reached grpc's Serve
+		}
+		errc <- err
+	}()
 	go func() {
 		err := n.http.Serve(n.httpListener(httpLis))
 		if errors.Is(err, http.ErrServerClosed) {

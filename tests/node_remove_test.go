@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/client"
 )
 
 // TestNodeRemoveCoordinatesWithPlacement: on a 4-node cluster with
@@ -173,7 +175,19 @@ func TestRemoveThreeNodesHoldingARange(t *testing.T) {
 			defer wg.Done()
 			rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
 			defer rcancel()
-			errs[i] = rest.RemoveNode(rctx, id, true)
+			// A removal whose outcome is unknown (a leadership change
+			// on meta) is asked again; NotFound then means the first
+			// one applied.
+			for try := 0; ; try++ {
+				err := rest.RemoveNode(rctx, id, true)
+				if try > 0 && errors.Is(err, client.ErrNotFound) {
+					err = nil
+				}
+				if !errors.Is(err, client.ErrAmbiguous) || rctx.Err() != nil {
+					errs[i] = err
+					return
+				}
+			}
 		}()
 	}
 	wg.Wait()
