@@ -90,7 +90,10 @@ inline uint64_t ExtractTrailer(const Slice& internal_key) {
 class InternalKeyComparator final : public Comparator {
  public:
   explicit InternalKeyComparator(const Comparator* user_comparator)
-      : user_comparator_(user_comparator),
+      : Comparator(user_comparator == BytewiseComparator()
+                       ? Kind::kInternalBytewise
+                       : Kind::kOther),
+        user_comparator_(user_comparator),
         bytewise_(user_comparator == BytewiseComparator()) {}
 
   const char* Name() const override;

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace shale {
 namespace {
 
@@ -88,6 +91,49 @@ TEST(DBFormatTest, Ordering) {
   // Prefixes sort first.
   EXPECT_LT(cmp.Compare(IKey("a", 1, kTypeValue), IKey("ab", 9, kTypeValue)),
             0);
+}
+
+TEST(DBFormatTest, InlineOrderMatchesCompare) {
+  // Hot paths compare through CompareInline, which must be exactly Compare.
+  InternalKeyComparator cmp(BytewiseComparator());
+  ASSERT_EQ(Comparator::Kind::kInternalBytewise, cmp.kind());
+  const std::string user_keys[] = {"",
+                                   "a",
+                                   "ab",
+                                   "b",
+                                   "\xff",
+                                   std::string(20, 'k'),
+                                   std::string(20, 'k') + "\x80"};
+  const uint64_t seqs[] = {0, 1, 255, 256, (uint64_t{1} << 56) - 1};
+  const ValueType types[] = {kTypeDeletion, kTypeValue, kValueTypeForSeek};
+  std::vector<std::string> keys;
+  for (const auto& u : user_keys) {
+    for (uint64_t seq : seqs) {
+      for (ValueType t : types) keys.push_back(IKey(u, seq, t));
+    }
+  }
+  for (const auto& a : keys) {
+    for (const auto& b : keys) {
+      const int want = cmp.Compare(a, b);
+      const int got = CompareInline(&cmp, a, b);
+      ASSERT_EQ((want > 0) - (want < 0), (got > 0) - (got < 0));
+    }
+  }
+  // Another user order is not declared: its comparisons stay virtual.
+  class Reverse final : public Comparator {
+   public:
+    int Compare(const Slice& a, const Slice& b) const override {
+      return b.compare(a);
+    }
+    const char* Name() const override { return "reverse"; }
+    void FindShortestSeparator(std::string*, const Slice&) const override {}
+    void FindShortSuccessor(std::string*) const override {}
+  } reverse;
+  InternalKeyComparator rcmp(&reverse);
+  ASSERT_EQ(Comparator::Kind::kOther, rcmp.kind());
+  EXPECT_GT(
+      CompareInline(&rcmp, IKey("a", 1, kTypeValue), IKey("b", 1, kTypeValue)),
+      0);
 }
 
 TEST(DBFormatTest, ShortestSeparator) {

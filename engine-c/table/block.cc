@@ -351,7 +351,7 @@ void BlockIter::Seek(const Slice& target) {
   if (Valid()) {
     // Sorted lookups (MultiGet, merging) often seek near the current entry:
     // narrow the search with it.
-    const int c = comparator_->Compare(key_, target);
+    const int c = CompareInline(comparator_, key_, target);
     if (c == 0) return;
     if (c < 0) {
       left = restart_index_;  // its key <= the current key < target
@@ -368,12 +368,12 @@ void BlockIter::Seek(const Slice& target) {
         bool near = next >= num_restarts_;
         if (!near) {
           if (!RestartKey(next, &next_key)) return;
-          near = comparator_->Compare(next_key, target) >= 0;
+          near = CompareInline(comparator_, next_key, target) >= 0;
           if (!near) left = next;  // its key < target
         }
         if (near) {
           while (ParseNextKey()) {
-            if (comparator_->Compare(key_, target) >= 0) return;
+            if (CompareInline(comparator_, key_, target) >= 0) return;
           }
           return;
         }
@@ -386,7 +386,7 @@ void BlockIter::Seek(const Slice& target) {
     const uint32_t mid = (left + right + 1) / 2;
     Slice mid_key;
     if (!RestartKey(mid, &mid_key)) return;
-    if (comparator_->Compare(mid_key, target) < 0) {
+    if (CompareInline(comparator_, mid_key, target) < 0) {
       left = mid;  // everything before mid is < target too
       left_is_less = true;
     } else {
@@ -399,7 +399,7 @@ void BlockIter::Seek(const Slice& target) {
   SeekToRestartPoint(left);
   if (left_is_less && !ParseNextKey()) return;
   while (ParseNextKey()) {
-    if (comparator_->Compare(key_, target) >= 0) return;
+    if (CompareInline(comparator_, key_, target) >= 0) return;
   }
 }
 

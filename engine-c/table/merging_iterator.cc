@@ -97,7 +97,7 @@ class MergingIterator final : public Iterator {
 
   // True if a is to be returned before b in the current direction.
   bool Before(const Child* a, const Child* b) const {
-    const int c = comparator_->Compare(a->key, b->key);
+    const int c = CompareInline(comparator_, a->key, b->key);
     if (direction_ == kForward) {
       return c < 0 || (c == 0 && a->index < b->index);
     }
@@ -221,7 +221,7 @@ class MergingIterator final : public Iterator {
       // in place they would take the heap top from current, and current's
       // own entry (at or past a caller's upper bound) would be returned.
       while (c.iter->Valid()) {
-        const int cmp = comparator_->Compare(c.iter->key(), k);
+        const int cmp = CompareInline(comparator_, c.iter->key(), k);
         if (cmp < 0 || (cmp == 0 && c.index < current->index)) break;
         c.iter->Prev();
       }
@@ -233,7 +233,8 @@ class MergingIterator final : public Iterator {
 
   // Steps c past entries equal to k.
   void SkipEqual(Child* c, const Slice& k) {
-    while (c->iter->Valid() && comparator_->Compare(c->iter->key(), k) == 0) {
+    while (c->iter->Valid() &&
+           CompareInline(comparator_, c->iter->key(), k) == 0) {
       c->iter->Next();
     }
   }

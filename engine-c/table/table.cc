@@ -363,7 +363,8 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
       // Keys are sorted: every block before the index position holds only
       // entries < the previous key <= key, so the index needs re-seeking
       // only when key is past the current separator.
-      if (!index_iter.Valid() || cmp->Compare(key, index_iter.key()) > 0) {
+      if (!index_iter.Valid() ||
+          CompareInline(cmp, key, index_iter.key()) > 0) {
         if (!index_iter.status().ok()) break;
         index_iter.Seek(key);
       }

@@ -25,8 +25,8 @@ void TableIterator::Seek(const Slice& target) {
   // search and the block lookup are skipped.
   if (has_data_ && data_iter_.Valid() && index_iter_.Valid()) {
     const Comparator* cmp = rep_->options.comparator;
-    if (cmp->Compare(target, data_iter_.key()) >= 0 &&
-        cmp->Compare(target, index_iter_.key()) <= 0) {
+    if (CompareInline(cmp, target, data_iter_.key()) >= 0 &&
+        CompareInline(cmp, target, index_iter_.key()) <= 0) {
       data_iter_.Seek(target);
       SkipEmptyBlocksForward();
       return;

@@ -9,6 +9,8 @@ namespace {
 
 class BytewiseComparatorImpl final : public Comparator {
  public:
+  BytewiseComparatorImpl() : Comparator(Kind::kBytewise) {}
+
   const char* Name() const override { return "shale.BytewiseComparator"; }
 
   int Compare(const Slice& a, const Slice& b) const override {

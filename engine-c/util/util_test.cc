@@ -203,6 +203,37 @@ TEST(ComparatorTest, Separators) {
       key);
 }
 
+// A reference order: std::string's (char_traits<char>::compare is memcmp's
+// unsigned byte order).
+int Sign(int v) { return (v > 0) - (v < 0); }
+
+TEST(ComparatorTest, CompareMatchesMemcmpOrder) {
+  // Lengths around the 8-byte words and the 32-byte inline limit, bytes
+  // that differ in sign as chars, and long shared prefixes.
+  const char alphabet[] = {'\x00', '\x01', 'a', '\x7f', '\x80', '\xfe', '\xff'};
+  Random rnd(301);
+  auto random_key = [&](const std::string& prefix) {
+    std::string s = prefix;
+    const size_t n = rnd.Uniform(42);
+    for (size_t i = 0; i < n; i++) s.push_back(alphabet[rnd.Uniform(7)]);
+    return s;
+  };
+  const Comparator* c = BytewiseComparator();
+  ASSERT_EQ(Comparator::Kind::kBytewise, c->kind());
+  for (int i = 0; i < 20000; i++) {
+    std::string a = random_key("");
+    // Half the pairs share a prefix of a, so they differ late or not at all.
+    std::string b = rnd.OneIn(2)
+                        ? random_key(a.substr(0, rnd.Uniform(a.size() + 1)))
+                        : random_key("");
+    const int want = Sign(a.compare(b));
+    ASSERT_EQ(want, Sign(Slice(a).compare(Slice(b)))) << i;
+    ASSERT_EQ(want, Sign(c->Compare(a, b))) << i;
+    ASSERT_EQ(want, Sign(CompareInline(c, a, b))) << i;
+    ASSERT_EQ(0, Slice(a).compare(Slice(a)));
+  }
+}
+
 TEST(EnvTest, WriteReadSyncRenameLock) {
   Env* env = Env::Default();
   std::string dir = test::TempDir("env_test");
