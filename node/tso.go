@@ -144,6 +144,30 @@ type oracleTransport struct {
 	n *Node
 	// hint is the node that last answered as the oracle (0: none).
 	hint atomic.Uint64
+	// conn is the client of the node last called as the oracle: finding
+	// a node's connection reads meta's node records from the engine, and
+	// one client's put makes one oracle call. Dropped whenever a call
+	// fails, so that a node at a new address is looked up again.
+	conn atomic.Pointer[oracleConn]
+}
+
+type oracleConn struct {
+	node uint64
+	c    raftrpcpb.TimestampOracleClient
+}
+
+// client returns the oracle service of node target.
+func (t *oracleTransport) client(target uint64) (raftrpcpb.TimestampOracleClient, error) {
+	if c := t.conn.Load(); c != nil && c.node == target {
+		return c.c, nil
+	}
+	cc, err := t.n.peers.conn(target)
+	if err != nil {
+		return nil, unavailable(100*time.Millisecond, "%v", err)
+	}
+	c := &oracleConn{node: target, c: raftrpcpb.NewTimestampOracleClient(cc)}
+	t.conn.Store(c)
+	return c.c, nil
 }
 
 // Timestamps implements tso.Transport.
@@ -157,11 +181,11 @@ func (t *oracleTransport) Timestamps(ctx context.Context, count int) (first, las
 			first, last = f, l
 			return nil
 		}
-		cc, err := t.n.peers.conn(target)
+		c, err := t.client(target)
 		if err != nil {
-			return unavailable(100*time.Millisecond, "%v", err)
+			return err
 		}
-		resp, err := raftrpcpb.NewTimestampOracleClient(cc).Timestamps(ctx, &raftrpcpb.TimestampsRequest{Count: uint32(count)})
+		resp, err := c.Timestamps(ctx, &raftrpcpb.TimestampsRequest{Count: uint32(count)})
 		if err != nil {
 			return err
 		}
@@ -183,11 +207,11 @@ func (t *oracleTransport) Observe(ctx context.Context, ts hlc.Timestamp) error {
 			}
 			return nil
 		}
-		cc, err := t.n.peers.conn(target)
+		c, err := t.client(target)
 		if err != nil {
-			return unavailable(100*time.Millisecond, "%v", err)
+			return err
 		}
-		_, err = raftrpcpb.NewTimestampOracleClient(cc).Observe(ctx, &raftrpcpb.ObserveRequest{Timestamp: tsToProto(ts)})
+		_, err = c.Observe(ctx, &raftrpcpb.ObserveRequest{Timestamp: tsToProto(ts)})
 		return err
 	})
 }
@@ -220,6 +244,7 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 		}
 		last = err
 		t.hint.Store(0)
+		t.conn.Store(nil)
 		if leader := notLeaderHint(err); leader != 0 && leader != target {
 			t.hint.Store(leader)
 			continue
