@@ -216,6 +216,14 @@ func (t *oracleTransport) Observe(ctx context.Context, ts hlc.Timestamp) error {
 	})
 }
 
+// oracleRetryCap caps the backoff between tries at the oracle. While meta
+// elects a leader every write of the node waits on these tries, and the
+// new leader is known within a round trip of its election: at 200 ms a
+// try took up to 200 ms past it to notice (a killed oracle's window in
+// docs/benchmarks.md, "Unavailability under leader faults"). 50 ms costs
+// at most 20 calls a second from each node, during an election only.
+const oracleRetryCap = 50 * time.Millisecond
+
 // retry calls call on the node believed to be the oracle until it
 // succeeds or ctx ends, following NotLeader hints; other failures (no
 // leader yet, the oracle's clock refusing) back off first.
@@ -246,7 +254,7 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 			return unavailable(100*time.Millisecond, "no timestamp from the oracle (meta's leaseholder): %v", last)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+		backoff = min(2*backoff, oracleRetryCap)
 	}
 }
 
