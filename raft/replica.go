@@ -68,6 +68,9 @@ type Replica struct {
 	// messages: an uninitialized replica has no descriptor to look them
 	// up in.
 	peerNodes map[uint64]uint64
+	// appSentTick maps followers to the store tick at which this leader
+	// last sent them an append (heartbeat_skip.go).
+	appSentTick map[uint64]uint64
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool
