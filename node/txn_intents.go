@@ -26,8 +26,10 @@ import (
 //   - STAGING at C0 > r: ignores that transaction's intents (it commits
 //     at C >= C0 > r, if at all) and reads again;
 //   - STAGING at C0 <= r with a heartbeat younger than txnExpiry: waits
-//     (the read is answered Unavailable + RetryInfo and the client
-//     retries);
+//     for one of the intents to go, briefly (readWaitMax, woken by a
+//     Resolve served here: txn_wait.go), then reads again; after
+//     maxIntentRounds the read is answered Unavailable + RetryInfo and
+//     the client retries;
 //   - STAGING with an older heartbeat: recovers it (txn_prevent on the
 //     range of each listed intent: all there at p <= C0 means committed
 //     at C0, else the record is aborted at that C0), then resolves;
@@ -54,6 +56,7 @@ const maxIntentRounds = 4
 // *rangesm.IntentError when an intent stays in the way).
 func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
 	var ignore map[command.TxnID]bool
+	var waitUntil time.Time // the rounds' waits together: readWaitMax
 	for round := 0; ; round++ {
 		rd := n.reader(r).Ignoring(ignore)
 		err := read(rd)
@@ -64,7 +67,13 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		if ignore == nil {
 			ignore = map[command.TxnID]bool{}
 		}
-		if !n.pushIntents(ctx, ie.Intents, ts, ignore) {
+		if n.pushIntents(ctx, ie.Intents, ts, ignore) {
+			continue
+		}
+		if waitUntil.IsZero() {
+			waitUntil = time.Now().Add(readWaitMax)
+		}
+		if !n.awaitIntents(ctx, r, ie.Intents, waitUntil) {
 			return err
 		}
 	}
