@@ -37,11 +37,10 @@ import (
 //     record is created ABORTED, so it can never be staged, then
 //     resolves.
 //
-// A write that meets an intent does the same with r = +inf (it can
-// ignore nothing), then is answered Unavailable for its client to retry.
-// Transactions' own writes (Write, Commit) never wait: the attempt fails
-// and runs again, so two transactions that each hold what the other
-// needs cannot wait for each other.
+// A write that meets an intent waits for it in the key's queue on the
+// leader, pushing its transaction as a read at r = +inf would (it can
+// ignore nothing), with deadlocks broken through the push graph
+// (txn_wait.go).
 
 // txnExpiry is how old a STAGING record's heartbeat (or a recordless
 // intent) must be before a pusher takes over: five heartbeat intervals
@@ -244,19 +243,6 @@ func (n *Node) resolveTxnKeys(ctx context.Context, id command.TxnID, committed b
 	return nil
 }
 
-// pushWriteConflict is a write's push of the intent on key in r's range
-// that refused it (best effort, bounded): the write is retried by its
-// client either way.
-func (n *Node) pushWriteConflict(ctx context.Context, r *raft.Replica, key []byte) {
-	in, found, err := rangesm.ReadIntent(n.db, r.RangeID(), key)
-	if err != nil || !found {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	n.pushIntents(pctx, []rangesm.Intent{in}, hlc.MaxTimestamp, map[command.TxnID]bool{})
-}
-
 // onRangeOf calls call with a Txn client of the leader (as far as this
 // node knows) of the range holding key and a header naming that range,
 // retrying with the next replica or a fresh lookup on failure.
@@ -328,6 +314,10 @@ func (l localTxn) Record(ctx context.Context, in *kvpb.TxnRecordRequest, _ ...gr
 
 func (l localTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, _ ...grpc.CallOption) (*kvpb.TxnResolveResponse, error) {
 	return l.s.Resolve(ctx, in)
+}
+
+func (l localTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, _ ...grpc.CallOption) (*kvpb.TxnWaitForResponse, error) {
+	return l.s.WaitFor(ctx, in)
 }
 
 func (l localTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, _ ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
