@@ -24,11 +24,11 @@ import (
 // parallel with the intents: the transaction is committed once the
 // record is STAGING at S and every listed intent is in at p <= S, at
 // C = the highest p (docs/transactions.md, "Pushed intents"). Then the
-// record is marked COMMITTED (at that C <= S) before any intent is
+// record is marked COMMITTED (at that C) before any intent is
 // resolved, so a STAGING record means no intent of it has been resolved
-// yet. ABORTED is final:
-// a record aborted while missing can never be staged, which is how a
-// transaction whose coordinator died before staging is stopped.
+// yet. ABORTED is final: a record aborted while missing can never be
+// staged, which is how a transaction whose coordinator died before
+// staging is stopped.
 //
 // The record's state only moves forward: none -> STAGING -> COMMITTED, or
 // none/STAGING -> ABORTED; a COMMITTED or ABORTED record is deleted once
@@ -205,8 +205,12 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 			changed = true
 		}
 	case command.TxnCommitRecord:
-		// C is the highest p of the intents, each at or below S.
-		if rec.Status == TxnStaging && !t.Timestamp.IsZero() && t.Timestamp.LessEq(rec.Timestamp) {
+		// C is the highest p of the intents: at or below S when the
+		// transaction committed by its record (implicitly, or as
+		// recovery found it), above S when its coordinator decides on
+		// its own that its reads hold at C; a race with recovery's
+		// conditional abort is won by whichever applies first.
+		if rec.Status == TxnStaging && !t.Timestamp.IsZero() {
 			rec.Status, rec.Timestamp = TxnCommitted, t.Timestamp
 			changed = true
 		}
