@@ -93,6 +93,11 @@ func (g *txnGroup) holds(d *kvpb.RangeDescriptor) bool {
 // scanned span that crosses ranges into one piece per range).
 func (tx *Tx) groupByRange(ctx context.Context, op string) ([]*txnGroup, error) {
 	c := tx.c
+	if g, ok, err := tx.oneGroup(ctx, op); err != nil {
+		return nil, err
+	} else if ok {
+		return []*txnGroup{g}, nil
+	}
 	var groups []*txnGroup
 	byID := map[uint64]*txnGroup{}
 	groupOf := func(key []byte) (*txnGroup, error) {
@@ -150,6 +155,18 @@ func (tx *Tx) groupByRange(ctx context.Context, op string) ([]*txnGroup, error) 
 		return nil, errDeleteSpanAcross(op)
 	}
 	return groups, nil
+}
+
+// oneGroup is groupByRange's fast path for the common case of a
+// transaction whose keys all lie in the range of its first write: one
+// range lookup, no map.
+func (tx *Tx) oneGroup(ctx context.Context, op string) (*txnGroup, bool, error) {
+	ent, err := tx.c.locate(ctx, op, routeKey{key: kvpb.MutationKey(tx.muts[0])})
+	if err != nil {
+		return nil, false, err
+	}
+	g := &txnGroup{desc: ent.desc, muts: tx.muts, reads: tx.reads}
+	return g, g.holds(ent.desc), nil
 }
 
 func errDeleteSpanAcross(op string) *Error {
