@@ -23,14 +23,15 @@ import (
 //
 //   - COMMITTED at C, or ABORTED: resolves the intents it met (versions
 //     at C, or dropped) and reads again;
-//   - STAGING at C0 > r: ignores that transaction's intents (it commits
-//     at C >= C0 > r, if at all) and reads again;
-//   - STAGING at C0 <= r with a heartbeat younger than txnExpiry: waits
-//     (the read is answered Unavailable + RetryInfo and the client
-//     retries);
-//   - STAGING with an older heartbeat: recovers it (txn_prevent on the
-//     range of each listed intent: all there at p <= C0 means committed
-//     at C0, else the record is aborted at that C0), then resolves;
+//   - STAGING with a heartbeat younger than txnExpiry: waits (the read
+//     is answered Unavailable + RetryInfo and the client retries). A
+//     reader never passes a staging transaction's intent: it met it at
+//     p <= r, and the transaction may be committed at any C from p up
+//     to its staging bound S (docs/transactions.md, "Pushed intents");
+//   - STAGING with an older heartbeat: recovers it (txn_prevent at S on
+//     the range of each listed intent: all there at p <= S means
+//     committed at the highest p, else the record is aborted at that S),
+//     then resolves;
 //   - no record, on an intent older than txnExpiry: the coordinator died
 //     before its record was written (or after it was deleted): the
 //     record is created ABORTED, so it can never be staged, then
@@ -105,19 +106,15 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 	now := n.clock.PhysicalNow()
 	switch rec.GetStatus() {
 	case kvpb.TxnStatus_TXN_STATUS_STAGING:
-		c0, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+		bound, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
 		if err != nil {
 			return false, err
-		}
-		if ts.Less(c0) {
-			ignore[id] = true
-			return true, nil
 		}
 		if now-rec.GetHeartbeatUnixNanos() < int64(txnExpiry) {
 			return false, nil // alive: wait
 		}
 		listed := rec.GetKeys()
-		if rec, err = n.recoverTxn(ctx, id, rk, c0, listed); err != nil {
+		if rec, err = n.recoverTxn(ctx, id, rk, bound, listed); err != nil {
 			return false, err
 		}
 		if err := n.finishRecovered(ctx, id, rec, listed); err != nil {
@@ -165,35 +162,41 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 }
 
 // recoverTxn decides a STAGING transaction whose coordinator stopped
-// heartbeating (docs/transactions.md, "Records"): txn_prevent on the
-// range of each intent its record lists; all there at p <= C0, it is
-// committed at C0; otherwise its record is aborted at that C0 (the
-// missing intent can no longer be written at or below it). It returns
-// the record after the decision (which a coordinator that re-staged
-// meanwhile may have made something else).
-func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, c0 hlc.Timestamp, ks [][]byte) (*kvpb.TxnRecordResponse, error) {
+// heartbeating (docs/transactions.md, "Records"): txn_prevent at its
+// staging bound S on the range of each intent its record lists; all
+// there at p <= S, it is committed at the highest p (the C its
+// coordinator computed from the same intents); otherwise its record is
+// aborted at that S (the missing intent can no longer be written at or
+// below it). It returns the record after the decision (which a
+// coordinator that re-staged meanwhile may have made something else).
+func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, bound hlc.Timestamp, ks [][]byte) (*kvpb.TxnRecordResponse, error) {
 	all := true
+	var c hlc.Timestamp
 	for _, k := range ks {
-		var found bool
-		err := n.onRangeOf(ctx, k, func(ctx context.Context, c kvpb.TxnClient, h *kvpb.RequestHeader) error {
-			resp, err := c.Prevent(ctx, &kvpb.TxnPreventRequest{Header: h, TxnId: id[:], Timestamp: rangesm.TimestampProto(c0), Keys: [][]byte{k}})
-			found = resp.GetFound()
+		var resp *kvpb.TxnPreventResponse
+		err := n.onRangeOf(ctx, k, func(ctx context.Context, cl kvpb.TxnClient, h *kvpb.RequestHeader) (err error) {
+			resp, err = cl.Prevent(ctx, &kvpb.TxnPreventRequest{Header: h, TxnId: id[:], Timestamp: rangesm.TimestampProto(bound), Keys: [][]byte{k}})
 			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("recovering transaction %s: %w", id, err)
 		}
-		if !found {
+		if !resp.GetFound() {
 			all = false
 			break
 		}
+		p, ok, err := timestampFromProto("provisional", resp.GetProvisional())
+		if err != nil || !ok {
+			return nil, fmt.Errorf("recovering transaction %s: the intent on %q was found without its provisional version: %v", id, k, err)
+		}
+		c = c.Forward(p)
 	}
-	op := kvpb.TxnRecordOp_TXN_RECORD_ABORT
+	op, ts := kvpb.TxnRecordOp_TXN_RECORD_ABORT, bound
 	if all {
-		op = kvpb.TxnRecordOp_TXN_RECORD_COMMIT
+		op, ts = kvpb.TxnRecordOp_TXN_RECORD_COMMIT, c
 	}
-	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all)
-	return n.txnRecord(ctx, op, id, rk, c0)
+	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all, "at", ts)
+	return n.txnRecord(ctx, op, id, rk, ts)
 }
 
 // finishRecovered resolves every intent a transaction recovery decided

@@ -261,5 +261,9 @@ func (s *txnServer) Prevent(ctx context.Context, req *kvpb.TxnPreventRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.TxnPreventResponse{Header: n.respHeader(r, idx), Found: res.Found, MissingKey: res.Value}, nil
+	resp := &kvpb.TxnPreventResponse{Header: n.respHeader(r, idx), Found: res.Found, MissingKey: res.Value}
+	if res.Found {
+		resp.Provisional = rangesm.TimestampProto(res.Version)
+	}
+	return resp, nil
 }

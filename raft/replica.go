@@ -112,7 +112,8 @@ type Replica struct {
 	// sleep; quiesceOut and
 	// wakeOut are the quiesce heartbeats and the wake-up message to send
 	// this round; metaOKGen is the generation meta was last found to
-	// hold. asleep and sleepLeaderNode (the node of the leader when it
+	// hold, metaSeenGen the same found by reconcileMetaLocked in this
+	// node's copy of meta. asleep and sleepLeaderNode (the node of the leader when it
 	// went to sleep) are read by the ticker without raftMu.
 	idleTicks       int
 	idleLast        uint64
@@ -120,6 +121,7 @@ type Replica struct {
 	quiesceOut      []*pb.Message
 	wakeOut         []*pb.Message
 	metaOKGen       uint64
+	metaSeenGen     uint64
 	asleep          atomic.Bool
 	sleepLeaderNode atomic.Uint64
 	// sm is the range's state machine: committed entries apply through it

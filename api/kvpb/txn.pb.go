@@ -870,8 +870,12 @@ type TxnPreventResponse struct {
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	// found: every key holds the transaction's intent at or below
 	// timestamp; otherwise missing_key is one that does not.
-	Found         bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
-	MissingKey    []byte `protobuf:"bytes,3,opt,name=missing_key,json=missingKey,proto3" json:"missing_key,omitempty"`
+	Found      bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	MissingKey []byte `protobuf:"bytes,3,opt,name=missing_key,json=missingKey,proto3" json:"missing_key,omitempty"`
+	// provisional: when found, the highest provisional version of the
+	// keys' intents (the transaction, every intent found, is committed at
+	// the highest over all its ranges).
+	Provisional   *Timestamp `protobuf:"bytes,4,opt,name=provisional,proto3" json:"provisional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -923,6 +927,13 @@ func (x *TxnPreventResponse) GetFound() bool {
 func (x *TxnPreventResponse) GetMissingKey() []byte {
 	if x != nil {
 		return x.MissingKey
+	}
+	return nil
+}
+
+func (x *TxnPreventResponse) GetProvisional() *Timestamp {
+	if x != nil {
+		return x.Provisional
 	}
 	return nil
 }
@@ -1349,12 +1360,13 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x124\n" +
 	"\ttimestamp\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\ttimestamp\x12\x12\n" +
-	"\x04keys\x18\x04 \x03(\fR\x04keys\"\x80\x01\n" +
+	"\x04keys\x18\x04 \x03(\fR\x04keys\"\xba\x01\n" +
 	"\x12TxnPreventResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x1f\n" +
 	"\vmissing_key\x18\x03 \x01(\fR\n" +
-	"missingKey\"E\n" +
+	"missingKey\x128\n" +
+	"\vprovisional\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\vprovisional\"E\n" +
 	"\x0fTxnBeginRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\"\x86\x01\n" +
 	"\x10TxnBeginResponse\x123\n" +
@@ -1464,35 +1476,36 @@ var file_api_kvpb_txn_proto_depIdxs = []int32{
 	20, // 23: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
 	19, // 24: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
 	21, // 25: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	20, // 26: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	21, // 27: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 28: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	20, // 29: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 30: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	15, // 31: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	22, // 32: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	21, // 33: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 34: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	18, // 35: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	13, // 36: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	16, // 37: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	5,  // 38: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
-	7,  // 39: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
-	9,  // 40: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
-	11, // 41: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
-	3,  // 42: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
-	14, // 43: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	17, // 44: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	6,  // 45: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
-	8,  // 46: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
-	10, // 47: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
-	12, // 48: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
-	4,  // 49: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
-	43, // [43:50] is the sub-list for method output_type
-	36, // [36:43] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	19, // 26: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
+	20, // 27: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	21, // 28: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 29: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	20, // 30: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 31: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	15, // 32: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	22, // 33: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	21, // 34: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 35: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	18, // 36: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	13, // 37: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	16, // 38: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	5,  // 39: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	7,  // 40: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	9,  // 41: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	11, // 42: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	3,  // 43: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
+	14, // 44: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	17, // 45: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	6,  // 46: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	8,  // 47: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	10, // 48: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	12, // 49: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	4,  // 50: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
+	44, // [44:51] is the sub-list for method output_type
+	37, // [37:44] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
