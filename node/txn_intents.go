@@ -23,8 +23,10 @@ import (
 //
 //   - COMMITTED at C, or ABORTED: resolves the intents it met (versions
 //     at C, or dropped) and reads again;
-//   - STAGING with a heartbeat younger than txnExpiry: waits (the read
-//     is answered Unavailable + RetryInfo and the client retries). A
+//   - STAGING with a heartbeat younger than txnExpiry: waits for one of
+//     the intents to go, briefly (readWaitMax, woken by a Resolve served
+//     here: txn_wait.go), then reads again; after maxIntentRounds the
+//     read is answered Unavailable + RetryInfo and the client retries. A
 //     reader never passes a staging transaction's intent: it met it at
 //     p <= r, and the transaction may be committed at any C from p up
 //     to its staging bound S (docs/transactions.md, "Pushed intents");
@@ -55,6 +57,7 @@ const maxIntentRounds = 4
 // *rangesm.IntentError when an intent stays in the way).
 func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
 	var ignore map[command.TxnID]bool
+	var waitUntil time.Time // the rounds' waits together: readWaitMax
 	for round := 0; ; round++ {
 		rd := n.reader(r).Ignoring(ignore)
 		err := read(rd)
@@ -65,7 +68,13 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		if ignore == nil {
 			ignore = map[command.TxnID]bool{}
 		}
-		if !n.pushIntents(ctx, ie.Intents, ts, ignore) {
+		if n.pushIntents(ctx, ie.Intents, ts, ignore) {
+			continue
+		}
+		if waitUntil.IsZero() {
+			waitUntil = time.Now().Add(readWaitMax)
+		}
+		if !n.awaitIntents(ctx, r, ie.Intents, waitUntil) {
 			return err
 		}
 	}

@@ -356,11 +356,74 @@ func (g *waitGraph) pruneLocked(now time.Time) {
 	}
 }
 
+// readWaitMax bounds a read's waits for intents of live transactions
+// (all rounds of readPastIntents together): under a client's hedge delay (250ms by
+// default), so that a waiting read is not sent to another replica too.
+const readWaitMax = 150 * time.Millisecond
+
+// awaitIntents waits until one of the intents met is gone from r's lock
+// table (resolved, or replaced by another transaction's), until until
+// and at most three quarters of what is left of ctx's deadline; it
+// reports whether one went.
+func (n *Node) awaitIntents(ctx context.Context, r *raft.Replica, met []rangesm.Intent, until time.Time) bool {
+	rid := r.RangeID()
+	start := time.Now()
+	deadline := until
+	if d, ok := ctx.Deadline(); ok {
+		if late := start.Add(d.Sub(start) * 3 / 4); late.Before(deadline) {
+			deadline = late
+		}
+	}
+	for {
+		resolved := n.lockQueues.resolved(rid)
+		for _, in := range met {
+			cur, found, err := rangesm.ReadIntent(n.db, rid, in.Key)
+			if err != nil {
+				return false
+			}
+			if !found || cur.Txn != in.Txn {
+				return true
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		t := time.NewTimer(min(left, lockPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-resolved:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
 // lockQueues are the FIFO queues of writes waiting on locked keys, per
-// range and key, on this node.
+// range and key, on this node, and the channels readers waiting on an
+// intent watch (closed when an intent of the range is resolved here).
 type lockQueues struct {
-	mu sync.Mutex
-	q  map[lockQueueKey][]*lockWaiter
+	mu      sync.Mutex
+	q       map[lockQueueKey][]*lockWaiter
+	readers map[uint64]chan struct{}
+}
+
+// resolved returns a channel closed at the next resolution of an intent
+// of the range served here.
+func (l *lockQueues) resolved(rangeID uint64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.readers == nil {
+		l.readers = map[uint64]chan struct{}{}
+	}
+	ch := l.readers[rangeID]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.readers[rangeID] = ch
+	}
+	return ch
 }
 
 type lockQueueKey struct {
@@ -433,11 +496,15 @@ func (t *lockTicket) leave() {
 	ws[0].signal()
 }
 
-// wakeRange wakes the head of every queue of the range (an intent there
-// was resolved).
+// wakeRange wakes the head of every queue of the range and the readers
+// waiting on it (an intent there was resolved).
 func (l *lockQueues) wakeRange(rangeID uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if ch := l.readers[rangeID]; ch != nil {
+		close(ch)
+		delete(l.readers, rangeID)
+	}
 	for k, ws := range l.q {
 		if k.rangeID == rangeID && len(ws) > 0 {
 			ws[0].signal()
