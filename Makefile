@@ -14,6 +14,9 @@
 #   make bench-idle     what idle ranges cost: CPU, memory per replica, cold puts
 #   make bench-many     30 nodes, 3,000 ranges: balance, adding and removing nodes
 #   make bench-watch    watch event lag and idle watchers' memory, vs etcd
+#   make bench-vs-commit BASE=<rev>  puts and gets against an earlier commit's build
+#   make bench-follower-reads  follower reads against leader reads: CPU, spread
+#   make bench-backup   foreground p99 with a backup running against without
 #   make lint      gofmt, go vet, clang-format check
 #   make bench-engine  engine db_bench vs RocksDB's (release build), markdown tables
 #   make rocksdb-release  RocksDB's db_bench built for release (build/rocksdb-release)
@@ -44,7 +47,8 @@ GO_LDFLAGS   = -X github.com/shaledb/shale/storage.engineStamp=$(ENGINE_STAMP)
         proto-check lint clean bench-engine crashtest fuzz test-asan chaos \
         static image compose-up compose-down compose-clean bench-cluster \
         rocksdb-release \
-        bench-unavailability bench-idle bench-watch bench-many
+        bench-unavailability bench-idle bench-watch bench-many \
+        bench-vs-commit bench-follower-reads bench-backup
 
 all: build
 
@@ -103,6 +107,23 @@ compose-clean:
 # device bytes per request (scripts/bench-vs-etcd; < 10 min).
 bench-cluster: build
 	scripts/bench-vs-etcd
+
+# The same puts and gets against this tree's cluster and an earlier
+# commit's, built with its own engine into build/bench-base
+# (scripts/bench-vs-commit; ~4 min plus building BASE the first time).
+bench-vs-commit: build
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-vs-commit BASE=<rev>" >&2; exit 2; fi
+	scripts/bench-vs-commit $(BASE)
+
+# Bounded-staleness reads spread over the replicas against leader lease
+# reads: servers' CPU per read, each node's share (scripts/bench-follower-reads; ~2 min).
+bench-follower-reads: build
+	scripts/bench-follower-reads
+
+# Foreground p99 with full backups running against without
+# (scripts/bench-backup; ~6 min).
+bench-backup: build
+	scripts/bench-backup
 
 # What idle ranges cost (tests/quiesce_bench_test.go): a 3-node cluster
 # split into SHALE_IDLE_RANGES ranges (1000) and left idle, at rest and

@@ -34,8 +34,13 @@ type BackupOptions struct {
 	// If the backup process dies, the protection lapses this long after.
 	ProtectionTTL time.Duration
 	// BytesPerSecond throttles the export (keys and values per second,
-	// averaged over the backup); 0: no limit. See docs/backup.md for the
-	// foreground cost of each setting.
+	// averaged over the backup); 0: no limit. Each range's leader paces
+	// its own export page by page (nodes that predate that export a
+	// range at full speed), and the client waits between ranges. A range
+	// is exported within one attempt (Options.AttemptTimeout; shalectl
+	// allows 5 minutes), so the rate must let the largest range finish in
+	// it: a 64 MiB range in 5 minutes needs about 220 KB/s. See
+	// docs/backup.md for the foreground cost of each setting.
 	BytesPerSecond int64
 	// Progress, when set, is called after each range is exported.
 	Progress func(BackupProgress)
@@ -136,6 +141,9 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 		m.Since = &ts
 		since = ts.proto()
 	}
+	if o.BytesPerSecond < 0 {
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("negative BytesPerSecond (%d)", o.BytesPerSecond), kind: ErrInvalidArgument}
+	}
 	if o.KeepProtected < 0 || o.ProtectionTTL < 0 {
 		return nil, &Error{Op: op, Msg: fmt.Sprintf("negative KeepProtected (%v) or ProtectionTTL (%v)", o.KeepProtected, o.ProtectionTTL), kind: ErrInvalidArgument}
 	}
@@ -165,7 +173,7 @@ func (c *Client) Backup(ctx context.Context, dir string, opts *BackupOptions) (*
 	for cur := o.Start; ; {
 		// A part with nothing to export writes no file, so files are
 		// numbered by the files written, not by the parts.
-		f, resp, err := c.exportOne(ctx, dir, len(m.Files), cur, o.End, readTS, since)
+		f, resp, err := c.exportOne(ctx, dir, len(m.Files), cur, o.End, readTS, since, uint64(o.BytesPerSecond))
 		if err != nil {
 			stopRefresh()
 			return nil, err
@@ -262,7 +270,7 @@ func (c *Client) refreshWhile(ctx context.Context, id ProtectionID, ttl time.Dur
 // exportOne exports the part of [start, end) in the range holding start,
 // as file number n of dir; the node writes no file when the part has no
 // entries (f.Entries 0).
-func (c *Client) exportOne(ctx context.Context, dir string, n int, start, end []byte, readTS, since *kvpb.Timestamp) (BackupFile, *kvpb.ExportRangeResponse, error) {
+func (c *Client) exportOne(ctx context.Context, dir string, n int, start, end []byte, readTS, since *kvpb.Timestamp, rate uint64) (BackupFile, *kvpb.ExportRangeResponse, error) {
 	var f BackupFile
 	var resp *kvpb.ExportRangeResponse
 	err := c.routed(ctx, "Backup", false, routeKey{key: start}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
@@ -273,7 +281,7 @@ func (c *Client) exportOne(ctx context.Context, dir string, n int, start, end []
 		h := routeHeader(c.header(false), d)
 		h.ReadTimestamp = readTS
 		resp, err = e.backup.ExportRange(ctx, &kvpb.ExportRangeRequest{Header: h, StartKey: f.Start, EndKey: f.End,
-			Dir: dir, File: f.Name, Since: since})
+			Dir: dir, File: f.Name, Since: since, BytesPerSecond: rate})
 		return err
 	})
 	if err != nil {

@@ -328,6 +328,11 @@ func (t *muxTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, opts .
 	return result(out, err)
 }
 
+// WaitFor is the nodes' (the push graph): never multiplexed.
+func (t *muxTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, opts ...grpc.CallOption) (*kvpb.TxnWaitForResponse, error) {
+	return t.unary.WaitFor(ctx, in, opts...)
+}
+
 func (t *muxTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, opts ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
 	out := new(kvpb.TxnPreventResponse)
 	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_PREVENT, in, out, func() (err error) {

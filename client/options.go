@@ -76,6 +76,10 @@ type Options struct {
 	// the client falls back to unary RPCs by itself against a node that
 	// does not offer it. Errors and their meaning are the same either way.
 	DisableMultiplexing bool
+	// TxnTestingKnobs are hooks into a commit across ranges for tests
+	// that make its races happen on purpose against real nodes; nil
+	// outside tests.
+	TxnTestingKnobs *TxnTestingKnobs
 }
 
 func (o *Options) withDefaults() Options {

@@ -21,16 +21,21 @@ import (
 //     C0: nothing it read there can change at or below C0 after.
 //  3. In parallel: Txn.Write on every range it wrote (its reads there
 //     validated, its writes as intents at p = max(C0, F.Next())) and the
-//     record STAGING at C0 with the keys of every intent (Txn.Record).
-//  4. Every intent at p = C0 and the record STAGING at C0: the
-//     transaction is committed at C0, and Txn returns. Resolution runs
-//     after, off the caller's path: the record COMMITTED, the intents
-//     turned into versions at C0, the record deleted.
+//     record STAGING at its bound S with the keys of every intent
+//     (Txn.Record). S is C0, or C0 + txnStageLead when every read is of
+//     a key the transaction writes (txn_refresh.go).
+//  4. Every intent in at p <= S and the record STAGING at S: the
+//     transaction is committed at C = the highest p, and Txn returns.
+//     An intent above S: the reads its intents do not cover are
+//     refreshed at C and the record staged again at C (txn_refresh.go).
+//     Resolution runs after, off the caller's path: the record
+//     COMMITTED, the intents turned into versions at C, the record
+//     deleted.
 //  5. Anything else (a read changed, a key locked by another
-//     transaction, an intent above C0, the record aborted by a pusher):
-//     the coordinator aborts its own record (if the abort finds it
-//     COMMITTED, recovery decided the transaction committed, and so it
-//     is), drops its intents, and Txn runs the function again.
+//     transaction, the record aborted by a pusher): the coordinator
+//     aborts its own record (if the abort finds it COMMITTED, recovery
+//     decided the transaction committed, and so it is), drops its
+//     intents, and Txn runs the function again.
 //
 // While steps 3 and 4 are in flight the coordinator heartbeats its record
 // every TxnHeartbeatInterval; a record whose heartbeat is five intervals
@@ -88,6 +93,11 @@ func (g *txnGroup) holds(d *kvpb.RangeDescriptor) bool {
 // scanned span that crosses ranges into one piece per range).
 func (tx *Tx) groupByRange(ctx context.Context, op string) ([]*txnGroup, error) {
 	c := tx.c
+	if g, ok, err := tx.oneGroup(ctx, op); err != nil {
+		return nil, err
+	} else if ok {
+		return []*txnGroup{g}, nil
+	}
 	var groups []*txnGroup
 	byID := map[uint64]*txnGroup{}
 	groupOf := func(key []byte) (*txnGroup, error) {
@@ -147,6 +157,18 @@ func (tx *Tx) groupByRange(ctx context.Context, op string) ([]*txnGroup, error) 
 	return groups, nil
 }
 
+// oneGroup is groupByRange's fast path for the common case of a
+// transaction whose keys all lie in the range of its first write: one
+// range lookup, no map.
+func (tx *Tx) oneGroup(ctx context.Context, op string) (*txnGroup, bool, error) {
+	ent, err := tx.c.locate(ctx, op, routeKey{key: kvpb.MutationKey(tx.muts[0])})
+	if err != nil {
+		return nil, false, err
+	}
+	g := &txnGroup{desc: ent.desc, muts: tx.muts, reads: tx.reads}
+	return g, g.holds(ent.desc), nil
+}
+
 func errDeleteSpanAcross(op string) *Error {
 	return &Error{Op: op, kind: ErrTxnSpansRanges,
 		Msg: "a transaction across ranges cannot delete a span (DeleteRange) yet (docs/transactions.md); delete its keys one by one or keep the transaction in one range"}
@@ -168,6 +190,10 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	if err != nil {
 		return false, nil, err
 	}
+	knobs := c.knobs()
+	if knobs.AfterCandidate != nil {
+		knobs.AfterCandidate(c0)
+	}
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return false, nil, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
@@ -185,9 +211,15 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 			intentKeys = append(intentKeys, kvpb.MutationKey(m))
 		}
 	}
-	write := func(g *txnGroup) txnWriteResult {
+	refresh, covered := toRefresh(groups)
+	bound := c0
+	if covered {
+		bound = c0.Add(txnStageLead)
+	}
+	// send writes g's intents (none: validates its reads) at ts.
+	send := func(g *txnGroup, ts Timestamp) txnWriteResult {
 		req := &kvpb.TxnWriteRequest{Header: c.header(true), TxnId: id[:], RecordKey: rk, Reads: g.reads, Mutations: g.muts,
-			CommitTimestamp: toProto(c0)}
+			CommitTimestamp: toProto(ts)}
 		if len(g.reads) > 0 {
 			req.ReadTimestamp = toProto(tx.rts)
 		}
@@ -212,6 +244,7 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		p, err := c.sawVersion(op, "version", resp.GetVersion())
 		return txnWriteResult{written: true, p: p, err: err}
 	}
+	write := func(g *txnGroup) txnWriteResult { return send(g, c0) }
 	// Ranges only read: validated (and closed at C0) before anything is
 	// staged, since recovery judges a staged transaction by its intents
 	// alone.
@@ -237,21 +270,20 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	go func() {
 		defer wg.Done()
 		stage, stageErr = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_STAGE,
-			Timestamp: toProto(c0), HeartbeatUnixNanos: time.Now().UnixNano(), Keys: intentKeys})
+			Timestamp: toProto(bound), HeartbeatUnixNanos: time.Now().UnixNano(), Keys: intentKeys})
 	}()
 	results := parallel(writing, write)
 	wg.Wait()
-	stopHB()
-	<-hbDone
 
 	ok := stageErr == nil && stage.GetStatus() == kvpb.TxnStatus_TXN_STATUS_STAGING
 	if ok {
-		if ts, err := fromProto(stage.GetTimestamp()); err != nil || ts != c0 {
+		if ts, err := fromProto(stage.GetTimestamp()); err != nil || ts != bound {
 			ok = false
 		}
 	}
 	var why string
 	var firstErr error
+	var ct Timestamp // the highest p
 	if stageErr != nil {
 		firstErr = stageErr
 	} else if !ok {
@@ -269,15 +301,23 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 			if why == "" {
 				why = "read changed: " + res.reason
 			}
-		case res.p != c0:
-			ok = false
-			if why == "" {
-				why = fmt.Sprintf("an intent went in at %s, above the commit candidate %s", res.p, c0)
-			}
+		default:
+			ct = ct.Forward(res.p)
 		}
 	}
+	if ok && bound.Less(ct) {
+		if knobs.BeforeRefresh != nil {
+			knobs.BeforeRefresh(c0, ct)
+		}
+		var err error
+		if ok, why, err = tx.restage(ctx, id, rk, ct, refresh, intentKeys, send); err != nil {
+			firstErr = err
+		}
+	}
+	stopHB()
+	<-hbDone
 	if ok {
-		tx.finish(id, rk, c0, writing, true)
+		tx.finish(id, rk, ct, writing, true)
 		return true, nil, nil
 	}
 	// Not committed at C0 as sent: abort the record, unless recovery

@@ -36,8 +36,12 @@ type Tx struct {
 	// muts are the writes in order; points and dels index them for
 	// reads: the last point write of each key, and every range deletion,
 	// each with its position (seq) in muts.
-	muts       []*kvpb.Mutation
-	points     map[string]bufWrite
+	muts   []*kvpb.Mutation
+	points map[string]bufWrite
+	// indexed is how many of muts points indexes: it is built at the
+	// first read of the transaction's own writes, so a transaction that
+	// only writes never builds it.
+	indexed    int
 	dels       []bufDelete
 	writeBytes int
 	// reads are the keys and spans read from the cluster, for the commit
@@ -58,7 +62,9 @@ type bufDelete struct {
 }
 
 func newTx(c *Client) *Tx {
-	return &Tx{c: c, started: time.Now(), points: map[string]bufWrite{}, pointReads: map[string]bool{}}
+	// The maps are made at first use: a transaction that only writes
+	// (the blind write, as cheap as a Batch) needs no pointReads.
+	return &Tx{c: c, started: time.Now()}
 }
 
 // ReadTimestamp returns the transaction's read timestamp: every read of
@@ -115,6 +121,7 @@ func (tx *Tx) end() {
 // buffered answers a read of key from the transaction's own writes: ok
 // says whether they decide it, and then deleted or value.
 func (tx *Tx) buffered(key []byte) (value []byte, deleted, ok bool) {
+	tx.index()
 	p, hasP := tx.points[string(key)]
 	for i := len(tx.dels) - 1; i >= 0; i-- {
 		d := tx.dels[i]
@@ -138,6 +145,9 @@ func inSpan(key, start, end []byte) bool {
 func (tx *Tx) readPoint(key []byte) {
 	if tx.pointReads[string(key)] {
 		return
+	}
+	if tx.pointReads == nil {
+		tx.pointReads = map[string]bool{}
 	}
 	tx.pointReads[string(key)] = true
 	tx.reads = append(tx.reads, &kvpb.TxnRead{Key: key})
@@ -233,6 +243,7 @@ func (tx *Tx) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	}
 	// The transaction's own live writes in the span, in key order.
 	var own []KeyValue
+	tx.index()
 	for k := range tx.points {
 		kb := []byte(k)
 		if !inSpan(kb, start, end) {
@@ -305,8 +316,12 @@ func (tx *Tx) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return &Error{Op: op, Msg: "key is empty", kind: ErrInvalidArgument}
 	}
-	k, v := append([]byte{}, key...), append([]byte{}, value...)
-	return tx.buffer(op, PutOp(k, v).m, len(k)+len(v), func(seq int) { tx.points[string(k)] = bufWrite{seq: seq, value: v} })
+	// One copy holds both: the caller may reuse its slices.
+	kv := make([]byte, len(key)+len(value))
+	copy(kv, key)
+	copy(kv[len(key):], value)
+	k, v := kv[:len(key):len(key)], kv[len(key):]
+	return tx.buffer(op, PutOp(k, v).m, len(k)+len(v), nil)
 }
 
 // Delete removes key when the transaction commits.
@@ -323,7 +338,7 @@ func (tx *Tx) Delete(key []byte) error {
 		return &Error{Op: op, Msg: "key is empty", kind: ErrInvalidArgument}
 	}
 	k := append([]byte{}, key...)
-	return tx.buffer(op, DeleteOp(k).m, len(k), func(seq int) { tx.points[string(k)] = bufWrite{seq: seq, deleted: true} })
+	return tx.buffer(op, DeleteOp(k).m, len(k), nil)
 }
 
 // DeleteRange removes every key in [start, end) when the transaction
@@ -352,6 +367,26 @@ func (tx *Tx) DeleteRange(start, end []byte) error {
 }
 
 // buffer adds one write, within the limits, and indexes it.
+// index brings points up to date with muts (puts and deletes of a key;
+// dels index the deletes of spans as they are buffered).
+func (tx *Tx) index() {
+	for ; tx.indexed < len(tx.muts); tx.indexed++ {
+		var w bufWrite
+		switch op := tx.muts[tx.indexed].GetOp().(type) {
+		case *kvpb.Mutation_Put:
+			w = bufWrite{seq: tx.indexed, value: op.Put.GetValue()}
+		case *kvpb.Mutation_Delete:
+			w = bufWrite{seq: tx.indexed, deleted: true}
+		default:
+			continue
+		}
+		if tx.points == nil {
+			tx.points = map[string]bufWrite{}
+		}
+		tx.points[string(kvpb.MutationKey(tx.muts[tx.indexed]))] = w
+	}
+}
+
 func (tx *Tx) buffer(op string, m *kvpb.Mutation, size int, index func(seq int)) error {
 	if tx.tooLarge != nil {
 		return tx.tooLarge
@@ -371,6 +406,8 @@ func (tx *Tx) buffer(op string, m *kvpb.Mutation, size int, index func(seq int))
 	}
 	tx.muts = append(tx.muts, m)
 	tx.writeBytes += size
-	index(len(tx.muts) - 1)
+	if index != nil {
+		index(len(tx.muts) - 1)
+	}
 	return nil
 }

@@ -141,3 +141,77 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWriterPutRound: one round of 16 puts of existing keys (a range
+// applying a round of client writes); each put reads its key's newest
+// version (the version that created the key, the stats, the watch feed's
+// previous value). The database: 20,000 keys with 100-byte values
+// compacted to the bottom and a newer version of a tenth of them in an L0
+// file. Instructions per round, without the setup (writerRound is the
+// only function counted; docs/benchmarks.md, "Where a put's CPU goes"):
+//
+//	go test -c -o mvcc.test ./mvcc/
+//	GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
+//	  --toggle-collect='*mvcc.writerRound' \
+//	  ./mvcc.test -test.run XXX -test.bench WriterPutRound -test.benchtime 200x
+func BenchmarkWriterPutRound(b *testing.B) {
+	db, err := storage.Open(filepath.Join(b.TempDir(), "db"), &storage.Options{
+		SplitVersionSuffix: true, VersionedKeyPrefix: testKeyspace.Prefix,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const keys, round = 20_000, 16
+	value := make([]byte, 100)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key%08d", i)) }
+	write := func(ts int64, pick func(i int) bool) {
+		batch := storage.NewBatch(0)
+		w := testKeyspace.NewWriter(db, batch)
+		for i := 0; i < keys; i++ {
+			if pick(i) {
+				if err := w.Put(key(i), hlc.Timestamp{WallTime: ts}, value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := db.Write(batch, storage.NoSync); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(1, func(int) bool { return true })
+	if err := db.CompactRange(nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	write(2, func(i int) bool { return i%10 == 3 })
+	ks := make([][]byte, round)
+	seq := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range ks {
+			seq = (seq + 7919) % keys
+			ks[j] = key(seq)
+		}
+		if err := writerRound(db, ks, value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// writerRound writes a version of each of ks into a batch it drops.
+//
+//go:noinline
+func writerRound(db *storage.DB, ks [][]byte, value []byte) error {
+	b := storage.NewBatch(0)
+	defer b.Release()
+	w := testKeyspace.NewWriter(db, b)
+	for _, k := range ks {
+		if err := w.Put(k, hlc.Timestamp{WallTime: 10}, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

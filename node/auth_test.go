@@ -36,8 +36,11 @@ func TestMethodRoles(t *testing.T) {
 	}
 	for _, m := range kvpb.Txn_ServiceDesc.Methods {
 		want := certs.RoleReadWrite
-		if m.MethodName == "Begin" {
+		switch m.MethodName {
+		case "Begin":
 			want = certs.RoleReadOnly
+		case "WaitFor": // the nodes' push graph
+			want = certs.RoleNode
 		}
 		check(kvpb.Txn_ServiceDesc.ServiceName, m.MethodName, want)
 	}

@@ -68,6 +68,7 @@ func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeReq
 		readTS = rangesm.TimestampProto(ts)
 	}
 	at := newExportPager(&kvServer{n: s.n}, req, readTS)
+	at.pace = newExportPacer(req.GetBytesPerSecond())
 	var since *exportPager
 	if req.GetSince() != nil {
 		since = newExportPager(&kvServer{n: s.n}, req, req.GetSince())
@@ -179,6 +180,8 @@ type exportPager struct {
 	more   bool
 	header *kvpb.ResponseHeader
 	readTS *kvpb.Timestamp
+	// pace, when set, holds the pages read to the export's rate.
+	pace *exportPacer
 }
 
 func newExportPager(kv *kvServer, req *kvpb.ExportRangeRequest, at *kvpb.Timestamp) *exportPager {
@@ -200,9 +203,17 @@ func (p *exportPager) next(ctx context.Context) (*kvpb.KeyValue, error) {
 		if !p.more {
 			return nil, nil
 		}
+		if err := p.pace.wait(ctx); err != nil {
+			return nil, err
+		}
 		resp, err := p.kv.Scan(ctx, p.req)
 		if err != nil {
 			return nil, err
+		}
+		if p.pace != nil {
+			for _, kv := range resp.GetKvs() {
+				p.pace.add(len(kv.GetKey()) + len(kv.GetValue()))
+			}
 		}
 		if p.header == nil {
 			p.header = resp.GetHeader()

@@ -18,8 +18,8 @@ import (
 
 // checkClusterID refuses a call that names another cluster.
 func (n *Node) checkClusterID(ctx context.Context, method string) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	ids := md.Get(kvpb.ClusterIDMetadata)
+	// The one key, not a copy of every header (FromIncomingContext).
+	ids := metadata.ValueFromIncomingContext(ctx, kvpb.ClusterIDMetadata)
 	if len(ids) == 0 || ids[0] == n.ident.ClusterID {
 		return nil
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
@@ -70,11 +71,60 @@ func casCmd(req *kvpb.CompareAndSwapRequest) (*command.Command, error) {
 // observed moved the clock), and waits for it to apply. The returned
 // error is a status for the client; the result's Version is the version
 // the write applied at.
+//
+// A write refused for another transaction's intent waits on the leader
+// in the key's queue and is proposed again once the key is free
+// (txn_wait.go); when the wait ends otherwise, the intent's transaction
+// was pushed and the conflict is answered.
 func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, cmd *command.Command) (command.Result, uint64, error) {
 	cmd.ClientID, cmd.RequestSeq = h.GetClientId(), h.GetRequestSeq()
 	if err := n.observeHeader(op, h); err != nil {
 		return command.Result{}, 0, err
 	}
+	var ticket *lockTicket
+	defer func() { ticket.leave() }()
+	self := waiterOf(cmd)
+	for {
+		res, idx, err := n.propose(ctx, op, r, cmd)
+		if err != nil {
+			return res, 0, err
+		}
+		if res.Code == command.CodeIntentConflict && !readKey(cmd, res.Value) {
+			if ticket == nil || ticket.key != string(res.Value) {
+				ticket.leave()
+				ticket = n.lockQueues.join(r.RangeID(), res.Value)
+				n.metrics.lockWaits.Inc()
+			}
+			werr := n.waitOnLock(ctx, r, ticket, self)
+			if werr == nil {
+				continue
+			}
+			if errors.Is(werr, errDeadlock) {
+				res.Message = werr.Error()
+			}
+		}
+		if err := n.resultError(op, h, r, &res); err != nil {
+			return res, 0, err
+		}
+		if cmd.Kind == command.KindTxnRecord {
+			// The answer carries the record's timestamp, no version:
+			// while STAGING a bound up to a second above C0
+			// (docs/transactions.md, "Pushed intents"), which observed
+			// would move the oracle's clock ahead with every stage. A
+			// COMMITTED record's C is the version of an intent, observed
+			// when that intent was written.
+			return res, idx, nil
+		}
+		if err := n.observeVersion(ctx, op, res.Version); err != nil {
+			return res, 0, err
+		}
+		return res, idx, nil
+	}
+}
+
+// propose is one proposal of write: cmd proposed and applied, its result
+// not yet judged.
+func (n *Node) propose(ctx context.Context, op string, r *raft.Replica, cmd *command.Command) (command.Result, uint64, error) {
 	if r.Frozen() {
 		return command.Result{}, 0, n.raftError(op, r.FrozenError())
 	}
@@ -105,18 +155,6 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 	release()
 	if err != nil {
 		return res, 0, n.raftError(op, err)
-	}
-	if res.Code == command.CodeIntentConflict {
-		// Push the intent's transaction before the client retries (or
-		// the transaction runs again): its coordinator may be gone
-		// (txn_intents.go).
-		n.pushWriteConflict(ctx, r, res.Value)
-	}
-	if err := n.resultError(op, h, r, &res); err != nil {
-		return res, 0, err
-	}
-	if err := n.observeVersion(ctx, op, res.Version); err != nil {
-		return res, 0, err
 	}
 	return res, idx, nil
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"sync"
 
 	"google.golang.org/grpc"
 )
@@ -42,19 +43,45 @@ func (n *Node) newUnaryChain() grpc.UnaryServerInterceptor {
 }
 
 // chainUnary composes interceptors into one: the first is outermost.
+//
+// Each request needs a handler per interceptor (the rest of the chain
+// from there on). Built per request, as closures, they were eight
+// allocations of every request; a chainCall holds them built once, and
+// is reused through a pool: a request takes one, fills in its info and
+// final handler, and gives it back when the chain returns. An
+// interceptor may call its handler more than once, but never after it
+// has returned (none of ours keeps it).
 func chainUnary(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	pool := sync.Pool{New: func() any { return newChainCall(ics) }}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		return ics[0](ctx, req, info, nextHandler(ics, 0, info, handler))
+		c := pool.Get().(*chainCall)
+		c.info, c.final = info, handler
+		resp, err := ics[0](ctx, req, info, c.handlers[0])
+		c.info, c.final = nil, nil
+		pool.Put(c)
+		return resp, err
 	}
 }
 
-// nextHandler is the handler interceptor i calls: interceptor i+1 with the
-// rest of the chain, or the final handler after the last.
-func nextHandler(ics []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, final grpc.UnaryHandler) grpc.UnaryHandler {
-	if i == len(ics)-1 {
-		return final
+// chainCall is one request's way through a chain: handlers[i] is the
+// handler interceptor i calls (interceptor i+1, or final after the last).
+type chainCall struct {
+	info     *grpc.UnaryServerInfo
+	final    grpc.UnaryHandler
+	handlers []grpc.UnaryHandler
+}
+
+func newChainCall(ics []grpc.UnaryServerInterceptor) *chainCall {
+	c := &chainCall{handlers: make([]grpc.UnaryHandler, len(ics))}
+	for i := range ics {
+		if i == len(ics)-1 {
+			c.handlers[i] = func(ctx context.Context, req any) (any, error) { return c.final(ctx, req) }
+			continue
+		}
+		next, h := ics[i+1], i+1
+		c.handlers[i] = func(ctx context.Context, req any) (any, error) {
+			return next(ctx, req, c.info, c.handlers[h])
+		}
 	}
-	return func(ctx context.Context, req any) (any, error) {
-		return ics[i+1](ctx, req, info, nextHandler(ics, i+1, info, final))
-	}
+	return c
 }

@@ -55,6 +55,12 @@ type metrics struct {
 	// leader (read.go).
 	closes        prometheus.Counter
 	followerReads prometheus.Counter
+	// lockWaits, lockWaitTimeouts and deadlocks count the writes that
+	// waited on an intent, the waits that reached their bound, and the
+	// waits given up to break a deadlock (txn_wait.go).
+	lockWaits        prometheus.Counter
+	lockWaitTimeouts prometheus.Counter
+	deadlocks        prometheus.Counter
 	// watch are the Watch service's (watch_metrics.go).
 	watch watchMetrics
 }
@@ -89,6 +95,18 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_closed_timestamps_proposed_total",
 			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
 		}),
+		lockWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_txn_lock_waits_total",
+			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key.",
+		}),
+		lockWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_txn_lock_wait_timeouts_total",
+			Help: "Waits on an intent that reached their bound (the write was answered with its conflict).",
+		}),
+		deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_txn_deadlocks_total",
+			Help: "Waits on an intent given up because the waiting transaction was the younger of a deadlock found in the push graph.",
+		}),
 	}
 	m.registry.MustRegister(
 		gm,
@@ -102,6 +120,9 @@ func newMetrics(n *Node) *metrics {
 		m.gc.protections,
 		m.gc.protectedOldest,
 		m.closes,
+		m.lockWaits,
+		m.lockWaitTimeouts,
+		m.deadlocks,
 		m.followerReads,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

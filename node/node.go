@@ -73,6 +73,11 @@ type Node struct {
 	metrics      *metrics
 	started      time.Time
 
+	// lockQueues are the writes waiting on intents, waitGraph this
+	// node's part of the push graph (txn_wait.go).
+	lockQueues lockQueues
+	waitGraph  waitGraph
+
 	// watches holds the watchers of the ranges this node leads, and is
 	// every replica's change feed sink (watch_feed.go).
 	watches *watchFeeds

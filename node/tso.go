@@ -144,6 +144,30 @@ type oracleTransport struct {
 	n *Node
 	// hint is the node that last answered as the oracle (0: none).
 	hint atomic.Uint64
+	// conn is the client of the node last called as the oracle: finding
+	// a node's connection reads meta's node records from the engine, and
+	// one client's put makes one oracle call. Dropped whenever a call
+	// fails, so that a node at a new address is looked up again.
+	conn atomic.Pointer[oracleConn]
+}
+
+type oracleConn struct {
+	node uint64
+	c    raftrpcpb.TimestampOracleClient
+}
+
+// client returns the oracle service of node target.
+func (t *oracleTransport) client(target uint64) (raftrpcpb.TimestampOracleClient, error) {
+	if c := t.conn.Load(); c != nil && c.node == target {
+		return c.c, nil
+	}
+	cc, err := t.n.peers.conn(target)
+	if err != nil {
+		return nil, unavailable(100*time.Millisecond, "%v", err)
+	}
+	c := &oracleConn{node: target, c: raftrpcpb.NewTimestampOracleClient(cc)}
+	t.conn.Store(c)
+	return c.c, nil
 }
 
 // Timestamps implements tso.Transport.
@@ -157,11 +181,11 @@ func (t *oracleTransport) Timestamps(ctx context.Context, count int) (first, las
 			first, last = f, l
 			return nil
 		}
-		cc, err := t.n.peers.conn(target)
+		c, err := t.client(target)
 		if err != nil {
-			return unavailable(100*time.Millisecond, "%v", err)
+			return err
 		}
-		resp, err := raftrpcpb.NewTimestampOracleClient(cc).Timestamps(ctx, &raftrpcpb.TimestampsRequest{Count: uint32(count)})
+		resp, err := c.Timestamps(ctx, &raftrpcpb.TimestampsRequest{Count: uint32(count)})
 		if err != nil {
 			return err
 		}
@@ -183,14 +207,22 @@ func (t *oracleTransport) Observe(ctx context.Context, ts hlc.Timestamp) error {
 			}
 			return nil
 		}
-		cc, err := t.n.peers.conn(target)
+		c, err := t.client(target)
 		if err != nil {
-			return unavailable(100*time.Millisecond, "%v", err)
+			return err
 		}
-		_, err = raftrpcpb.NewTimestampOracleClient(cc).Observe(ctx, &raftrpcpb.ObserveRequest{Timestamp: tsToProto(ts)})
+		_, err = c.Observe(ctx, &raftrpcpb.ObserveRequest{Timestamp: tsToProto(ts)})
 		return err
 	})
 }
+
+// oracleRetryCap caps the backoff between tries at the oracle. While meta
+// elects a leader every write of the node waits on these tries, and the
+// new leader is known within a round trip of its election: at 200 ms a
+// try took up to 200 ms past it to notice (a killed oracle's window in
+// docs/benchmarks.md, "Unavailability under leader faults"). 50 ms costs
+// at most 20 calls a second from each node, during an election only.
+const oracleRetryCap = 50 * time.Millisecond
 
 // retry calls call on the node believed to be the oracle until it
 // succeeds or ctx ends, following NotLeader hints; other failures (no
@@ -212,6 +244,7 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 		}
 		last = err
 		t.hint.Store(0)
+		t.conn.Store(nil)
 		if leader := notLeaderHint(err); leader != 0 && leader != target {
 			t.hint.Store(leader)
 			continue
@@ -221,7 +254,7 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 			return unavailable(100*time.Millisecond, "no timestamp from the oracle (meta's leaseholder): %v", last)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+		backoff = min(2*backoff, oracleRetryCap)
 	}
 }
 

@@ -216,3 +216,69 @@ func TestOracleObserve(t *testing.T) {
 		t.Fatalf("timestamp %s after observing %s", ts, ahead)
 	}
 }
+
+// gatedObserves is the node's own oracle transport with its first
+// Observe call held until the test opens gate.
+type gatedObserves struct {
+	tso.Transport
+	gate    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedObserves) Observe(ctx context.Context, ts hlc.Timestamp) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.gate
+	}
+	return g.Transport.Observe(ctx, ts)
+}
+
+// TestOracleObservesShareCalls: Observes waiting while one is out share
+// the next call, which observes the highest of them: after each returns,
+// every timestamp is above what it observed.
+func TestOracleObservesShareCalls(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	g := &gatedObserves{Transport: &oracleTransport{n: tn.n}, gate: make(chan struct{}), entered: make(chan struct{})}
+	c := tso.NewClient(g, tn.n.clock, nil)
+	base := hlc.Timestamp{WallTime: time.Now().Add(300 * time.Millisecond).UnixNano()}
+	const n = 50
+	var wg sync.WaitGroup
+	observe := func(i int) {
+		defer wg.Done()
+		if err := c.Observe(ctxT(t), hlc.Timestamp{WallTime: base.WallTime, Logical: int32(i)}); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Add(n)
+	go observe(0)
+	<-g.entered
+	for i := 1; i < n; i++ {
+		go observe(i)
+	}
+	// Wait until every other Observe queues behind the held call.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		queued := c.ObservesWaiting()
+		if queued == n-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Observes queued", queued, n-1)
+		}
+		runtime.Gosched()
+	}
+	close(g.gate)
+	wg.Wait()
+	if _, observes := c.Calls(); observes != 2 {
+		t.Fatalf("%d Observes made %d calls, want 2 (the held one and one shared)", n, observes)
+	}
+	ts, err := c.Now(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top := (hlc.Timestamp{WallTime: base.WallTime, Logical: n - 1}); !top.Less(ts) {
+		t.Fatalf("timestamp %s after observing %s", ts, top)
+	}
+}

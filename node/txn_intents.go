@@ -23,24 +23,26 @@ import (
 //
 //   - COMMITTED at C, or ABORTED: resolves the intents it met (versions
 //     at C, or dropped) and reads again;
-//   - STAGING at C0 > r: ignores that transaction's intents (it commits
-//     at C >= C0 > r, if at all) and reads again;
-//   - STAGING at C0 <= r with a heartbeat younger than txnExpiry: waits
-//     (the read is answered Unavailable + RetryInfo and the client
-//     retries);
-//   - STAGING with an older heartbeat: recovers it (txn_prevent on the
-//     range of each listed intent: all there at p <= C0 means committed
-//     at C0, else the record is aborted at that C0), then resolves;
+//   - STAGING with a heartbeat younger than txnExpiry: waits for one of
+//     the intents to go, briefly (readWaitMax, woken by a Resolve served
+//     here: txn_wait.go), then reads again; after maxIntentRounds the
+//     read is answered Unavailable + RetryInfo and the client retries. A
+//     reader never passes a staging transaction's intent: it met it at
+//     p <= r, and the transaction may be committed at any C from p up
+//     to its staging bound S (docs/transactions.md, "Pushed intents");
+//   - STAGING with an older heartbeat: recovers it (txn_prevent at S on
+//     the range of each listed intent: all there at p <= S means
+//     committed at the highest p, else the record is aborted at that S),
+//     then resolves;
 //   - no record, on an intent older than txnExpiry: the coordinator died
 //     before its record was written (or after it was deleted): the
 //     record is created ABORTED, so it can never be staged, then
 //     resolves.
 //
-// A write that meets an intent does the same with r = +inf (it can
-// ignore nothing), then is answered Unavailable for its client to retry.
-// Transactions' own writes (Write, Commit) never wait: the attempt fails
-// and runs again, so two transactions that each hold what the other
-// needs cannot wait for each other.
+// A write that meets an intent waits for it in the key's queue on the
+// leader, pushing its transaction as a read at r = +inf would (it can
+// ignore nothing), with deadlocks broken through the push graph
+// (txn_wait.go).
 
 // txnExpiry is how old a STAGING record's heartbeat (or a recordless
 // intent) must be before a pusher takes over: five heartbeat intervals
@@ -55,6 +57,7 @@ const maxIntentRounds = 4
 // *rangesm.IntentError when an intent stays in the way).
 func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
 	var ignore map[command.TxnID]bool
+	var waitUntil time.Time // the rounds' waits together: readWaitMax
 	for round := 0; ; round++ {
 		rd := n.reader(r).Ignoring(ignore)
 		err := read(rd)
@@ -65,7 +68,13 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		if ignore == nil {
 			ignore = map[command.TxnID]bool{}
 		}
-		if !n.pushIntents(ctx, ie.Intents, ts, ignore) {
+		if n.pushIntents(ctx, ie.Intents, ts, ignore) {
+			continue
+		}
+		if waitUntil.IsZero() {
+			waitUntil = time.Now().Add(readWaitMax)
+		}
+		if !n.awaitIntents(ctx, r, ie.Intents, waitUntil) {
 			return err
 		}
 	}
@@ -106,19 +115,15 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 	now := n.clock.PhysicalNow()
 	switch rec.GetStatus() {
 	case kvpb.TxnStatus_TXN_STATUS_STAGING:
-		c0, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
+		bound, _, err := timestampFromProto("timestamp", rec.GetTimestamp())
 		if err != nil {
 			return false, err
-		}
-		if ts.Less(c0) {
-			ignore[id] = true
-			return true, nil
 		}
 		if now-rec.GetHeartbeatUnixNanos() < int64(txnExpiry) {
 			return false, nil // alive: wait
 		}
 		listed := rec.GetKeys()
-		if rec, err = n.recoverTxn(ctx, id, rk, c0, listed); err != nil {
+		if rec, err = n.recoverTxn(ctx, id, rk, bound, listed); err != nil {
 			return false, err
 		}
 		if err := n.finishRecovered(ctx, id, rec, listed); err != nil {
@@ -166,35 +171,41 @@ func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Inte
 }
 
 // recoverTxn decides a STAGING transaction whose coordinator stopped
-// heartbeating (docs/transactions.md, "Records"): txn_prevent on the
-// range of each intent its record lists; all there at p <= C0, it is
-// committed at C0; otherwise its record is aborted at that C0 (the
-// missing intent can no longer be written at or below it). It returns
-// the record after the decision (which a coordinator that re-staged
-// meanwhile may have made something else).
-func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, c0 hlc.Timestamp, ks [][]byte) (*kvpb.TxnRecordResponse, error) {
+// heartbeating (docs/transactions.md, "Records"): txn_prevent at its
+// staging bound S on the range of each intent its record lists; all
+// there at p <= S, it is committed at the highest p (the C its
+// coordinator computed from the same intents); otherwise its record is
+// aborted at that S (the missing intent can no longer be written at or
+// below it). It returns the record after the decision (which a
+// coordinator that re-staged meanwhile may have made something else).
+func (n *Node) recoverTxn(ctx context.Context, id command.TxnID, rk []byte, bound hlc.Timestamp, ks [][]byte) (*kvpb.TxnRecordResponse, error) {
 	all := true
+	var c hlc.Timestamp
 	for _, k := range ks {
-		var found bool
-		err := n.onRangeOf(ctx, k, func(ctx context.Context, c kvpb.TxnClient, h *kvpb.RequestHeader) error {
-			resp, err := c.Prevent(ctx, &kvpb.TxnPreventRequest{Header: h, TxnId: id[:], Timestamp: rangesm.TimestampProto(c0), Keys: [][]byte{k}})
-			found = resp.GetFound()
+		var resp *kvpb.TxnPreventResponse
+		err := n.onRangeOf(ctx, k, func(ctx context.Context, cl kvpb.TxnClient, h *kvpb.RequestHeader) (err error) {
+			resp, err = cl.Prevent(ctx, &kvpb.TxnPreventRequest{Header: h, TxnId: id[:], Timestamp: rangesm.TimestampProto(bound), Keys: [][]byte{k}})
 			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("recovering transaction %s: %w", id, err)
 		}
-		if !found {
+		if !resp.GetFound() {
 			all = false
 			break
 		}
+		p, ok, err := timestampFromProto("provisional", resp.GetProvisional())
+		if err != nil || !ok {
+			return nil, fmt.Errorf("recovering transaction %s: the intent on %q was found without its provisional version: %v", id, k, err)
+		}
+		c = c.Forward(p)
 	}
-	op := kvpb.TxnRecordOp_TXN_RECORD_ABORT
+	op, ts := kvpb.TxnRecordOp_TXN_RECORD_ABORT, bound
 	if all {
-		op = kvpb.TxnRecordOp_TXN_RECORD_COMMIT
+		op, ts = kvpb.TxnRecordOp_TXN_RECORD_COMMIT, c
 	}
-	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all)
-	return n.txnRecord(ctx, op, id, rk, c0)
+	n.log.Info("recovered a transaction whose coordinator stopped", "txn", id, "committed", all, "at", ts)
+	return n.txnRecord(ctx, op, id, rk, ts)
 }
 
 // finishRecovered resolves every intent a transaction recovery decided
@@ -239,19 +250,6 @@ func (n *Node) resolveTxnKeys(ctx context.Context, id command.TxnID, committed b
 		}
 	}
 	return nil
-}
-
-// pushWriteConflict is a write's push of the intent on key in r's range
-// that refused it (best effort, bounded): the write is retried by its
-// client either way.
-func (n *Node) pushWriteConflict(ctx context.Context, r *raft.Replica, key []byte) {
-	in, found, err := rangesm.ReadIntent(n.db, r.RangeID(), key)
-	if err != nil || !found {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	n.pushIntents(pctx, []rangesm.Intent{in}, hlc.MaxTimestamp, map[command.TxnID]bool{})
 }
 
 // onRangeOf calls call with a Txn client of the leader (as far as this
@@ -325,6 +323,10 @@ func (l localTxn) Record(ctx context.Context, in *kvpb.TxnRecordRequest, _ ...gr
 
 func (l localTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, _ ...grpc.CallOption) (*kvpb.TxnResolveResponse, error) {
 	return l.s.Resolve(ctx, in)
+}
+
+func (l localTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, _ ...grpc.CallOption) (*kvpb.TxnWaitForResponse, error) {
+	return l.s.WaitFor(ctx, in)
 }
 
 func (l localTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, _ ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {

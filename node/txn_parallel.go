@@ -26,10 +26,10 @@ func txnIDFromProto(b []byte) (command.TxnID, error) {
 }
 
 // Write writes a transaction's intents on one range, after validating its
-// reads there; a read that changed, or a key locked by another
-// transaction, is answered written false (the coordinator aborts the
-// attempt and runs the transaction again: waiting here could deadlock two
-// transactions that each hold what the other needs).
+// reads there; a read that changed is answered written false (the
+// coordinator aborts the attempt and runs the transaction again). A key
+// locked by another transaction is waited for (txn_wait.go); a wait that
+// ends without it free is answered written false too.
 func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb.TxnWriteResponse, error) {
 	const op = "TxnWrite"
 	n := s.n
@@ -220,6 +220,7 @@ func (s *txnServer) Resolve(ctx context.Context, req *kvpb.TxnResolveRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	n.lockQueues.wakeRange(r.RangeID()) // writes waiting here look again
 	return &kvpb.TxnResolveResponse{Header: n.respHeader(r, idx), Resolved: res.NodeID}, nil
 }
 
@@ -260,5 +261,9 @@ func (s *txnServer) Prevent(ctx context.Context, req *kvpb.TxnPreventRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.TxnPreventResponse{Header: n.respHeader(r, idx), Found: res.Found, MissingKey: res.Value}, nil
+	resp := &kvpb.TxnPreventResponse{Header: n.respHeader(r, idx), Found: res.Found, MissingKey: res.Value}
+	if res.Found {
+		resp.Provisional = rangesm.TimestampProto(res.Version)
+	}
+	return resp, nil
 }

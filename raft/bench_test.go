@@ -2,7 +2,10 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,6 +114,14 @@ func histMean(h interface{ Write(*dto.Metric) error }) float64 {
 	return m.GetHistogram().GetSampleSum() / float64(m.GetHistogram().GetSampleCount())
 }
 
+func histCount(h interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	return float64(m.GetHistogram().GetSampleCount())
+}
+
 // BenchmarkProposeRanges measures what a replicated write costs as the
 // key space is cut into more ranges (issue 22): 64 proposers spread their
 // writes over 1, 16 or 256 ranges of a 3-node in-process cluster (real
@@ -144,7 +155,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		}
 		rids = append(rids, right.GetRangeId())
 	}
-	leaders := make([]*Store, ranges)
+	leaders := make([]atomic.Pointer[Store], ranges)
 	ids := c.ids()
 	slices.Sort(ids)
 	for j, rid := range rids {
@@ -154,7 +165,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 				b.Fatal(err)
 			}
 		}
-		leaders[j] = c.storeOf(to)
+		leaders[j].Store(c.storeOf(to))
 	}
 	value := make([]byte, 100)
 	sum := func(f func(*Metrics) prometheus.Counter) float64 {
@@ -174,14 +185,25 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		{"range-applies/op", func(m *Metrics) prometheus.Counter { return m.rangeApplies }},
 		{"apply-writes/op", func(m *Metrics) prometheus.Counter { return m.applyWrites }},
 		{"batches/op", func(m *Metrics) prometheus.Counter { return m.batchesSent }},
+		{"heartbeats/op", func(m *Metrics) prometheus.Counter { return m.heartbeatsSent }},
 	}
+	logWrites := func() float64 {
+		var n float64
+		for _, s := range c.running() {
+			n += histCount(s.metrics.logWriteSeconds)
+		}
+		return n
+	}
+	logWrites0 := logWrites()
+	leaderChanges0 := sum(func(m *Metrics) prometheus.Counter { return m.leaderChanges })
 	base := make([]float64, len(counters))
 	for i, k := range counters {
 		base[i] = sum(k.f)
 	}
-	var next atomic.Int64
+	var next, retries atomic.Int64
 	var wg sync.WaitGroup
 	b.ReportAllocs()
+	stopProfile := startBenchProfile(b)
 	b.ResetTimer()
 	cpu0 := processCPU()
 	for w := 0; w < clients; w++ {
@@ -198,7 +220,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 				j := k * ranges / space
 				cmd := &command.Command{Kind: command.KindPut,
 					Mutations: []command.Mutation{{Kind: command.KindPut, Key: key(k), Value: value}}}
-				if _, _, err := leaders[j].Propose(ctx, rids[j], cmd); err != nil {
+				if err := proposeToLeader(ctx, c, leaders, j, rids[j], cmd, &retries); err != nil {
 					b.Error(err)
 					return
 				}
@@ -208,9 +230,63 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 	wg.Wait()
 	cpu := processCPU() - cpu0
 	b.StopTimer()
+	stopProfile()
+	b.ReportMetric(sum(func(m *Metrics) prometheus.Counter { return m.leaderChanges })-leaderChanges0, "leader-changes")
+	b.ReportMetric(float64(retries.Load()), "retries")
 	b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "cpu-µs/op")
 	for i, k := range counters {
 		b.ReportMetric((sum(k.f)-base[i])/float64(b.N), k.unit)
+	}
+	b.ReportMetric((logWrites()-logWrites0)/float64(b.N), "log-writes/op")
+}
+
+// proposeToLeader proposes cmd to range rid through leaders[j], and
+// when that store is no longer the leader (a loaded machine can starve a
+// leader's heartbeats into an election), through the new leader. A write
+// that failed for want of a leader (not leader, dropped, ambiguous: a
+// put of the same value again is harmless here) is tried again for up to
+// a minute; retries counts the tries again.
+func proposeToLeader(ctx context.Context, c *testCluster, leaders []atomic.Pointer[Store], j int, rid uint64, cmd *command.Command, retries *atomic.Int64) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, _, err := leaders[j].Load().Propose(ctx, rid, cmd)
+		if err == nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrAmbiguous)) ||
+			time.Now().After(deadline) {
+			return err
+		}
+		retries.Add(1)
+		var nl *NotLeaderError
+		if errors.As(err, &nl) && nl.LeaderNodeID != 0 {
+			if s := c.storeOf(nl.LeaderNodeID); s != nil {
+				leaders[j].Store(s)
+				continue
+			}
+		}
+		<-time.After(10 * time.Millisecond) // no leader yet: an election is under way
+	}
+}
+
+// startBenchProfile starts a CPU profile of the measured part of a
+// benchmark, leaving out its setup (256 splits take longer than the
+// writes), when SHALE_BENCH_CPUPROFILE names the file to write; it
+// returns the function that stops it.
+func startBenchProfile(b *testing.B) func() {
+	path := os.Getenv("SHALE_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

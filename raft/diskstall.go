@@ -21,7 +21,8 @@ import (
 // stallHoldTimeouts election timeouts after the last slow write ends:
 //
 //   - its leaders stop serving lease reads and stop extending or renewing
-//     their leases;
+//     their leases, and the reads waiting to apply on them fail at once
+//     (read.go waitAppliedFor) so that they go to the next leader;
 //   - each of its leaders asks Raft, once per election timeout, to transfer
 //     leadership to the most up-to-date active voter (followers get their
 //     appends from the leader whatever its own disk does, so one is
@@ -104,6 +105,7 @@ func (s *Store) DiskStalled(now time.Time) bool {
 func (r *Replica) shedForStallLocked(now time.Time) {
 	r.mu.Lock()
 	r.mu.leaseExpiry = time.Time{}
+	r.failStalledReadsLocked()
 	r.mu.Unlock()
 	if !r.lastStallShed.IsZero() && now.Sub(r.lastStallShed) < r.store.cfg.electionTimeout() {
 		return

@@ -251,9 +251,12 @@ func (r *Replica) rangeMessageLocked(m *pb.Message) *raftrpcpb.RangeMessage {
 		return nil
 	}
 	rm := &raftrpcpb.RangeMessage{RangeId: r.rangeID, FromNodeId: r.store.cfg.NodeID, ToNodeId: to, Message: m}
-	if m.GetType() == pb.MsgHeartbeat {
+	if m.GetType() == pb.MsgHeartbeat && !r.peerHoldsReplicaLocked(m.GetTo()) {
 		// Lets a node that has no replica yet (a new learner) create it
-		// when its leader first reaches it.
+		// when its leader first reaches it. A peer that acknowledged
+		// entries and answers holds its replica: a busy range's every
+		// heartbeat carried the descriptor, marshalled and unmarshalled
+		// per range and tick for nothing.
 		rm.RangeDescriptor = r.desc
 	}
 	return rm

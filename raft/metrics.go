@@ -19,6 +19,8 @@ type Metrics struct {
 	messagesReceived  prometheus.Counter
 	messagesDropped   prometheus.Counter
 	messagesCoalesced prometheus.Counter
+	heartbeatsSent    prometheus.Counter
+	heartbeatsSkipped prometheus.Counter
 	batchesSent       prometheus.Counter
 	leaderChanges     prometheus.Counter
 	snapshotsSent     prometheus.Counter
@@ -59,6 +61,8 @@ func newMetrics() *Metrics {
 		messagesSent:      counter("messages_sent_total", "Raft messages handed to the transport."),
 		messagesReceived:  counter("messages_received_total", "Raft messages received from peers."),
 		messagesDropped:   counter("messages_dropped_total", "Raft messages that could not be delivered."),
+		heartbeatsSent:    counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
+		heartbeatsSkipped: counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
 		batchesSent:       counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
 		messagesCoalesced: counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
 		leaderChanges:     counter("leader_changes_seen_total", "Times a replica on this node became leader."),
@@ -98,7 +102,7 @@ func (m *Metrics) Rests() (quiesces, wakes int) {
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.batchesSent, m.leaderChanges, m.snapshotsSent,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
 		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {

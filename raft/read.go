@@ -55,6 +55,10 @@ type readRound struct {
 type appliedWaiter struct {
 	index uint64
 	done  chan struct{}
+	// read: a read barrier's wait, which a stalled disk ends (err says
+	// why) rather than leaving it to the reader's deadline.
+	read bool
+	err  error
 }
 
 // ReadBarrier blocks until this replica may serve a linearizable read
@@ -77,7 +81,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 		r.mu.lastLeaseRead = now
 		idx := r.mu.commit
 		r.mu.Unlock()
-		return r.waitApplied(ctx, idx)
+		return r.waitAppliedFor(ctx, idx, true)
 	}
 	r.mu.Unlock()
 
@@ -102,7 +106,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) (uint64, error) {
 	r.mu.Lock()
 	r.mu.lastLeaseRead = r.store.now()
 	r.mu.Unlock()
-	return r.waitApplied(ctx, idx)
+	return r.waitAppliedFor(ctx, idx, true)
 }
 
 // leaseValidRLocked reports whether lease reads are allowed at now.
@@ -115,6 +119,17 @@ func (r *Replica) leaseValidRLocked(now time.Time) bool {
 // waitApplied blocks until the applied index reaches index, and returns
 // the applied index then.
 func (r *Replica) waitApplied(ctx context.Context, index uint64) (uint64, error) {
+	return r.waitAppliedFor(ctx, index, false)
+}
+
+// waitAppliedFor is waitApplied; for a read barrier (read), a disk that
+// stalls ends the wait with an Unavailable error instead: a leader applies
+// only what its own log holds durably, so on a stalled disk the wait
+// lasts as long as the stall, while a follower elected in its place
+// (diskstall.go) serves the read at once. The oracle's lease check is such
+// a read: left waiting, it held every write of the cluster that asked for
+// a timestamp meanwhile for a whole attempt timeout.
+func (r *Replica) waitAppliedFor(ctx context.Context, index uint64, read bool) (uint64, error) {
 	r.mu.Lock()
 	if r.mu.applied >= index {
 		applied := r.mu.applied
@@ -125,11 +140,18 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) (uint64, error)
 		r.mu.Unlock()
 		return 0, unavailablef(r.rangeID, "replica removed")
 	}
-	w := &appliedWaiter{index: index, done: make(chan struct{})}
+	if read && r.store.DiskStalled(r.store.now()) {
+		r.mu.Unlock()
+		return 0, errDiskStalledRead(r.rangeID, index)
+	}
+	w := &appliedWaiter{index: index, done: make(chan struct{}), read: read}
 	r.mu.waiters = append(r.mu.waiters, w)
 	r.mu.Unlock()
 	select {
 	case <-w.done:
+		if w.err != nil {
+			return 0, w.err
+		}
 		r.store.stepBarrier()
 		r.mu.RLock()
 		applied := r.mu.applied
@@ -158,6 +180,26 @@ func (r *Replica) releaseWaitersLocked() {
 	}
 	clear(r.mu.waiters[len(keep):])
 	r.mu.waiters = keep
+}
+
+// failStalledReadsLocked ends the read barriers waiting to apply: the
+// node's disk stalled (diskstall.go). REQUIRES: mu held for writing.
+func (r *Replica) failStalledReadsLocked() {
+	keep := r.mu.waiters[:0]
+	for _, w := range r.mu.waiters {
+		if w.read && r.mu.applied < w.index {
+			w.err = errDiskStalledRead(r.rangeID, w.index)
+			close(w.done)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(r.mu.waiters[len(keep):])
+	r.mu.waiters = keep
+}
+
+func errDiskStalledRead(rangeID, index uint64) error {
+	return unavailablef(rangeID, "this node's disk is stalled: index %d is not applied here; its leadership is moving", index)
 }
 
 // startReadRoundLocked hands the queued reads (possibly none: a lease

@@ -68,6 +68,9 @@ type Replica struct {
 	// messages: an uninitialized replica has no descriptor to look them
 	// up in.
 	peerNodes map[uint64]uint64
+	// appSentTick maps followers to the store tick at which this leader
+	// last sent them an append (heartbeat_skip.go).
+	appSentTick map[uint64]uint64
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool
@@ -109,7 +112,8 @@ type Replica struct {
 	// sleep; quiesceOut and
 	// wakeOut are the quiesce heartbeats and the wake-up message to send
 	// this round; metaOKGen is the generation meta was last found to
-	// hold. asleep and sleepLeaderNode (the node of the leader when it
+	// hold, metaSeenGen the same found by reconcileMetaLocked in this
+	// node's copy of meta. asleep and sleepLeaderNode (the node of the leader when it
 	// went to sleep) are read by the ticker without raftMu.
 	idleTicks       int
 	idleLast        uint64
@@ -117,6 +121,7 @@ type Replica struct {
 	quiesceOut      []*pb.Message
 	wakeOut         []*pb.Message
 	metaOKGen       uint64
+	metaSeenGen     uint64
 	asleep          atomic.Bool
 	sleepLeaderNode atomic.Uint64
 	// sm is the range's state machine: committed entries apply through it

@@ -70,6 +70,7 @@ func (s *Store) processRound(reps []*Replica) {
 		}
 	}
 	var works []*appendWork
+	heartbeats := 0
 	byNode := make(map[uint64][]*raftrpcpb.RangeMessage)
 	for i, rw := range res {
 		if rw.err != nil {
@@ -79,6 +80,7 @@ func (s *Store) processRound(reps []*Replica) {
 		works = append(works, rw.works...)
 		for _, rm := range rw.quiesce {
 			byNode[rm.GetToNodeId()] = append(byNode[rm.GetToNodeId()], rm)
+			heartbeats++
 		}
 		if len(rw.out) == 0 {
 			continue
@@ -89,6 +91,10 @@ func (s *Store) processRound(reps []*Replica) {
 			s.metrics.messagesCoalesced.Add(float64(dropped))
 		}
 		r.raftMu.Lock()
+		out, dropped = r.skipBusyHeartbeatsLocked(out, s.ticks.Load()) // heartbeat_skip.go
+		if dropped > 0 {
+			s.metrics.heartbeatsSkipped.Add(float64(dropped))
+		}
 		for _, m := range out {
 			if m.GetType() == pb.MsgSnap {
 				if r.rn == nil {
@@ -104,10 +110,14 @@ func (s *Store) processRound(reps []*Replica) {
 			}
 			if rm := r.rangeMessageLocked(m); rm != nil {
 				byNode[rm.GetToNodeId()] = append(byNode[rm.GetToNodeId()], rm)
+				if t := m.GetType(); t == pb.MsgHeartbeat || t == pb.MsgHeartbeatResp {
+					heartbeats++
+				}
 			}
 		}
 		r.raftMu.Unlock()
 	}
+	s.metrics.heartbeatsSent.Add(float64(heartbeats))
 	s.sendEarlyAcks(works) // a planted bug, off unless a test plants it
 	s.appendQ.push(works)
 	for node, msgs := range byNode {

@@ -653,3 +653,38 @@ func raftStateKeys(t *testing.T, db *storage.DB, rangeID uint64) [][]byte {
 	}
 	return out
 }
+
+// TestMetaCheckReadsMetaOncePerGeneration: a leader whose descriptor meta
+// was found holding does not read meta again (a scan of every descriptor)
+// until its generation changes, and reads it again after a split.
+func TestMetaCheckReadsMetaOncePerGeneration(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.MetaCheckInterval = time.Millisecond
+		cfg.DisableQuiescence = true // keep the leader ticking, and checking
+	})
+	ctx := ctxT(t, 30*time.Second)
+	rid := uint64(keys.FirstUserRangeID)
+	seen := func() (uint64, uint64) {
+		r, err := c.leader(rid).store.Replica(rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gen, seen uint64
+		r.raftMu.Lock()
+		gen, seen = r.desc.GetGeneration(), r.metaSeenGen
+		r.raftMu.Unlock()
+		return gen, seen
+	}
+	waitFor(t, 10*time.Second, "the leader to find meta holding its descriptor", func() bool {
+		gen, s := seen()
+		return s == gen && gen > 0
+	})
+	gen0, _ := seen()
+	if _, _, err := c.leader(rid).store.Split(ctx, rid, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the leader to find meta holding its split descriptor", func() bool {
+		gen, s := seen()
+		return gen > gen0 && s == gen
+	})
+}

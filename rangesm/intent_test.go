@@ -335,11 +335,13 @@ func TestTxnRecordMovesOnlyForward(t *testing.T) {
 	wantRecord(t, "stage", s.propose(user, recordOp(txnA, command.TxnStage, ts(100, 0), "a", "b")), rangesm.TxnStaging, ts(100, 0))
 	wantRecord(t, "re-stage below", s.propose(user, recordOp(txnA, command.TxnStage, ts(90, 0), "a", "b")), rangesm.TxnStaging, ts(100, 0))
 	wantRecord(t, "re-stage above", s.propose(user, recordOp(txnA, command.TxnStage, ts(120, 0), "a", "b")), rangesm.TxnStaging, ts(120, 0))
-	wantRecord(t, "commit below C0", s.propose(user, recordOp(txnA, command.TxnCommitRecord, ts(110, 0))), rangesm.TxnStaging, ts(120, 0))
-	wantRecord(t, "abort of another C0", s.propose(user, recordOp(txnA, command.TxnAbort, ts(100, 0))), rangesm.TxnStaging, ts(120, 0))
-	wantRecord(t, "commit", s.propose(user, recordOp(txnA, command.TxnCommitRecord, ts(120, 0))), rangesm.TxnCommitted, ts(120, 0))
-	wantRecord(t, "abort after commit", s.propose(user, recordOp(txnA, command.TxnAbort, hlc.Timestamp{})), rangesm.TxnCommitted, ts(120, 0))
-	wantRecord(t, "stage after commit", s.propose(user, recordOp(txnA, command.TxnStage, ts(200, 0), "a")), rangesm.TxnCommitted, ts(120, 0))
+	// A commit is at the intents' highest p, below the staging bound S
+	// when every intent is in under it (docs/transactions.md, "Pushed
+	// intents").
+	wantRecord(t, "abort of another bound", s.propose(user, recordOp(txnA, command.TxnAbort, ts(100, 0))), rangesm.TxnStaging, ts(120, 0))
+	wantRecord(t, "commit below the bound", s.propose(user, recordOp(txnA, command.TxnCommitRecord, ts(110, 0))), rangesm.TxnCommitted, ts(110, 0))
+	wantRecord(t, "abort after commit", s.propose(user, recordOp(txnA, command.TxnAbort, hlc.Timestamp{})), rangesm.TxnCommitted, ts(110, 0))
+	wantRecord(t, "stage after commit", s.propose(user, recordOp(txnA, command.TxnStage, ts(200, 0), "a")), rangesm.TxnCommitted, ts(110, 0))
 	rec, err := rangesm.ReadTxnRecord(s.db, user, txnA)
 	if err != nil || rec.Status != rangesm.TxnCommitted || len(rec.Keys) != 2 || string(rec.RecordKey) != "a" || rec.Heartbeat != 120 {
 		t.Fatalf("ReadTxnRecord: %+v %v", rec, err)
@@ -382,8 +384,8 @@ func TestTxnPreventStopsAMissingIntent(t *testing.T) {
 		}
 		return s.propose(user, c)
 	}
-	if res := prevent("a"); res.Err() != nil || !res.Found {
-		t.Fatalf("present intent: %+v", res)
+	if res := prevent("a"); res.Err() != nil || !res.Found || res.Version != p {
+		t.Fatalf("present intent: %+v, want found at %s", res, p)
 	}
 	if s.state(user).Frontier != p {
 		t.Fatal("a check that found every intent moved the frontier")

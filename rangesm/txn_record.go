@@ -20,13 +20,15 @@ import (
 // record key (its first written key), kept in that range's range-local
 // keyspace (keys.TxnRecordKey) so that snapshots carry it; a split or a
 // merge moves it with its record key. The coordinator writes it STAGING
-// (commit candidate C0, the keys of its intents) in parallel with the
-// intents: the transaction is committed once the record is STAGING at C0
-// and every listed intent is in at p <= C0. Then the record is marked
-// COMMITTED (at C >= C0) before any intent is resolved, so a STAGING
-// record means no intent of it has been resolved yet. ABORTED is final:
-// a record aborted while missing can never be staged, which is how a
-// transaction whose coordinator died before staging is stopped.
+// (its staging bound S, C0 or above, and the keys of its intents) in
+// parallel with the intents: the transaction is committed once the
+// record is STAGING at S and every listed intent is in at p <= S, at
+// C = the highest p (docs/transactions.md, "Pushed intents"). Then the
+// record is marked COMMITTED (at that C) before any intent is
+// resolved, so a STAGING record means no intent of it has been resolved
+// yet. ABORTED is final: a record aborted while missing can never be
+// staged, which is how a transaction whose coordinator died before
+// staging is stopped.
 //
 // The record's state only moves forward: none -> STAGING -> COMMITTED, or
 // none/STAGING -> ABORTED; a COMMITTED or ABORTED record is deleted once
@@ -35,7 +37,8 @@ import (
 //	record := 0x01 status:u8 heartbeat:fixed64 timestamp record_key:bytes
 //	          count:uvarint key:bytes{count}
 //	status := 1 STAGING | 2 COMMITTED | 3 ABORTED
-//	timestamp := hlc.Encode (12 bytes): C0 while STAGING, C once COMMITTED
+//	timestamp := hlc.Encode (12 bytes): the staging bound S while STAGING,
+//	             C once COMMITTED
 
 const txnRecordVersion byte = 0x01
 
@@ -73,7 +76,9 @@ type TxnRecord struct {
 	// last staged or heartbeat the record: pushers abort a STAGING record
 	// whose heartbeat is too old (docs/transactions.md).
 	Heartbeat int64
-	// Timestamp is C0 while STAGING, the commit timestamp once COMMITTED.
+	// Timestamp is the staging bound S while STAGING (the transaction
+	// commits at the highest p of its intents, all at or below S), the
+	// commit timestamp once COMMITTED.
 	Timestamp hlc.Timestamp
 	RecordKey []byte
 	// Keys are the keys of the transaction's intents.
@@ -193,13 +198,19 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 			rec = TxnRecord{ID: t.ID, Status: TxnStaging, Heartbeat: t.Heartbeat, Timestamp: t.Timestamp, RecordKey: t.RecordKey, Keys: t.Keys}
 			changed = true
 		case rec.Status == TxnStaging && rec.Timestamp.LessEq(t.Timestamp):
-			// A re-stage above the intents' provisional versions (or a
+			// A re-stage: the bound raised to the intents' highest
+			// provisional version, after a refresh of the reads (or a
 			// retry of the same stage).
 			rec.Timestamp, rec.Keys, rec.Heartbeat = t.Timestamp, t.Keys, max(rec.Heartbeat, t.Heartbeat)
 			changed = true
 		}
 	case command.TxnCommitRecord:
-		if rec.Status == TxnStaging && rec.Timestamp.LessEq(t.Timestamp) {
+		// C is the highest p of the intents: at or below S when the
+		// transaction committed by its record (implicitly, or as
+		// recovery found it), above S when its coordinator decides on
+		// its own that its reads hold at C; a race with recovery's
+		// conditional abort is won by whichever applies first.
+		if rec.Status == TxnStaging && !t.Timestamp.IsZero() {
 			rec.Status, rec.Timestamp = TxnCommitted, t.Timestamp
 			changed = true
 		}
@@ -240,12 +251,14 @@ func (r *Range) markRecordsChanged() {
 }
 
 // applyTxnPrevent is recovery's check of a staging transaction's intents
-// on this range (docs/transactions.md, "Push and recovery"): Found is set
-// when every listed key holds an intent of the transaction at or below
-// the staging timestamp C0. Otherwise the frontier rises to C0, so that a
-// missing intent, if it is ever written, lands above C0: the transaction
-// can then never be committed at C0, and the caller may abort its record.
-// Value is the first key found missing.
+// on this range (docs/transactions.md, "Records"): Found is set when
+// every listed key holds an intent of the transaction at or below the
+// staging bound S, and Version is then the highest of their provisional
+// versions (the transaction, if every range finds its intents, is
+// committed at the highest over all ranges). Otherwise the frontier rises
+// to S, so that a missing intent, if it is ever written, lands above S:
+// the transaction can then never be committed under S, and the caller
+// may abort its record. Value is the first key found missing.
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyTxnPrevent(cmd *command.Command) (command.Result, error) {
 	t := &cmd.TxnPrevent
@@ -254,6 +267,7 @@ func (r *Range) applyTxnPrevent(cmd *command.Command) (command.Result, error) {
 			return outOfRange(r.desc, k), nil
 		}
 	}
+	var highest hlc.Timestamp
 	for _, k := range t.Keys {
 		in, found, err := r.intentOn(k)
 		if err != nil {
@@ -263,8 +277,9 @@ func (r *Range) applyTxnPrevent(cmd *command.Command) (command.Result, error) {
 			r.advance(t.Timestamp)
 			return command.Result{Value: append([]byte{}, k...)}, nil
 		}
+		highest = highest.Forward(in.Provisional)
 	}
-	return command.Result{Found: true}, nil
+	return command.Result{Found: true, Version: highest}, nil
 }
 
 // moveTxnRecords stages the move of the records whose record key is in

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,6 +81,17 @@ func (c *testCluster) dialCreds() credentials.TransportCredentials {
 // 127.0.0.1.
 const ipBase = 100
 
+// testNet is the /24 the harness's nodes bind in: 127.0.0 unless
+// SHALE_TEST_NET names another (say 127.0.5), so that manual runs on a
+// shared machine, and the iptables partitions of their faults, stay off
+// each other's addresses.
+func testNet() string {
+	if v := os.Getenv("SHALE_TEST_NET"); v != "" {
+		return v
+	}
+	return "127.0.0"
+}
+
 // newCluster starts n nodes bootstrapped together (IDs 1..n), with extra
 // flags for every node, and waits until every range has a leader.
 func newCluster(t testing.TB, n int, extra ...string) *testCluster {
@@ -148,7 +160,7 @@ func newClusterBin(t testing.TB, n int, bin string, sec *clusterCreds, prepare f
 // newNode allocates node id's address and directory.
 func (c *testCluster) newNode(id uint64) *clusterNode {
 	c.t.Helper()
-	ip := fmt.Sprintf("127.0.0.%d", ipBase+id)
+	ip := fmt.Sprintf("%s.%d", testNet(), ipBase+id)
 	cn := &clusterNode{id: id, ip: ip,
 		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
 		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
 )
 
@@ -126,4 +127,66 @@ func TestClusterDiskStalledLeaderShedsLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAcked(t, cl, acked)
+}
+
+// TestClusterDiskStalledLeaderEndsReadsWaitingToApply stalls the disk of
+// the user range's leader after a write that its followers commit but it
+// cannot apply (it applies only what its own log holds durably). A
+// linearizable read sent to it then waits to apply that write. Once the
+// node counts its disk as stalled, the read must fail (Unavailable, so
+// the client goes to the next leader) rather than wait out its deadline:
+// the timestamp oracle's lease check is such a read, and every write of
+// the cluster that needed a timestamp waited behind it (docs/benchmarks.md,
+// "Unavailability under leader faults").
+func TestClusterDiskStalledLeaderEndsReadsWaitingToApply(t *testing.T) {
+	// A 100 ms tick makes the stall threshold (an election timeout) 1 s:
+	// the read below reaches the leader well before it.
+	c := newFaultsCluster(t, 3, "--raft-tick", "100ms")
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.Put(ctx, []byte("k"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := c.leader(userRange, 10*time.Second)
+	var follower uint64
+	for _, cn := range c.all() {
+		if cn.id != old {
+			follower = cn.id
+		}
+	}
+	rs, err := c.rangeState(follower, userRange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rs.GetRaft().GetAppliedIndex()
+	if err := c.setDiskDelay(old, "sync", 50*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.setDiskDelay(old, "", 0) }()
+	kv, _, done := c.raw(old)
+	defer done()
+	// The write commits on the followers; the stalled leader cannot
+	// apply it (nor answer it) until its disk or its leadership moves.
+	go func() {
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer wcancel()
+		_, _ = kv.Put(wctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v2")})
+	}()
+	c.waitApplied(follower, userRange, before+1, 10*time.Second)
+
+	const deadline = 10 * time.Second
+	rctx, rcancel := context.WithTimeout(ctx, deadline)
+	defer rcancel()
+	start := time.Now()
+	_, err = kv.Get(rctx, &kvpb.GetRequest{Key: []byte("k")})
+	took := time.Since(start)
+	t.Logf("the read on the stalled leader n%d ended after %v: %v", old, took, err)
+	if took > deadline/2 {
+		t.Errorf("the read on the stalled leader n%d took %v (deadline %v): it waited to apply instead of failing once the stall was noticed", old, took, deadline)
+	}
+	// The client's next leader serves the write's outcome.
+	if _, _, err := cl.Get(ctx, []byte("k")); err != nil {
+		t.Errorf("reading k after the stalled leader's read failed: %v", err)
+	}
 }

@@ -216,8 +216,10 @@ const childEnv = "SHALE_TXN_COORDINATOR_CHILD"
 // TestTxnCoordinatorChild is not a test of its own: run by
 // TestTxnCoordinatorKilled as a separate process, it is the coordinator
 // of a transaction across ranges that writes its intents and stages its
-// record (all intents, or all but the one on "n"), says so on stdout and
-// waits to be killed.
+// record (all intents, or all but the one on "n"; or, "pushed", all with
+// the one on "n" pushed above C0 by a write of "o" first and the record
+// staged at C0 + 1 s, as a transfer's is), says so on stdout and waits
+// to be killed.
 func TestTxnCoordinatorChild(t *testing.T) {
 	env := os.Getenv(childEnv)
 	if env == "" {
@@ -241,22 +243,34 @@ func TestTxnCoordinatorChild(t *testing.T) {
 		return &kvpb.Mutation{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte(k), Value: []byte(v)}}}
 	}
 	writes := map[string]string{"a": "70", "n": "130"}
+	bound := c0
+	var highest *kvpb.Timestamp
 	for _, k := range []string{"a", "n"} {
 		if k == "n" && mode == "missing" {
 			continue
+		}
+		if k == "n" && mode == "pushed" {
+			if _, err := kvpb.NewKVClient(cc).Put(ctx, &kvpb.PutRequest{Header: &kvpb.RequestHeader{}, Key: []byte("o"), Value: []byte("push")}); err != nil {
+				t.Fatal(err)
+			}
+			bound = &kvpb.Timestamp{WallNanos: c0.GetWallNanos() + int64(time.Second), Logical: c0.GetLogical()}
 		}
 		resp, err := txn.Write(ctx, &kvpb.TxnWriteRequest{Header: &kvpb.RequestHeader{}, TxnId: id, RecordKey: []byte("a"),
 			Mutations: []*kvpb.Mutation{put(k, writes[k])}, CommitTimestamp: c0})
 		if err != nil || !resp.GetWritten() {
 			t.Fatalf("Write %s: %v %v", k, resp, err)
 		}
+		highest = resp.GetVersion() // n's, the later: at or above a's
+	}
+	if mode == "pushed" && highest.GetWallNanos() == c0.GetWallNanos() && highest.GetLogical() == c0.GetLogical() {
+		t.Fatalf("the intent on n went in at C0 %v, not pushed above it", c0)
 	}
 	rec, err := txn.Record(ctx, &kvpb.TxnRecordRequest{Header: &kvpb.RequestHeader{}, TxnId: id, Op: kvpb.TxnRecordOp_TXN_RECORD_STAGE,
-		RecordKey: []byte("a"), Timestamp: c0, HeartbeatUnixNanos: time.Now().UnixNano(), Keys: [][]byte{[]byte("a"), []byte("n")}})
+		RecordKey: []byte("a"), Timestamp: bound, HeartbeatUnixNanos: time.Now().UnixNano(), Keys: [][]byte{[]byte("a"), []byte("n")}})
 	if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_STAGING {
 		t.Fatalf("stage: %v %v", rec, err)
 	}
-	fmt.Printf("staged %x %d %d\n", id, c0.GetWallNanos(), c0.GetLogical())
+	fmt.Printf("staged %x %d %d %d %d\n", id, c0.GetWallNanos(), c0.GetLogical(), highest.GetWallNanos(), highest.GetLogical())
 	select {} // until killed
 }
 
@@ -267,9 +281,11 @@ func TestTxnCoordinatorChild(t *testing.T) {
 // heartbeat to expire, recover the transaction and go on: with every
 // intent in, it committed (the transfer is there, the total holds); with
 // one intent missing, it is aborted (nothing of it is there), and the
-// missing intent, sent late, can no longer commit it.
+// missing intent, sent late, can no longer commit it; with every intent
+// in under its staging bound but one above C0, it committed at that
+// intent's version (the highest), which both keys get.
 func TestTxnCoordinatorKilled(t *testing.T) {
-	for _, mode := range []string{"all", "missing"} {
+	for _, mode := range []string{"all", "missing", "pushed"} {
 		t.Run(mode, func(t *testing.T) {
 			node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -321,9 +337,9 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 			}
 			_ = child.Wait()
 			var id []byte
-			var wall int64
-			var logical uint32
-			if _, err := fmt.Sscanf(line, "staged %x %d %d", &id, &wall, &logical); err != nil {
+			var wall, pWall int64
+			var logical, pLogical uint32
+			if _, err := fmt.Sscanf(line, "staged %x %d %d %d %d", &id, &wall, &logical, &pWall, &pLogical); err != nil {
 				t.Fatalf("%q: %v", line, err)
 			}
 
@@ -334,11 +350,25 @@ func TestTxnCoordinatorKilled(t *testing.T) {
 			began := time.Now()
 			for _, k := range []string{"a", "n"} {
 				v, _, err := c.Get(ctx, []byte(k))
-				if err != nil || string(v) != want[k] {
+				// Pushed, the transaction commits above C0: a read of a
+				// at its range's frontier, below that, which met the
+				// intent at C0 and recovered the transaction, is right
+				// to answer the value before it (the coordinator never
+				// acknowledged it).
+				if err != nil || (string(v) != want[k] && (mode != "pushed" || k != "a" || string(v) != "100")) {
 					t.Fatalf("%s after the coordinator died: %q %v, want %q", k, v, err, want[k])
 				}
 			}
 			t.Logf("reads went on %v after the coordinator died", time.Since(began).Round(time.Millisecond))
+			if mode == "pushed" {
+				at := client.Timestamp{WallTime: pWall, Logical: int32(pLogical)}
+				for _, k := range []string{"a", "n"} {
+					r, err := c.GetVersioned(ctx, []byte(k))
+					if err != nil || string(r.Value) != want[k] || r.Version != at {
+						t.Fatalf("%s after recovery: %+v %v, want %q at the highest intent's version %s", k, r, err, want[k], at)
+					}
+				}
+			}
 			cc, err := grpc.NewClient(node.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)

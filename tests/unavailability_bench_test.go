@@ -50,6 +50,11 @@ import (
 //	                  injection, the same for both systems; skipped
 //	                  without strace); healed then
 //
+// SHALE_UNAVAIL_LOGS names a directory that receives each system's
+// member logs after each fault (fault-system-member.log), and the bench
+// logs each fault's wall-clock time, to break a window into its parts
+// (docs/benchmarks.md, "Unavailability under leader faults").
+//
 // SHALE_UNAVAIL_ETCD is a comma-separated list of etcd binaries (default:
 // etcd on the PATH; `make bench-unavailability` adds the etcd 3.7 that
 // `make bench-cluster` builds, when present). It is a benchmark: it
@@ -84,10 +89,12 @@ func BenchmarkUnavailability(b *testing.B) {
 		sys := newShaleUnderFault(b)
 		rows = append(rows, row{f, "shale", measureFault(b, sys, f, rounds)})
 		sys.close()
+		keepLogs(b, f, sys)
 		for _, bin := range etcdBinaries() {
 			esys := newEtcdUnderFault(b, bin)
 			rows = append(rows, row{f, esys.name(), measureFault(b, esys, f, rounds)})
 			esys.close()
+			keepLogs(b, f, esys)
 		}
 	}
 	var out strings.Builder
@@ -122,7 +129,30 @@ type systemUnderFault interface {
 	// pid and ip are the member's process and address.
 	pid(member int) int
 	ip(member int) string
+	// logs are the members' log files.
+	logs() []string
 	close()
+}
+
+// keepLogs copies sys's member logs into SHALE_UNAVAIL_LOGS, if set.
+func keepLogs(b *testing.B, fault string, sys systemUnderFault) {
+	dir := os.Getenv("SHALE_UNAVAIL_LOGS")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i, p := range sys.logs() {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := fmt.Sprintf("%s-%s-%d.log", fault, strings.ReplaceAll(sys.name(), " ", ""), i+1)
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // measureFault runs rounds faults of kind fault against sys and returns
@@ -164,6 +194,7 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 		}
 		w, ok := p.firstSuccessAfter(at, probeTimeout+time.Second)
 		p.stop()
+		p.trace(fmt.Sprintf("%s-%s-%d", fault, sys.name(), i), at, w)
 		switch fault {
 		case "kill-leader":
 			err = sys.restart(lead)
@@ -178,7 +209,12 @@ func measureFault(b *testing.B, sys systemUnderFault, fault string, rounds int) 
 		if !ok {
 			w = probeTimeout + time.Second // no write for the whole bound
 		}
-		b.Logf("%s %s round %d: leader %d, window %v", sys.name(), fault, i, lead, w.Round(time.Millisecond))
+		line := fmt.Sprintf("%s %s round %d: leader %d, fault at %s, window %v", sys.name(), fault, i, lead,
+			at.UTC().Format("15:04:05.000"), w.Round(time.Millisecond))
+		b.Log(line)
+		if os.Getenv("SHALE_UNAVAIL_LOGS") != "" {
+			fmt.Println(line)
+		}
 		windows = append(windows, w)
 	}
 	return windows
@@ -255,6 +291,7 @@ func waitWritesFlow(b *testing.B, sys systemUnderFault) {
 type prober struct {
 	mu     sync.Mutex
 	ok     [][2]time.Time // invoke, complete
+	all    []probe        // every write that ended
 	stopc  chan struct{}
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -280,15 +317,49 @@ func startProber(sys systemUnderFault, prefix string) *prober {
 				pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
 				defer pcancel()
 				start := time.Now()
-				if sys.put(pctx, fmt.Sprintf("unavail/%s/%d", prefix, n), "v") == nil {
-					p.mu.Lock()
-					p.ok = append(p.ok, [2]time.Time{start, time.Now()})
-					p.mu.Unlock()
+				err := sys.put(pctx, fmt.Sprintf("unavail/%s/%d", prefix, n), "v")
+				end := time.Now()
+				p.mu.Lock()
+				if err == nil {
+					p.ok = append(p.ok, [2]time.Time{start, end})
 				}
+				p.all = append(p.all, probe{start, end, err})
+				p.mu.Unlock()
 			}()
 		}
 	}()
 	return p
+}
+
+type probe struct {
+	start, end time.Time
+	err        error
+}
+
+// trace writes the writes started from at-100ms to at+w, one a line with
+// their start and end relative to at (the client's part of a window).
+func (p *prober) trace(name string, at time.Time, w time.Duration) {
+	dir := os.Getenv("SHALE_UNAVAIL_LOGS")
+	if dir == "" {
+		return
+	}
+	p.mu.Lock()
+	ps := append([]probe(nil), p.all...)
+	p.mu.Unlock()
+	sort.Slice(ps, func(i, j int) bool { return ps[i].start.Before(ps[j].start) })
+	var sb strings.Builder
+	for _, pr := range ps {
+		if pr.start.Before(at.Add(-100*time.Millisecond)) || pr.start.After(at.Add(w)) {
+			continue
+		}
+		msg := "ok"
+		if pr.err != nil {
+			msg = pr.err.Error()
+		}
+		fmt.Fprintf(&sb, "%+.3f %+.3f %s\n", pr.start.Sub(at).Seconds(), pr.end.Sub(at).Seconds(), msg)
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, " ", "")+".probes"), []byte(sb.String()), 0o644)
 }
 
 // firstSuccessAfter waits up to bound for a write started after at to
@@ -398,6 +469,14 @@ func (s *shaleUnderFault) pid(member int) int { return s.c.node(uint64(member)).
 
 func (s *shaleUnderFault) ip(member int) string { return s.c.node(uint64(member)).ip }
 
+func (s *shaleUnderFault) logs() []string {
+	var out []string
+	for _, cn := range s.c.all() {
+		out = append(out, filepath.Join(s.c.dir, fmt.Sprintf("node%d.log", cn.id)))
+	}
+	return out
+}
+
 func (s *shaleUnderFault) restart(member int) error {
 	s.c.start(uint64(member))
 	return nil
@@ -452,7 +531,7 @@ func newEtcdUnderFault(b *testing.B, bin string) *etcdUnderFault {
 	}
 	var initial []string
 	for i := 1; i <= 3; i++ {
-		ip := fmt.Sprintf("127.0.0.%d", ipBase+50+i)
+		ip := fmt.Sprintf("%s.%d", testNet(), ipBase+50+i)
 		m := &etcdMember{name: fmt.Sprintf("e%d", i),
 			clientURL: fmt.Sprintf("http://%s:%d", ip, freePortOn(b, ip)),
 			peerURL:   fmt.Sprintf("http://%s:%d", ip, freePortOn(b, ip))}
@@ -566,6 +645,14 @@ func (e *etcdUnderFault) ip(member int) string {
 		return ""
 	}
 	return u.Hostname()
+}
+
+func (e *etcdUnderFault) logs() []string {
+	var out []string
+	for _, m := range e.members {
+		out = append(out, filepath.Join(e.dir, m.name+".log"))
+	}
+	return out
 }
 
 func (e *etcdUnderFault) restart(member int) error {

@@ -38,6 +38,10 @@ type Client struct {
 	mu       sync.Mutex
 	waiting  []*waiter
 	inFlight bool
+	// observing waits for the next Observe call; observeInFlight says
+	// one is out.
+	observing       []*waiter
+	observeInFlight bool
 	// high is the highest timestamp the oracle is known to be past: one
 	// it issued to this client, or one it observed for it.
 	high hlc.Timestamp
@@ -93,7 +97,7 @@ func (c *Client) run() {
 		}
 		c.mu.Unlock()
 		for len(batch) > 0 {
-			n := min(len(batch), MaxCount)
+			n := min(len(batch), MaxCount/2)
 			c.call(batch[:n])
 			batch = batch[n:]
 		}
@@ -101,18 +105,27 @@ func (c *Client) run() {
 }
 
 // call gets one timestamp for each of ws and hands them out.
+//
+// It asks for twice as many and hands out the lower half: the upper half
+// is issued to this client and used by nobody, so the oracle is past it
+// (high) without an Observe. A write applies at max(its timestamp, the
+// range's frontier + 1 logical tick), so writes that apply out of their
+// timestamps' order land up to a tick per write above the batch's last
+// handed-out timestamp; with the spare half those versions need no
+// Observe call before they are acknowledged (a call for about a tenth of
+// the puts at 64 clients without it). Logical ticks cost nothing.
 func (c *Client) call(ws []*waiter) {
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
-	first, last, err := c.t.Timestamps(ctx, len(ws))
+	first, last, err := c.t.Timestamps(ctx, 2*len(ws))
 	cancel()
 	c.calls.Add(1)
 	if err == nil {
 		want := first
-		for i := 1; i < len(ws); i++ {
+		for i := 1; i < 2*len(ws); i++ {
 			want = want.Next()
 		}
 		if want != last {
-			err = fmt.Errorf("tso: the oracle answered [%s, %s] for %d timestamps", first, last, len(ws))
+			err = fmt.Errorf("tso: the oracle answered [%s, %s] for %d timestamps", first, last, 2*len(ws))
 		}
 	}
 	if err == nil {
@@ -137,22 +150,68 @@ func (c *Client) call(ws []*waiter) {
 
 // Observe makes sure every timestamp the oracle issues after it returns
 // is above ts. A ts at or below one the oracle already issued to this
-// client (or observed for it) needs no call.
+// client (or observed for it) needs no call. Like Now, concurrent
+// Observes share calls: one is in flight at a time, and the next
+// observes the highest timestamp of every request waiting when it
+// starts, which answers each of them.
 func (c *Client) Observe(ctx context.Context, ts hlc.Timestamp) error {
 	c.mu.Lock()
-	covered := ts.LessEq(c.high)
-	c.mu.Unlock()
-	if covered {
+	if ts.LessEq(c.high) {
+		c.mu.Unlock()
 		return nil
 	}
-	c.observes.Add(1)
-	if err := c.t.Observe(ctx, ts); err != nil {
-		return err
+	w := &waiter{ts: ts, done: make(chan struct{})}
+	c.observing = append(c.observing, w)
+	if !c.observeInFlight {
+		c.observeInFlight = true
+		go c.runObserves()
 	}
-	c.mu.Lock()
-	c.high = c.high.Forward(ts)
 	c.mu.Unlock()
-	return nil
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		// The call it was part of goes on.
+		return fmt.Errorf("tso: waiting to observe %s: %w", ts, ctx.Err())
+	}
+}
+
+// runObserves makes Observe calls until nobody waits: each call takes
+// everyone waiting when it starts; those the oracle is already known to
+// be past by then need none.
+func (c *Client) runObserves() {
+	for {
+		c.mu.Lock()
+		batch := c.observing
+		c.observing = nil
+		if len(batch) == 0 {
+			c.observeInFlight = false
+			c.mu.Unlock()
+			return
+		}
+		var top hlc.Timestamp
+		for _, w := range batch {
+			top = top.Forward(w.ts)
+		}
+		covered := top.LessEq(c.high)
+		c.mu.Unlock()
+		var err error
+		if !covered {
+			ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+			c.observes.Add(1)
+			err = c.t.Observe(ctx, top)
+			cancel()
+			if err == nil {
+				c.mu.Lock()
+				c.high = c.high.Forward(top)
+				c.mu.Unlock()
+			}
+		}
+		for _, w := range batch {
+			w.err = err
+			close(w.done)
+		}
+	}
 }
 
 func (c *Client) report(err error) {
@@ -167,6 +226,14 @@ func (c *Client) Waiting() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiting)
+}
+
+// ObservesWaiting returns the number of Observes queued for the next
+// call (not those the call in flight serves).
+func (c *Client) ObservesWaiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.observing)
 }
 
 // Calls returns the number of Timestamps calls the client has made, and

@@ -16,6 +16,9 @@
 // A Client is a node's way to the oracle: it keeps one call in flight;
 // every request that arrives while a call is out waits for the next one,
 // which asks for one timestamp per waiting request. Each request thus
-// gets a timestamp issued after it arrived. Finding the oracle (and
+// gets a timestamp issued after it arrived. Observes (a write applied
+// above its timestamp moves the oracle past its version before it is
+// acknowledged) share calls the same way: each call observes the highest
+// version waiting. Finding the oracle (and
 // following it when meta's leadership moves) is the Transport's job.
 package tso

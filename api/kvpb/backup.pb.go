@@ -39,9 +39,15 @@ type ExportRangeRequest struct {
 	Dir  string `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
 	File string `protobuf:"bytes,5,opt,name=file,proto3" json:"file,omitempty"`
 	// since, when set, makes the export incremental (see ExportRange).
-	Since         *Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Since *Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// bytes_per_second, when not 0, paces the export: the node reads the
+	// span's keys and values at most this many bytes per second on average,
+	// page by page, so that a large range does not go at full speed beside
+	// the leader's foreground work. A node that predates the field ignores
+	// it (the client still paces between ranges).
+	BytesPerSecond uint64 `protobuf:"varint,7,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExportRangeRequest) Reset() {
@@ -114,6 +120,13 @@ func (x *ExportRangeRequest) GetSince() *Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *ExportRangeRequest) GetBytesPerSecond() uint64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
 }
 
 type ExportRangeResponse struct {
@@ -697,14 +710,15 @@ var File_api_kvpb_backup_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_backup_proto_rawDesc = "" +
 	"\n" +
-	"\x15api/kvpb/backup.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"\xd2\x01\n" +
+	"\x15api/kvpb/backup.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"\xfc\x01\n" +
 	"\x12ExportRangeRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x10\n" +
 	"\x03dir\x18\x04 \x01(\tR\x03dir\x12\x12\n" +
 	"\x04file\x18\x05 \x01(\tR\x04file\x12,\n" +
-	"\x05since\x18\x06 \x01(\v2\x16.shale.kv.v1.TimestampR\x05since\"\xb1\x01\n" +
+	"\x05since\x18\x06 \x01(\v2\x16.shale.kv.v1.TimestampR\x05since\x12(\n" +
+	"\x10bytes_per_second\x18\a \x01(\x04R\x0ebytesPerSecond\"\xb1\x01\n" +
 	"\x13ExportRangeResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\aentries\x18\x02 \x01(\x04R\aentries\x12\x14\n" +

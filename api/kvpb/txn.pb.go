@@ -142,6 +142,192 @@ func (TxnStatus) EnumDescriptor() ([]byte, []int) {
 	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
 }
 
+// TxnWaiter is a transaction in the push graph, with its priority: its
+// commit candidate (an older transaction wins a deadlock).
+type TxnWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Priority      *Timestamp             `protobuf:"bytes,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWaiter) Reset() {
+	*x = TxnWaiter{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWaiter) ProtoMessage() {}
+
+func (x *TxnWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWaiter.ProtoReflect.Descriptor instead.
+func (*TxnWaiter) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnWaiter) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnWaiter) GetPriority() *Timestamp {
+	if x != nil {
+		return x.Priority
+	}
+	return nil
+}
+
+type TxnWaitForRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// txn_id and record_key: the pushee (the holder of the intent).
+	TxnId     []byte `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	RecordKey []byte `protobuf:"bytes,3,opt,name=record_key,json=recordKey,proto3" json:"record_key,omitempty"`
+	// pusher: the transaction that waits (absent: only a query).
+	Pusher *TxnWaiter `protobuf:"bytes,4,opt,name=pusher,proto3" json:"pusher,omitempty"`
+	// waiters: the transactions pusher knows to wait for it.
+	Waiters       []*TxnWaiter `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWaitForRequest) Reset() {
+	*x = TxnWaitForRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWaitForRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWaitForRequest) ProtoMessage() {}
+
+func (x *TxnWaitForRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWaitForRequest.ProtoReflect.Descriptor instead.
+func (*TxnWaitForRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnWaitForRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnWaitForRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnWaitForRequest) GetRecordKey() []byte {
+	if x != nil {
+		return x.RecordKey
+	}
+	return nil
+}
+
+func (x *TxnWaitForRequest) GetPusher() *TxnWaiter {
+	if x != nil {
+		return x.Pusher
+	}
+	return nil
+}
+
+func (x *TxnWaitForRequest) GetWaiters() []*TxnWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type TxnWaitForResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// waiters: every transaction known to wait for the pushee.
+	Waiters       []*TxnWaiter `protobuf:"bytes,2,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnWaitForResponse) Reset() {
+	*x = TxnWaitForResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnWaitForResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnWaitForResponse) ProtoMessage() {}
+
+func (x *TxnWaitForResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnWaitForResponse.ProtoReflect.Descriptor instead.
+func (*TxnWaitForResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TxnWaitForResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnWaitForResponse) GetWaiters() []*TxnWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
 type TxnWriteRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -162,7 +348,7 @@ type TxnWriteRequest struct {
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -174,7 +360,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -187,7 +373,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TxnWriteRequest) GetHeader() *RequestHeader {
@@ -252,7 +438,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +450,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +463,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TxnWriteResponse) GetHeader() *ResponseHeader {
@@ -328,7 +514,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +526,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +539,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TxnRecordRequest) GetHeader() *RequestHeader {
@@ -419,7 +605,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +617,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +630,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TxnRecordResponse) GetHeader() *ResponseHeader {
@@ -495,7 +681,7 @@ type TxnResolveRequest struct {
 
 func (x *TxnResolveRequest) Reset() {
 	*x = TxnResolveRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +693,7 @@ func (x *TxnResolveRequest) String() string {
 func (*TxnResolveRequest) ProtoMessage() {}
 
 func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +706,7 @@ func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveRequest.ProtoReflect.Descriptor instead.
 func (*TxnResolveRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TxnResolveRequest) GetHeader() *RequestHeader {
@@ -569,7 +755,7 @@ type TxnResolveResponse struct {
 
 func (x *TxnResolveResponse) Reset() {
 	*x = TxnResolveResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +767,7 @@ func (x *TxnResolveResponse) String() string {
 func (*TxnResolveResponse) ProtoMessage() {}
 
 func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +780,7 @@ func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveResponse.ProtoReflect.Descriptor instead.
 func (*TxnResolveResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TxnResolveResponse) GetHeader() *ResponseHeader {
@@ -623,7 +809,7 @@ type TxnPreventRequest struct {
 
 func (x *TxnPreventRequest) Reset() {
 	*x = TxnPreventRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +821,7 @@ func (x *TxnPreventRequest) String() string {
 func (*TxnPreventRequest) ProtoMessage() {}
 
 func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +834,7 @@ func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventRequest.ProtoReflect.Descriptor instead.
 func (*TxnPreventRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnPreventRequest) GetHeader() *RequestHeader {
@@ -684,15 +870,19 @@ type TxnPreventResponse struct {
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	// found: every key holds the transaction's intent at or below
 	// timestamp; otherwise missing_key is one that does not.
-	Found         bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
-	MissingKey    []byte `protobuf:"bytes,3,opt,name=missing_key,json=missingKey,proto3" json:"missing_key,omitempty"`
+	Found      bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	MissingKey []byte `protobuf:"bytes,3,opt,name=missing_key,json=missingKey,proto3" json:"missing_key,omitempty"`
+	// provisional: when found, the highest provisional version of the
+	// keys' intents (the transaction, every intent found, is committed at
+	// the highest over all its ranges).
+	Provisional   *Timestamp `protobuf:"bytes,4,opt,name=provisional,proto3" json:"provisional,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnPreventResponse) Reset() {
 	*x = TxnPreventResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +894,7 @@ func (x *TxnPreventResponse) String() string {
 func (*TxnPreventResponse) ProtoMessage() {}
 
 func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +907,7 @@ func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventResponse.ProtoReflect.Descriptor instead.
 func (*TxnPreventResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnPreventResponse) GetHeader() *ResponseHeader {
@@ -741,6 +931,13 @@ func (x *TxnPreventResponse) GetMissingKey() []byte {
 	return nil
 }
 
+func (x *TxnPreventResponse) GetProvisional() *Timestamp {
+	if x != nil {
+		return x.Provisional
+	}
+	return nil
+}
+
 type TxnBeginRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -750,7 +947,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +959,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +972,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnBeginRequest) GetHeader() *RequestHeader {
@@ -796,7 +993,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1005,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1018,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnBeginResponse) GetHeader() *ResponseHeader {
@@ -853,7 +1050,7 @@ type TxnRead struct {
 
 func (x *TxnRead) Reset() {
 	*x = TxnRead{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1062,7 @@ func (x *TxnRead) String() string {
 func (*TxnRead) ProtoMessage() {}
 
 func (x *TxnRead) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1075,7 @@ func (x *TxnRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRead.ProtoReflect.Descriptor instead.
 func (*TxnRead) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TxnRead) GetKey() []byte {
@@ -919,7 +1116,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1128,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1141,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TxnCommitRequest) GetHeader() *RequestHeader {
@@ -989,7 +1186,7 @@ type TxnCommitResponse struct {
 
 func (x *TxnCommitResponse) Reset() {
 	*x = TxnCommitResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1198,7 @@ func (x *TxnCommitResponse) String() string {
 func (*TxnCommitResponse) ProtoMessage() {}
 
 func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1211,7 @@ func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnCommitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TxnCommitResponse) GetHeader() *ResponseHeader {
@@ -1061,7 +1258,7 @@ type ReadChanged struct {
 
 func (x *ReadChanged) Reset() {
 	*x = ReadChanged{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1270,7 @@ func (x *ReadChanged) String() string {
 func (*ReadChanged) ProtoMessage() {}
 
 func (x *ReadChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1283,7 @@ func (x *ReadChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChanged.ProtoReflect.Descriptor instead.
 func (*ReadChanged) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadChanged) GetKey() []byte {
@@ -1107,7 +1304,20 @@ var File_api_kvpb_txn_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"\xde\x02\n" +
+	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"V\n" +
+	"\tTxnWaiter\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x122\n" +
+	"\bpriority\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\bpriority\"\xdf\x01\n" +
+	"\x11TxnWaitForRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
+	"\n" +
+	"record_key\x18\x03 \x01(\fR\trecordKey\x12.\n" +
+	"\x06pusher\x18\x04 \x01(\v2\x16.shale.kv.v1.TxnWaiterR\x06pusher\x120\n" +
+	"\awaiters\x18\x05 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"{\n" +
+	"\x12TxnWaitForResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xde\x02\n" +
 	"\x0fTxnWriteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
@@ -1150,12 +1360,13 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x124\n" +
 	"\ttimestamp\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\ttimestamp\x12\x12\n" +
-	"\x04keys\x18\x04 \x03(\fR\x04keys\"\x80\x01\n" +
+	"\x04keys\x18\x04 \x03(\fR\x04keys\"\xba\x01\n" +
 	"\x12TxnPreventResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x1f\n" +
 	"\vmissing_key\x18\x03 \x01(\fR\n" +
-	"missingKey\"E\n" +
+	"missingKey\x128\n" +
+	"\vprovisional\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\vprovisional\"E\n" +
 	"\x0fTxnBeginRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\"\x86\x01\n" +
 	"\x10TxnBeginResponse\x123\n" +
@@ -1189,14 +1400,15 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x12TXN_STATUS_MISSING\x10\x00\x12\x16\n" +
 	"\x12TXN_STATUS_STAGING\x10\x01\x12\x18\n" +
 	"\x14TXN_STATUS_COMMITTED\x10\x02\x12\x16\n" +
-	"\x12TXN_STATUS_ABORTED\x10\x032\xbb\x03\n" +
+	"\x12TXN_STATUS_ABORTED\x10\x032\x87\x04\n" +
 	"\x03Txn\x12D\n" +
 	"\x05Begin\x12\x1c.shale.kv.v1.TxnBeginRequest\x1a\x1d.shale.kv.v1.TxnBeginResponse\x12G\n" +
 	"\x06Commit\x12\x1d.shale.kv.v1.TxnCommitRequest\x1a\x1e.shale.kv.v1.TxnCommitResponse\x12D\n" +
 	"\x05Write\x12\x1c.shale.kv.v1.TxnWriteRequest\x1a\x1d.shale.kv.v1.TxnWriteResponse\x12G\n" +
 	"\x06Record\x12\x1d.shale.kv.v1.TxnRecordRequest\x1a\x1e.shale.kv.v1.TxnRecordResponse\x12J\n" +
 	"\aResolve\x12\x1e.shale.kv.v1.TxnResolveRequest\x1a\x1f.shale.kv.v1.TxnResolveResponse\x12J\n" +
-	"\aPrevent\x12\x1e.shale.kv.v1.TxnPreventRequest\x1a\x1f.shale.kv.v1.TxnPreventResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\aPrevent\x12\x1e.shale.kv.v1.TxnPreventRequest\x1a\x1f.shale.kv.v1.TxnPreventResponse\x12J\n" +
+	"\aWaitFor\x12\x1e.shale.kv.v1.TxnWaitForRequest\x1a\x1f.shale.kv.v1.TxnWaitForResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_txn_proto_rawDescOnce sync.Once
@@ -1211,77 +1423,89 @@ func file_api_kvpb_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_api_kvpb_txn_proto_goTypes = []any{
 	(TxnRecordOp)(0),           // 0: shale.kv.v1.TxnRecordOp
 	(TxnStatus)(0),             // 1: shale.kv.v1.TxnStatus
-	(*TxnWriteRequest)(nil),    // 2: shale.kv.v1.TxnWriteRequest
-	(*TxnWriteResponse)(nil),   // 3: shale.kv.v1.TxnWriteResponse
-	(*TxnRecordRequest)(nil),   // 4: shale.kv.v1.TxnRecordRequest
-	(*TxnRecordResponse)(nil),  // 5: shale.kv.v1.TxnRecordResponse
-	(*TxnResolveRequest)(nil),  // 6: shale.kv.v1.TxnResolveRequest
-	(*TxnResolveResponse)(nil), // 7: shale.kv.v1.TxnResolveResponse
-	(*TxnPreventRequest)(nil),  // 8: shale.kv.v1.TxnPreventRequest
-	(*TxnPreventResponse)(nil), // 9: shale.kv.v1.TxnPreventResponse
-	(*TxnBeginRequest)(nil),    // 10: shale.kv.v1.TxnBeginRequest
-	(*TxnBeginResponse)(nil),   // 11: shale.kv.v1.TxnBeginResponse
-	(*TxnRead)(nil),            // 12: shale.kv.v1.TxnRead
-	(*TxnCommitRequest)(nil),   // 13: shale.kv.v1.TxnCommitRequest
-	(*TxnCommitResponse)(nil),  // 14: shale.kv.v1.TxnCommitResponse
-	(*ReadChanged)(nil),        // 15: shale.kv.v1.ReadChanged
-	(*RequestHeader)(nil),      // 16: shale.kv.v1.RequestHeader
-	(*Timestamp)(nil),          // 17: shale.kv.v1.Timestamp
-	(*Mutation)(nil),           // 18: shale.kv.v1.Mutation
-	(*ResponseHeader)(nil),     // 19: shale.kv.v1.ResponseHeader
+	(*TxnWaiter)(nil),          // 2: shale.kv.v1.TxnWaiter
+	(*TxnWaitForRequest)(nil),  // 3: shale.kv.v1.TxnWaitForRequest
+	(*TxnWaitForResponse)(nil), // 4: shale.kv.v1.TxnWaitForResponse
+	(*TxnWriteRequest)(nil),    // 5: shale.kv.v1.TxnWriteRequest
+	(*TxnWriteResponse)(nil),   // 6: shale.kv.v1.TxnWriteResponse
+	(*TxnRecordRequest)(nil),   // 7: shale.kv.v1.TxnRecordRequest
+	(*TxnRecordResponse)(nil),  // 8: shale.kv.v1.TxnRecordResponse
+	(*TxnResolveRequest)(nil),  // 9: shale.kv.v1.TxnResolveRequest
+	(*TxnResolveResponse)(nil), // 10: shale.kv.v1.TxnResolveResponse
+	(*TxnPreventRequest)(nil),  // 11: shale.kv.v1.TxnPreventRequest
+	(*TxnPreventResponse)(nil), // 12: shale.kv.v1.TxnPreventResponse
+	(*TxnBeginRequest)(nil),    // 13: shale.kv.v1.TxnBeginRequest
+	(*TxnBeginResponse)(nil),   // 14: shale.kv.v1.TxnBeginResponse
+	(*TxnRead)(nil),            // 15: shale.kv.v1.TxnRead
+	(*TxnCommitRequest)(nil),   // 16: shale.kv.v1.TxnCommitRequest
+	(*TxnCommitResponse)(nil),  // 17: shale.kv.v1.TxnCommitResponse
+	(*ReadChanged)(nil),        // 18: shale.kv.v1.ReadChanged
+	(*Timestamp)(nil),          // 19: shale.kv.v1.Timestamp
+	(*RequestHeader)(nil),      // 20: shale.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),     // 21: shale.kv.v1.ResponseHeader
+	(*Mutation)(nil),           // 22: shale.kv.v1.Mutation
 }
 var file_api_kvpb_txn_proto_depIdxs = []int32{
-	16, // 0: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	17, // 1: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	12, // 2: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
-	18, // 3: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
-	17, // 4: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	19, // 5: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	17, // 6: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
-	15, // 7: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	16, // 8: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
-	0,  // 9: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
-	17, // 10: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	19, // 11: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 12: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
-	17, // 13: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
-	16, // 14: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
-	17, // 15: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	19, // 16: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	16, // 17: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
-	17, // 18: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	19, // 19: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	16, // 20: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 21: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	17, // 22: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	16, // 23: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	17, // 24: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	12, // 25: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	18, // 26: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	19, // 27: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	17, // 28: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	15, // 29: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	10, // 30: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	13, // 31: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	2,  // 32: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
-	4,  // 33: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
-	6,  // 34: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
-	8,  // 35: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
-	11, // 36: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	14, // 37: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	3,  // 38: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
-	5,  // 39: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
-	7,  // 40: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
-	9,  // 41: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
-	36, // [36:42] is the sub-list for method output_type
-	30, // [30:36] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	19, // 0: shale.kv.v1.TxnWaiter.priority:type_name -> shale.kv.v1.Timestamp
+	20, // 1: shale.kv.v1.TxnWaitForRequest.header:type_name -> shale.kv.v1.RequestHeader
+	2,  // 2: shale.kv.v1.TxnWaitForRequest.pusher:type_name -> shale.kv.v1.TxnWaiter
+	2,  // 3: shale.kv.v1.TxnWaitForRequest.waiters:type_name -> shale.kv.v1.TxnWaiter
+	21, // 4: shale.kv.v1.TxnWaitForResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	2,  // 5: shale.kv.v1.TxnWaitForResponse.waiters:type_name -> shale.kv.v1.TxnWaiter
+	20, // 6: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 7: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	15, // 8: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
+	22, // 9: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
+	19, // 10: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 11: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 12: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
+	18, // 13: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	20, // 14: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
+	0,  // 15: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
+	19, // 16: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 17: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	1,  // 18: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
+	19, // 19: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
+	20, // 20: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 21: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 22: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	20, // 23: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 24: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 25: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 26: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
+	20, // 27: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	21, // 28: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 29: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	20, // 30: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	19, // 31: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	15, // 32: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	22, // 33: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	21, // 34: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	19, // 35: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	18, // 36: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	13, // 37: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	16, // 38: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	5,  // 39: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	7,  // 40: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	9,  // 41: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	11, // 42: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	3,  // 43: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
+	14, // 44: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	17, // 45: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	6,  // 46: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	8,  // 47: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	10, // 48: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	12, // 49: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	4,  // 50: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
+	44, // [44:51] is the sub-list for method output_type
+	37, // [37:44] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
@@ -1297,7 +1521,7 @@ func file_api_kvpb_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_txn_proto_rawDesc), len(file_api_kvpb_txn_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	Txn_Record_FullMethodName  = "/shale.kv.v1.Txn/Record"
 	Txn_Resolve_FullMethodName = "/shale.kv.v1.Txn/Resolve"
 	Txn_Prevent_FullMethodName = "/shale.kv.v1.Txn/Prevent"
+	Txn_WaitFor_FullMethodName = "/shale.kv.v1.Txn/WaitFor"
 )
 
 // TxnClient is the client API for Txn service.
@@ -56,8 +57,11 @@ type TxnClient interface {
 	// Write validates the transaction's reads on one range and writes its
 	// intents there at p = max(commit_timestamp, the range's frontier's
 	// next): written is false, with read_changed, when a read changed. A
-	// key locked by another transaction's intent is refused like any
-	// write (Unavailable + RetryInfo).
+	// key locked by another transaction's intent makes the write wait on
+	// the leader, in the key's queue (docs/transactions.md, "Waiting and
+	// deadlocks"; at once for a key the transaction read); when the wait
+	// ends without the key free (its bound, a deadlock this transaction
+	// gives up), written is false with read_changed naming the conflict.
 	Write(ctx context.Context, in *TxnWriteRequest, opts ...grpc.CallOption) (*TxnWriteResponse, error)
 	// Record reads (QUERY, at the leader after a read barrier) or changes
 	// the transaction's record on the range holding record_key.
@@ -68,6 +72,15 @@ type TxnClient interface {
 	// Prevent is recovery's check of a STAGING transaction's intents on
 	// one range (found, or made impossible at or below timestamp).
 	Prevent(ctx context.Context, in *TxnPreventRequest, opts ...grpc.CallOption) (*TxnPreventResponse, error)
+	// WaitFor is the push graph of transactions waiting on each other's
+	// intents (docs/transactions.md, "Waiting and deadlocks"), kept in
+	// memory by the node serving the range of the pushee's record_key (its
+	// leader): it notes that pusher waits for the pushee txn_id, with the
+	// transactions pusher knows to wait for it (waiters), and answers every
+	// transaction known to wait for the pushee, directly or through others.
+	// Without a pusher it only answers. Entries not renewed within a few
+	// seconds are forgotten.
+	WaitFor(ctx context.Context, in *TxnWaitForRequest, opts ...grpc.CallOption) (*TxnWaitForResponse, error)
 }
 
 type txnClient struct {
@@ -138,6 +151,16 @@ func (c *txnClient) Prevent(ctx context.Context, in *TxnPreventRequest, opts ...
 	return out, nil
 }
 
+func (c *txnClient) WaitFor(ctx context.Context, in *TxnWaitForRequest, opts ...grpc.CallOption) (*TxnWaitForResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnWaitForResponse)
+	err := c.cc.Invoke(ctx, Txn_WaitFor_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TxnServer is the server API for Txn service.
 // All implementations must embed UnimplementedTxnServer
 // for forward compatibility.
@@ -156,8 +179,11 @@ type TxnServer interface {
 	// Write validates the transaction's reads on one range and writes its
 	// intents there at p = max(commit_timestamp, the range's frontier's
 	// next): written is false, with read_changed, when a read changed. A
-	// key locked by another transaction's intent is refused like any
-	// write (Unavailable + RetryInfo).
+	// key locked by another transaction's intent makes the write wait on
+	// the leader, in the key's queue (docs/transactions.md, "Waiting and
+	// deadlocks"; at once for a key the transaction read); when the wait
+	// ends without the key free (its bound, a deadlock this transaction
+	// gives up), written is false with read_changed naming the conflict.
 	Write(context.Context, *TxnWriteRequest) (*TxnWriteResponse, error)
 	// Record reads (QUERY, at the leader after a read barrier) or changes
 	// the transaction's record on the range holding record_key.
@@ -168,6 +194,15 @@ type TxnServer interface {
 	// Prevent is recovery's check of a STAGING transaction's intents on
 	// one range (found, or made impossible at or below timestamp).
 	Prevent(context.Context, *TxnPreventRequest) (*TxnPreventResponse, error)
+	// WaitFor is the push graph of transactions waiting on each other's
+	// intents (docs/transactions.md, "Waiting and deadlocks"), kept in
+	// memory by the node serving the range of the pushee's record_key (its
+	// leader): it notes that pusher waits for the pushee txn_id, with the
+	// transactions pusher knows to wait for it (waiters), and answers every
+	// transaction known to wait for the pushee, directly or through others.
+	// Without a pusher it only answers. Entries not renewed within a few
+	// seconds are forgotten.
+	WaitFor(context.Context, *TxnWaitForRequest) (*TxnWaitForResponse, error)
 	mustEmbedUnimplementedTxnServer()
 }
 
@@ -195,6 +230,9 @@ func (UnimplementedTxnServer) Resolve(context.Context, *TxnResolveRequest) (*Txn
 }
 func (UnimplementedTxnServer) Prevent(context.Context, *TxnPreventRequest) (*TxnPreventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prevent not implemented")
+}
+func (UnimplementedTxnServer) WaitFor(context.Context, *TxnWaitForRequest) (*TxnWaitForResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitFor not implemented")
 }
 func (UnimplementedTxnServer) mustEmbedUnimplementedTxnServer() {}
 func (UnimplementedTxnServer) testEmbeddedByValue()             {}
@@ -325,6 +363,24 @@ func _Txn_Prevent_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Txn_WaitFor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnWaitForRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).WaitFor(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_WaitFor_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).WaitFor(ctx, req.(*TxnWaitForRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Txn_ServiceDesc is the grpc.ServiceDesc for Txn service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -355,6 +411,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Prevent",
 			Handler:    _Txn_Prevent_Handler,
+		},
+		{
+			MethodName: "WaitFor",
+			Handler:    _Txn_WaitFor_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

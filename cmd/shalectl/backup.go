@@ -86,7 +86,10 @@ one can be taken later than the window allows; the manifest names it, and
 "shalectl protect release ID" ends it early.
 
 --rate throttles the export (bytes of keys and values per second) to
-keep foreground latency low.
+keep foreground latency low: each range's leader reads its range at that
+rate, page by page, and shalectl waits between ranges. One range must
+export within 5 minutes, so keep the rate above the split size per 5
+minutes (about 220 KB/s at 64 MiB).
 
 ` + backupDirHelp,
 		Args: cobra.ExactArgs(1),

@@ -514,11 +514,21 @@ func changeMembership(r *run, rng *rand.Rand) (fault, string, error) {
 	// by the time its change is asked for was merged away and is passed
 	// over, and the list is read again until every range in it holds the
 	// new node (or was changed here: the list can trail that too).
+	// A change refused because the range changed meanwhile (placement or a
+	// split raced it) or whose outcome is unknown is asked again from a
+	// fresh list, until the minute is up.
 	done := map[uint64]bool{} // changed here, or merged away
 	added := 0
+	var lastErr error
 	for {
+		if lastErr != nil {
+			pause(ctx, 200*time.Millisecond)
+		}
 		rs, err := r.admin().RangeList(ctx)
 		if err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (after %v)", err, lastErr)
+			}
 			return memberFault{added: nd}, "", fmt.Errorf("listing ranges: %w", err)
 		}
 		var pending []uint64
@@ -536,7 +546,11 @@ func changeMembership(r *run, rng *rand.Rand) (fault, string, error) {
 					done[rid] = true
 					continue
 				}
-				return memberFault{added: nd}, "", fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
+				if ctx.Err() != nil {
+					return memberFault{added: nd}, "", fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
+				}
+				lastErr = fmt.Errorf("adding node %d to range %d: %w", id, rid, err)
+				continue
 			}
 			done[rid] = true
 			added++

@@ -12,9 +12,15 @@ import (
 // under etcd's default limit of 128 operations per transaction.
 const loadBatch = 100
 
+// loadAttempts bounds the tries of one load batch. A batch rewrites the
+// same keys with the same values, so trying it again after a failure whose
+// outcome is unknown (say, a write slower than the client's per-attempt
+// timeout on a busy machine) is safe.
+const loadAttempts = 5
+
 // load writes n items, item i made by gen, in batches of loadBatch spread
 // over the drivers with one goroutine per client. It stops at the first
-// error.
+// batch that fails loadAttempts times.
 func load(ctx context.Context, cfg *Config, drivers []Driver, n int64, gen func(i int64, r *rand.Rand) (key, value []byte)) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -39,9 +45,15 @@ func load(ctx context.Context, cfg *Config, drivers []Driver, n int64, gen func(
 					k, v := gen(i, r)
 					keys, values = append(keys, k), append(values, v)
 				}
-				octx, ocancel := context.WithTimeout(ctx, cfg.OpTimeout)
-				err := d.PutMany(octx, keys, values)
-				ocancel()
+				var err error
+				for range loadAttempts {
+					octx, ocancel := context.WithTimeout(ctx, cfg.OpTimeout)
+					err = d.PutMany(octx, keys, values)
+					ocancel()
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+				}
 				if err != nil {
 					errs <- fmt.Errorf("loading items %d..%d: %w", first, end-1, err)
 					cancel()
