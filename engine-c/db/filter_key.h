@@ -36,6 +36,12 @@ class InternalFilterPolicy final : public FilterPolicy {
                     bool* may_match) const override {
     user_policy_->KeysMayMatch(keys, n, filter, may_match);
   }
+  bool PrepareProbe(const Slice& key, uint64_t* probe) const override {
+    return user_policy_->PrepareProbe(key, probe);
+  }
+  bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
+    return user_policy_->ProbeMayMatch(probe, filter);
+  }
   Slice FilterKey(const Slice& table_key) const override {
     return user_policy_->FilterKey(
         table_key.size() >= 8 ? ExtractUserKey(table_key) : table_key);

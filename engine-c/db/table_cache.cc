@@ -142,11 +142,11 @@ Iterator* TableCache::NewIterator(const TableReadOptions& options,
 
 Status TableCache::Get(const TableReadOptions& options, FileMetaData* f,
                        const Slice& internal_key, void* arg,
-                       TableGetCallback callback) {
+                       TableGetCallback callback, FilterProbe* probe) {
   Ref ref;
   Status s = FindTable(f, &ref);
   if (!s.ok()) return s;
-  return ref.entry()->table->Get(options, internal_key, arg, callback);
+  return ref.entry()->table->Get(options, internal_key, arg, callback, probe);
 }
 
 Status TableCache::KeyMayMatch(const TableReadOptions& options, FileMetaData* f,

@@ -43,7 +43,8 @@ class TableCache {
 
   // Table::Get on the file.
   Status Get(const TableReadOptions& options, FileMetaData* f,
-             const Slice& internal_key, void* arg, TableGetCallback callback);
+             const Slice& internal_key, void* arg, TableGetCallback callback,
+             FilterProbe* probe = nullptr);
 
   // Table::KeyMayMatch on the file: false only if its filter rules out
   // internal_key's filter key.

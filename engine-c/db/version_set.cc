@@ -161,7 +161,8 @@ uint64_t Version::NumLevelBytes(int level) const {
 }
 
 bool Version::GetFromFile(const TableReadOptions& options, FileMetaData* f,
-                          const LookupKey& key, GetContext* ctx, Status* s) {
+                          const LookupKey& key, FilterProbe* probe,
+                          GetContext* ctx, Status* s) {
   TableCache* tc = vset_->table_cache_;
   if (f->num_range_deletions > 0) {
     std::shared_ptr<const FragmentedRangeTombstoneList> tombstones;
@@ -173,7 +174,7 @@ bool Version::GetFromFile(const TableReadOptions& options, FileMetaData* f,
     }
   }
   Saver saver{ctx};
-  *s = tc->Get(options, f, key.internal_key(), &saver, &SaveEntry);
+  *s = tc->Get(options, f, key.internal_key(), &saver, &SaveEntry, probe);
   if (!s->ok() || saver.decided) return true;
   return ctx->DecidedByTombstone();
 }
@@ -184,13 +185,14 @@ Status Version::Get(const TableReadOptions& options, const LookupKey& key,
   const Slice user_key = key.user_key();
   const Slice ikey = key.internal_key();
   Status s;
+  FilterProbe probe;  // the key is hashed for the first filter only
   // L0: every file that may hold the key, newest first.
   for (FileMetaData* f : files_[0]) {
     if (icmp.CompareUserKeys(user_key, f->smallest.user_key()) < 0 ||
         icmp.CompareUserKeys(user_key, f->largest.user_key()) > 0) {
       continue;
     }
-    if (GetFromFile(options, f, key, ctx, &s)) return s;
+    if (GetFromFile(options, f, key, &probe, ctx, &s)) return s;
   }
   // Below: at most one file per level.
   const int levels = num_levels();
@@ -201,7 +203,7 @@ Status Version::Get(const TableReadOptions& options, const LookupKey& key,
     if (i == files.size()) continue;
     FileMetaData* f = files[i];
     if (icmp.CompareUserKeys(user_key, f->smallest.user_key()) < 0) continue;
-    if (GetFromFile(options, f, key, ctx, &s)) return s;
+    if (GetFromFile(options, f, key, &probe, ctx, &s)) return s;
   }
   return s;
 }

@@ -39,6 +39,7 @@
 namespace shale {
 
 class GetContext;
+struct FilterProbe;
 class RangeDelAggregator;
 class TableCache;
 class VersionSet;
@@ -137,7 +138,8 @@ class Version {
 
   // Runs a Get step on one file; returns true when ctx is decided.
   bool GetFromFile(const TableReadOptions& options, FileMetaData* f,
-                   const LookupKey& key, GetContext* ctx, Status* s);
+                   const LookupKey& key, FilterProbe* probe, GetContext* ctx,
+                   Status* s);
 
   VersionSet* const vset_;
   Version* next_ = this;  // the VersionSet's list of live versions

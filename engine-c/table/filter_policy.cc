@@ -152,10 +152,19 @@ class CacheLineBloomPolicy final : public FilterPolicy {
   }
 
   bool KeyMayMatch(const Slice& key, const Slice& filter) const override {
+    return ProbeMayMatch(KeyHash(key), filter);
+  }
+
+  bool PrepareProbe(const Slice& key, uint64_t* probe) const override {
+    *probe = KeyHash(key);
+    return true;
+  }
+
+  bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
     const FilterView v = ParseFilter(filter);
     if (!v.usable) return true;
     if (v.num_lines == 0) return false;
-    const uint32_t h = KeyHash(key);
+    const uint32_t h = static_cast<uint32_t>(probe);
     return TestBits(h, v.num_probes, LineFor(h, v.lines, v.num_lines));
   }
 

@@ -11,6 +11,7 @@
 #ifndef SHALE_TABLE_FILTER_POLICY_H_
 #define SHALE_TABLE_FILTER_POLICY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,19 @@ class FilterPolicy {
   // (the identity by default; the engine passes a policy that strips the
   // internal-key trailer so filters are over user keys).
   virtual Slice FilterKey(const Slice& table_key) const { return table_key; }
+
+  // Probing by hash, for a lookup that probes the filters of several tables
+  // for one key: PrepareProbe hashes a filter key once into *probe, and
+  // ProbeMayMatch(*probe, filter) then answers as KeyMayMatch(key, filter)
+  // would. A policy that cannot probe by hash returns false from
+  // PrepareProbe (the default); callers then probe by key.
+  virtual bool PrepareProbe(const Slice& /*key*/, uint64_t* /*probe*/) const {
+    return false;
+  }
+  virtual bool ProbeMayMatch(uint64_t /*probe*/,
+                             const Slice& /*filter*/) const {
+    return true;
+  }
 };
 
 // A cache-line-blocked Bloom filter with bits_per_key bits per key

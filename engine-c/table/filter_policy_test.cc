@@ -137,6 +137,28 @@ TEST(BloomTest, BatchedAgreesWithSingle) {
   }
 }
 
+// A lookup hashes its key once and probes every table's filter with the
+// hash: that must answer exactly as probing by key, on filters of any size
+// (including empty and malformed ones).
+TEST(BloomTest, ProbeByHashAgreesWithKey) {
+  std::unique_ptr<const FilterPolicy> policy(NewBloomFilterPolicy(10));
+  std::vector<std::string> filters = {BuildFilter(*policy, {}), "", "x"};
+  for (int n : {1, 100, 5000}) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; i++) keys.push_back(Key(i));
+    filters.push_back(BuildFilter(*policy, keys));
+  }
+  for (int i = 0; i < 3000; i++) {
+    const std::string key = Key(i * 3, i % 2);
+    uint64_t probe = 0;
+    ASSERT_TRUE(policy->PrepareProbe(key, &probe));
+    for (const std::string& f : filters) {
+      ASSERT_EQ(policy->KeyMayMatch(key, f), policy->ProbeMayMatch(probe, f))
+          << "key " << i << " filter of " << f.size() << " bytes";
+    }
+  }
+}
+
 // A damaged or unknown filter must answer "may match" (never hide a key),
 // and never read outside its bytes.
 TEST(BloomTest, MalformedFilterMatchesEverything) {

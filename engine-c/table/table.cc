@@ -267,12 +267,30 @@ Status Table::KeyMayMatch(const TableReadOptions& options, const Slice& key,
 }
 
 Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
-                  TableGetCallback callback) const {
+                  TableGetCallback callback, FilterProbe* probe) const {
   const Rep* r = rep_.get();
-  bool may_match;
-  Status fs = KeyMayMatch(options, key, &may_match);
-  if (!fs.ok()) return fs;
-  if (!may_match) return Status::OK();
+  if (r->has_filter) {
+    FilterRef filter;
+    Status fs = r->GetFilter(options, &filter);
+    if (!fs.ok()) return fs;
+    Record(r->options.statistics, kBloomFilterChecked);
+    const FilterPolicy* policy = r->options.filter_policy;
+    FilterProbe local;
+    if (probe == nullptr) probe = &local;
+    if (probe->policy != policy) {
+      probe->policy = policy;
+      probe->by_hash =
+          policy->PrepareProbe(policy->FilterKey(key), &probe->hash);
+    }
+    const bool may_match =
+        probe->by_hash
+            ? policy->ProbeMayMatch(probe->hash, filter.filter())
+            : policy->KeyMayMatch(policy->FilterKey(key), filter.filter());
+    if (!may_match) {
+      Record(r->options.statistics, kBloomFilterUseful);
+      return Status::OK();
+    }
+  }
 
   BlockRef index;
   Status s = r->GetIndexBlock(options, &index);

@@ -22,6 +22,8 @@
 
 namespace shale {
 
+class FilterPolicy;
+
 class RandomAccessFile;
 
 // What a file says about itself (the properties block).
@@ -45,6 +47,15 @@ struct TableProperties {
 using TableGetCallback = void (*)(void* arg, size_t index,
                                   const Slice& found_key,
                                   const Slice& found_value);
+
+// The filter probe of one point lookup, kept across the tables it visits
+// so that its key is hashed once (the tables of a database share a filter
+// policy; a table with another policy prepares the probe again).
+struct FilterProbe {
+  const FilterPolicy* policy = nullptr;  // the policy that prepared hash
+  bool by_hash = false;                  // false: that policy probes by key
+  uint64_t hash = 0;
+};
 
 class Table {
  public:
@@ -75,9 +86,11 @@ class Table {
   // Point lookup. If the filter does not rule key out, finds the first entry
   // at or after key and calls callback(arg, 0, found_key, found_value) -
   // unless the file holds no such entry. The callback decides whether the
-  // found key answers the lookup.
+  // found key answers the lookup. probe (may be null) carries the key's
+  // filter hash from table to table: pass the same one, for the same key,
+  // to every table a lookup visits.
   Status Get(const TableReadOptions& options, const Slice& key, void* arg,
-             TableGetCallback callback) const;
+             TableGetCallback callback, FilterProbe* probe = nullptr) const;
 
   // Whether the file may hold entries whose filter key is that of key (an
   // internal key): false only when the file's filter rules it out; true

@@ -37,6 +37,12 @@ class VersionSuffixFilterPolicy final : public FilterPolicy {
                     bool* may_match) const override {
     inner_->KeysMayMatch(keys, n, filter, may_match);
   }
+  bool PrepareProbe(const Slice& key, uint64_t* probe) const override {
+    return inner_->PrepareProbe(key, probe);
+  }
+  bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
+    return inner_->ProbeMayMatch(probe, filter);
+  }
   Slice FilterKey(const Slice& key) const override {
     return StripVersionSuffix(inner_->FilterKey(key), prefix_);
   }
