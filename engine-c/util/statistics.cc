@@ -75,11 +75,9 @@ uint64_t Statistics::Get(Ticker t) const {
   return sum;
 }
 
-unsigned Statistics::ShardIndex() {
-  // Each thread picks its shard once.
-  thread_local const unsigned index =
-      std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards;
-  return index;
+unsigned Statistics::AssignShard() {
+  return static_cast<unsigned>(
+      std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards);
 }
 
 }  // namespace shale
