@@ -249,6 +249,11 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 			t.hint.Store(leader)
 			continue
 		}
+		var moved *errOracleMoved
+		if errors.As(err, &moved) {
+			t.hint.Store(moved.to)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return unavailable(100*time.Millisecond, "no timestamp from the oracle (meta's leaseholder): %v", last)
@@ -261,7 +266,15 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 // attempt makes one call to target. A call to another node is bounded by
 // an election timeout, as the client bounds its attempts: a frozen oracle
 // (SIGSTOP, a stalled VM) must not hold every request of this node for
-// the whole CallTimeout while meta elects a leader elsewhere.
+// the whole CallTimeout while meta elects a leader elsewhere. It ends
+// sooner, with an errOracleMoved, once this node's replica of meta learns
+// of a leader other than target: the answer could then only be NotLeader,
+// and an old oracle that is frozen or cut off would not give even that
+// before the attempt timeout, while every request of this node needing a
+// timestamp waits for this one call (docs/benchmarks.md, "Unavailability
+// under leader faults"). Watching costs the call no goroutine: the
+// replica's leader-change context (raft.Replica.LeaderWatch) runs the
+// check only when meta's leader changes.
 func (t *oracleTransport) attempt(ctx context.Context, target uint64, call func(context.Context, uint64) error) error {
 	if target == t.n.ident.NodeID {
 		return call(ctx, target)
@@ -269,8 +282,57 @@ func (t *oracleTransport) attempt(ctx context.Context, target uint64, call func(
 	cfg := t.n.store.Config()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(cfg.ElectionTicks)*cfg.TickInterval)
 	defer cancel()
-	return call(actx, target)
+	r, err := t.n.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		return call(actx, target) // no replica of meta here: nothing to learn from
+	}
+	known, moved := r.LeaderWatch()
+	var movedTo atomic.Uint64
+	stop := context.AfterFunc(moved, func() { abandonOnMove(actx, cancel, r, target, known, &movedTo) })
+	defer stop()
+	err = call(actx, target)
+	if l := movedTo.Load(); l != 0 && err != nil && ctx.Err() == nil {
+		return &errOracleMoved{from: target, to: l, err: err}
+	}
+	return err
 }
+
+// abandonOnMove runs (on its own goroutine, from context.AfterFunc) when
+// meta's leader as r knows it has changed during an attempt at target: it
+// cancels the attempt once that leader is a node other than target and
+// other than known, the leader r knew when the attempt began (which a
+// NotLeader hint may have just superseded, so it is no reason), recording
+// it in movedTo; a change to no leader or back to target waits for the
+// next change, until actx ends.
+func abandonOnMove(actx context.Context, cancel context.CancelFunc, r *raft.Replica, target, known uint64, movedTo *atomic.Uint64) {
+	for {
+		l, moved := r.LeaderWatch()
+		if l != 0 && l != target && l != known {
+			movedTo.Store(l)
+			cancel()
+			return
+		}
+		select {
+		case <-actx.Done():
+			return
+		case <-moved.Done():
+		}
+	}
+}
+
+// errOracleMoved: an attempt at the oracle on node from was abandoned
+// because this node's replica of meta learned that another node, to, leads
+// meta now.
+type errOracleMoved struct {
+	from, to uint64
+	err      error
+}
+
+func (e *errOracleMoved) Error() string {
+	return fmt.Sprintf("abandoned the oracle call to node %d: meta's leader moved to node %d (%v)", e.from, e.to, e.err)
+}
+
+func (e *errOracleMoved) Unwrap() error { return e.err }
 
 // target is the node to ask on the given attempt: the hint, else meta's
 // leader as this node's replica of meta knows it, else the members in

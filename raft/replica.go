@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -158,16 +159,20 @@ type Replica struct {
 	// round (under raftMu).
 	mu struct {
 		sync.RWMutex
-		desc        *kvpb.RangeDescriptor
-		replicaID   uint64
-		state       etcdraft.StateType
-		term        uint64
-		leader      uint64 // replica ID, 0 if unknown
-		commit      uint64
-		applied     uint64
-		appliedTerm uint64
-		last        uint64
-		truncated   uint64
+		desc      *kvpb.RangeDescriptor
+		replicaID uint64
+		state     etcdraft.StateType
+		term      uint64
+		leader    uint64 // replica ID, 0 if unknown
+		// leaderMoved is cancelled (and replaced) when leader changes
+		// (leader_watch.go); nil until the first publish.
+		leaderMoved       context.Context
+		cancelLeaderMoved context.CancelFunc
+		commit            uint64
+		applied           uint64
+		appliedTerm       uint64
+		last              uint64
+		truncated         uint64
 		// appliedInTerm: as leader, this replica has applied an entry of
 		// its own term, so its applied state holds every write any earlier
 		// leader acknowledged. Lease reads require it.
@@ -277,6 +282,7 @@ func (r *Replica) publishLocked(bs etcdraft.BasicStatus) {
 	r.mu.replicaID = r.replicaID
 	r.mu.state = bs.RaftState
 	r.mu.term = bs.GetTerm()
+	r.noteLeaderLocked(bs.Lead)
 	r.mu.leader = bs.Lead
 	r.mu.commit = bs.GetCommit()
 	r.mu.applied = r.ls.Applied().Index

@@ -64,14 +64,14 @@ type testCluster struct {
 
 // clusterCreds are the credentials the harness dials a TLS cluster with.
 type clusterCreds struct {
-	tls *tls.Config // trusts the cluster CA, presents an admin certificate
+	tls *tls.Config // trusts the cluster CA, presents an admin certificate; nil: plaintext
 	// nodeArgs, when set, are flags of node id alone (its own
 	// certificate).
 	nodeArgs func(id uint64) []string
 }
 
 func (c *testCluster) dialCreds() credentials.TransportCredentials {
-	if c.sec == nil {
+	if c.sec == nil || c.sec.tls == nil {
 		return insecure.NewCredentials()
 	}
 	return credentials.NewTLS(c.sec.tls)
