@@ -34,7 +34,9 @@ type BackupOptions struct {
 	// If the backup process dies, the protection lapses this long after.
 	ProtectionTTL time.Duration
 	// BytesPerSecond throttles the export (keys and values per second,
-	// averaged over the backup); 0: no limit. Each range's leader paces
+	// averaged over the backup); 0: no limit (the library's zero value;
+	// shalectl defaults to DefaultBackupBytesPerSecond and takes --rate 0
+	// for no limit). Each range's leader paces
 	// its own export page by page (nodes that predate that export a
 	// range at full speed), and the client waits between ranges. A range
 	// is exported within one attempt (Options.AttemptTimeout; shalectl

@@ -56,19 +56,14 @@ const maxIntentRounds = 4
 // the intents it meets as above; it returns read's last error (an
 // *rangesm.IntentError when an intent stays in the way).
 func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
-	var ignore map[command.TxnID]bool
 	var waitUntil time.Time // the rounds' waits together: readWaitMax
 	for round := 0; ; round++ {
-		rd := n.reader(r).Ignoring(ignore)
-		err := read(rd)
+		err := read(n.reader(r))
 		var ie *rangesm.IntentError
 		if !errors.As(err, &ie) || round == maxIntentRounds {
 			return err
 		}
-		if ignore == nil {
-			ignore = map[command.TxnID]bool{}
-		}
-		if n.pushIntents(ctx, ie.Intents, ts, ignore) {
+		if n.pushIntents(ctx, ie.Intents, ts) {
 			continue
 		}
 		if waitUntil.IsZero() {
@@ -82,8 +77,8 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 
 // pushIntents tries to get met out of the way of an operation at ts
 // (hlc.MaxTimestamp for a write); it reports whether anything changed
-// (intents resolved or transactions added to ignore).
-func (n *Node) pushIntents(ctx context.Context, met []rangesm.Intent, ts hlc.Timestamp, ignore map[command.TxnID]bool) bool {
+// (intents resolved).
+func (n *Node) pushIntents(ctx context.Context, met []rangesm.Intent, ts hlc.Timestamp) bool {
 	byTxn := map[command.TxnID][]rangesm.Intent{}
 	var order []command.TxnID
 	for _, in := range met {
@@ -95,7 +90,7 @@ func (n *Node) pushIntents(ctx context.Context, met []rangesm.Intent, ts hlc.Tim
 	progress := false
 	for _, id := range order {
 		ins := byTxn[id]
-		ok, err := n.pushTxn(ctx, id, ins, ts, ignore)
+		ok, err := n.pushTxn(ctx, id, ins, ts)
 		if err != nil {
 			n.log.Debug("pushing a transaction failed", "txn", id, "err", err)
 			continue
@@ -106,7 +101,7 @@ func (n *Node) pushIntents(ctx context.Context, met []rangesm.Intent, ts hlc.Tim
 }
 
 // pushTxn is pushIntents for one transaction's intents ins.
-func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Intent, ts hlc.Timestamp, ignore map[command.TxnID]bool) (bool, error) {
+func (n *Node) pushTxn(ctx context.Context, id command.TxnID, ins []rangesm.Intent, ts hlc.Timestamp) (bool, error) {
 	rk := ins[0].Record
 	rec, err := n.txnRecord(ctx, kvpb.TxnRecordOp_TXN_RECORD_QUERY, id, rk, hlc.Timestamp{})
 	if err != nil {

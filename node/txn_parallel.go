@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/hlc"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/rangesm/command"
@@ -15,6 +16,28 @@ import (
 // (docs/transactions.md, "Several ranges"): Write (intents), Record (the
 // transaction record), Resolve and Prevent. Each is one command on one
 // range, proposed like a Batch (route, validate, propose, wait; eval.go).
+
+// recordRange routes a request about the transaction record at rk: the
+// transaction's ID, and the replica and descriptor of the range holding
+// rk on this node, once the ID's length and the key's size are valid and
+// the key lies in that range.
+func (n *Node) recordRange(h *kvpb.RequestHeader, txnID, rk []byte) (command.TxnID, *raft.Replica, *kvpb.RangeDescriptor, error) {
+	id, err := txnIDFromProto(txnID)
+	if err != nil {
+		return id, nil, nil, err
+	}
+	if err := n.limits.checkKey("record_key", rk); err != nil {
+		return id, nil, nil, err
+	}
+	r, desc, err := n.replicaFor(h, rk)
+	if err != nil {
+		return id, nil, nil, err
+	}
+	if err := n.checkKey(h, desc, rk); err != nil {
+		return id, nil, nil, err
+	}
+	return id, r, desc, nil
+}
 
 func txnIDFromProto(b []byte) (command.TxnID, error) {
 	var id command.TxnID
@@ -116,21 +139,11 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kvpb.TxnRecordResponse, error) {
 	const op = "TxnRecord"
 	n := s.n
-	id, err := txnIDFromProto(req.GetTxnId())
+	id, r, _, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
 	if err != nil {
 		return nil, err
 	}
 	rk := req.GetRecordKey()
-	if err := n.limits.checkKey("record_key", rk); err != nil {
-		return nil, err
-	}
-	r, desc, err := n.replicaFor(req.GetHeader(), rk)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.checkKey(req.GetHeader(), desc, rk); err != nil {
-		return nil, err
-	}
 	if req.GetOp() == kvpb.TxnRecordOp_TXN_RECORD_QUERY {
 		if err := n.observeHeader(op, req.GetHeader()); err != nil {
 			return nil, err

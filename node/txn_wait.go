@@ -181,7 +181,7 @@ func (n *Node) waitOnLock(ctx context.Context, r *raft.Replica, t *lockTicket, s
 func (n *Node) pushHolder(ctx context.Context, holder rangesm.Intent, self *lockWaitSelf) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if ok, err := n.pushTxn(pctx, holder.Txn, []rangesm.Intent{holder}, hlc.MaxTimestamp, map[command.TxnID]bool{}); err != nil || ok {
+	if ok, err := n.pushTxn(pctx, holder.Txn, []rangesm.Intent{holder}, hlc.MaxTimestamp); err != nil || ok {
 		return nil // resolved, or the next round tries again
 	}
 	if self == nil {
@@ -255,19 +255,8 @@ func waitersFromProto(ws []*kvpb.TxnWaiter) (map[command.TxnID]hlc.Timestamp, er
 // the addressed range (see waitGraph).
 func (s *txnServer) WaitFor(ctx context.Context, req *kvpb.TxnWaitForRequest) (*kvpb.TxnWaitForResponse, error) {
 	n := s.n
-	pushee, err := txnIDFromProto(req.GetTxnId())
+	pushee, r, _, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
 	if err != nil {
-		return nil, err
-	}
-	rk := req.GetRecordKey()
-	if err := n.limits.checkKey("record_key", rk); err != nil {
-		return nil, err
-	}
-	r, desc, err := n.replicaFor(req.GetHeader(), rk)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.checkKey(req.GetHeader(), desc, rk); err != nil {
 		return nil, err
 	}
 	if len(req.GetWaiters()) > n.limits.MaxBatchOps {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Watches and abandoned intents (docs/watch.md, "Intents").
@@ -60,7 +59,7 @@ func (n *Node) pushWatchedIntents(id uint64) {
 	}
 	ctx, cancel := context.WithTimeout(n.bgCtx, 2*watchIntentPushEvery)
 	defer cancel()
-	if n.pushIntents(ctx, ins, hlc.MaxTimestamp, map[command.TxnID]bool{}) {
+	if n.pushIntents(ctx, ins, hlc.MaxTimestamp) {
 		n.log.Info("pushed old intents holding back watchers", "range", id, "intents", len(ins))
 	}
 }

@@ -451,7 +451,7 @@ func (r *Range) applyPutDescriptor(cmd *command.Command) (command.Result, error)
 	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
-	old, oldKey, err := findMetaDescriptor(a.db, d.GetRangeId())
+	old, oldKey, err := r.metaIdx.find(a.db, d.GetRangeId(), true)
 	if err != nil {
 		return command.Result{}, err
 	}
@@ -463,20 +463,32 @@ func (r *Range) applyPutDescriptor(cmd *command.Command) (command.Result, error)
 		return command.Result{}, err
 	}
 	key := keys.MetaKeyFor(d)
-	// A late copy of a range merged away (its repair was in flight when
-	// it froze) finds the merged range at its key: a newer range whose
-	// span holds all of its own. It is not stored over it.
-	if cur, found, err := a.get(key); err != nil {
-		return command.Result{}, err
-	} else if found && old == nil {
-		if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() &&
-			cd.GetGeneration() > d.GetGeneration() && bytes.Compare(cd.GetStartKey(), d.GetStartKey()) < 0 {
-			return command.Result{}, nil
+	// displaced is the range whose descriptor the put replaces at key
+	// (a range merged into d, or a side of a split), dropped from the
+	// index of meta.
+	var displaced uint64
+	if oldKey == nil || string(oldKey) != string(key) {
+		cur, found, err := a.get(key)
+		if err != nil {
+			return command.Result{}, err
+		}
+		if found {
+			if cd, err := logstore.DecodeDescriptor(cur); err == nil && cd.GetRangeId() != d.GetRangeId() {
+				// A late copy of a range merged away (its repair was in
+				// flight when it froze) finds the merged range at its key:
+				// a newer range whose span holds all of its own. It is not
+				// stored over it.
+				if old == nil && cd.GetGeneration() > d.GetGeneration() && bytes.Compare(cd.GetStartKey(), d.GetStartKey()) < 0 {
+					return command.Result{}, nil
+				}
+				displaced = cd.GetRangeId()
+			}
 		}
 	}
 	if oldKey != nil && string(oldKey) != string(key) {
 		a.del(oldKey)
 	}
 	a.put(key, v)
+	r.metaIdx.set(d.GetRangeId(), key, displaced)
 	return command.Result{}, nil
 }

@@ -18,7 +18,7 @@
 //     own writes.
 //   - Meta (meta.go): the node registry, range descriptors and counters of
 //     the meta range; applying their commands, and reading them
-//     (apply.MetaReader).
+//     (apply.MetaReader); meta_index.go finds a descriptor by range ID.
 //   - Configuration changes, splits and merges as applied (confchange.go,
 //     split.go, merge.go): the descriptor, the right-hand range's state,
 //     the freeze and the take-over of a merge, and the merge gate

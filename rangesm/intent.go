@@ -197,7 +197,7 @@ func (r Reader) intentsMet(l Locks, ks [][]byte, ts hlc.Timestamp) ([]Intent, er
 		if err != nil {
 			return nil, err
 		}
-		if ok && in.Provisional.LessEq(ts) && !r.ignore[in.Txn] && len(met) < maxIntentsReported {
+		if ok && in.Provisional.LessEq(ts) && len(met) < maxIntentsReported {
 			met = append(met, in)
 		}
 	}
@@ -210,7 +210,7 @@ func (r Reader) intentsIn(l Locks, start, end []byte, ts hlc.Timestamp) ([]Inten
 	if !l.Held {
 		return nil, nil
 	}
-	return scanIntents(r.db, l.RangeID, start, end, func(in *Intent) bool { return in.Provisional.LessEq(ts) && !r.ignore[in.Txn] })
+	return scanIntents(r.db, l.RangeID, start, end, func(in *Intent) bool { return in.Provisional.LessEq(ts) })
 }
 
 // ReadIntent returns the intent on user key k in range rangeID's lock

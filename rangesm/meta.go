@@ -20,7 +20,8 @@ import (
 // it locally (possibly stale); changes go through meta's Raft log.
 
 // findMetaDescriptor returns the meta copy of range rangeID's descriptor
-// and its key, or nils.
+// and its key, or nils, scanning meta for a user range (descIndex.find
+// reads one key when the index knows the range).
 func findMetaDescriptor(r logstore.Reader, rangeID uint64) (*kvpb.RangeDescriptor, []byte, error) {
 	if rangeID == keys.MetaRangeID {
 		v, err := r.Get(keys.MetaRangeDescriptorKey())
@@ -96,14 +97,17 @@ func decodeCounter(b []byte) (uint64, error) {
 
 // metaReader reads this node's copy of meta (apply.MetaReader). The
 // caller checks that the node holds a replica of meta.
-type metaReader struct{ db *storage.DB }
+type metaReader struct {
+	db  *storage.DB
+	idx *descIndex
+}
 
 // Nodes implements apply.MetaReader.
 func (m metaReader) Nodes() ([]*kvpb.NodeDescriptor, error) { return readNodes(m.db) }
 
 // Descriptor implements apply.MetaReader.
 func (m metaReader) Descriptor(rangeID uint64) (*kvpb.RangeDescriptor, error) {
-	d, _, err := findMetaDescriptor(m.db, rangeID)
+	d, _, err := m.idx.find(m.db, rangeID, false)
 	return d, err
 }
 

@@ -34,6 +34,8 @@ type Config struct {
 // Factory makes the range state machines of one node (apply.Factory).
 type Factory struct {
 	cfg Config
+	// metaIdx indexes this node's copy of meta's descriptors by range ID.
+	metaIdx *descIndex
 }
 
 var _ apply.Factory = (*Factory)(nil)
@@ -47,7 +49,7 @@ func NewFactory(cfg Config) (*Factory, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Factory{cfg: cfg}, nil
+	return &Factory{cfg: cfg, metaIdx: &descIndex{}}, nil
 }
 
 // New implements apply.Factory: it loads range rangeID's state machine.
@@ -59,6 +61,7 @@ func (f *Factory) New(rangeID uint64, host apply.Host) (apply.StateMachine, erro
 		rangeID: rangeID,
 		observe: f.cfg.Observe,
 		sink:    f.cfg.Feed,
+		metaIdx: f.metaIdx,
 	}
 	r.ov.init(f.cfg.Engine, host.WriteEngine, host.Counters().Writes)
 	if err := r.Restore(); err != nil {
@@ -68,7 +71,7 @@ func (f *Factory) New(rangeID uint64, host apply.Host) (apply.StateMachine, erro
 }
 
 // Meta implements apply.Factory.
-func (f *Factory) Meta() apply.MetaReader { return metaReader{f.cfg.Engine} }
+func (f *Factory) Meta() apply.MetaReader { return metaReader{f.cfg.Engine, f.metaIdx} }
 
 // Range is the state machine of one replica of a range (apply.StateMachine):
 // it evaluates the range's commands against its applied state and stages
@@ -81,6 +84,9 @@ type Range struct {
 	log     *slog.Logger
 	host    apply.Host
 	rangeID uint64
+	// metaIdx indexes meta's descriptors by range ID (meta_index.go):
+	// the meta range's replica keeps it; shared with the Factory's reader.
+	metaIdx *descIndex
 	// desc is the applied descriptor (nil while uninitialized).
 	desc *kvpb.RangeDescriptor
 	// frozen is the applied freeze record (nil when not frozen; merge.go).
@@ -196,6 +202,12 @@ func (r *Range) Restore() error {
 	stats, err := loadMVCCStats(r.db, r.rangeID)
 	if err != nil {
 		return err
+	}
+	if r.rangeID == keys.MetaRangeID {
+		// A snapshot may have replaced meta's descriptors.
+		if err := r.metaIdx.rebuild(r.db); err != nil {
+			return fmt.Errorf("meta descriptor index: %w", err)
+		}
 	}
 	intents, err := countIntents(r.db, r.rangeID)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -33,16 +32,6 @@ import (
 type Reader struct {
 	db    *storage.DB
 	locks Locks
-	// ignore: transactions whose intents the read may pass (Ignoring).
-	ignore map[command.TxnID]bool
-}
-
-// Ignoring returns r passing over the intents of the transactions in
-// ignore: those known to commit, if at all, above the read's timestamp
-// (a STAGING record whose C0 is above it). The map is r's to read.
-func (r Reader) Ignoring(ignore map[command.TxnID]bool) Reader {
-	r.ignore = ignore
-	return r
 }
 
 // WithLocks returns r reading range l.RangeID's lock table first.
