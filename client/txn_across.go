@@ -409,7 +409,11 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 				return // readers resolve from the record
 			}
 		}
-		for _, g := range groups {
+		// The ranges resolve at once: once the record is decided their
+		// order does not matter, and every round the intents stay is a
+		// round in which the client's next transaction on those keys
+		// waits for them.
+		res := parallel(groups, func(g *txnGroup) txnWriteResult {
 			ks := make([][]byte, len(g.muts))
 			for i, m := range g.muts {
 				ks[i] = kvpb.MutationKey(m)
@@ -426,7 +430,10 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 				_, err := e.txn.Resolve(ctx, req)
 				return err
 			})
-			if err != nil {
+			return txnWriteResult{err: err}
+		})
+		for _, r := range res {
+			if r.err != nil {
 				return // the record stays; readers resolve the rest
 			}
 		}

@@ -62,23 +62,25 @@ func (n *Node) readBarrier(ctx context.Context, op string, r *raft.Replica) (uin
 //     would not do: another range may hold acknowledged writes above it,
 //     which the later parts, read at F, would miss.
 //
-// It returns the timestamp and the applied index the read sees at least.
-func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool) (hlc.Timestamp, uint64, error) {
+// It returns the timestamp, the applied index the read sees at least, and
+// whether the timestamp is the replica's frontier (readPastIntents).
+func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool) (hlc.Timestamp, uint64, bool, error) {
 	if err := n.observeHeader(op, h); err != nil {
-		return hlc.Timestamp{}, 0, err
+		return hlc.Timestamp{}, 0, false, err
 	}
 	rt, explicit, err := timestampFromProto("header.read_timestamp", h.GetReadTimestamp())
 	if err != nil {
-		return hlc.Timestamp{}, 0, err
+		return hlc.Timestamp{}, 0, false, err
 	}
 	if c := h.GetReadConsistency(); !explicit && (c == kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE ||
 		c == kvpb.ReadConsistency_READ_CONSISTENCY_STALE) {
-		return n.boundedStale(ctx, op, h, r)
+		ts, idx, err := n.boundedStale(ctx, op, h, r)
+		return ts, idx, false, err
 	}
 	if !explicit {
 		idx, err := n.readBarrier(ctx, op, r)
 		if err != nil {
-			return hlc.Timestamp{}, 0, err
+			return hlc.Timestamp{}, 0, false, err
 		}
 		st := mvccState(r)
 		if multiRange || st.Frontier.IsZero() {
@@ -86,35 +88,35 @@ func (n *Node) readTimestamp(ctx context.Context, op string, h *kvpb.RequestHead
 			// names a timestamp later pages can read at.)
 			ts, err := n.timestamps.Now(ctx)
 			if err != nil {
-				return hlc.Timestamp{}, 0, unavailable(100*time.Millisecond, "%s: no timestamp to read at: %v", op, err)
+				return hlc.Timestamp{}, 0, false, unavailable(100*time.Millisecond, "%s: no timestamp to read at: %v", op, err)
 			}
 			if err := n.closeAt(ctx, op, r, ts); err != nil {
-				return hlc.Timestamp{}, 0, err
+				return hlc.Timestamp{}, 0, false, err
 			}
 			_ = n.clock.Update(ts) // issued by this node's source
-			return ts, r.AppliedIndex(), nil
+			return ts, r.AppliedIndex(), false, nil
 		}
 		// The clock follows what the node serves. (A refusal here would
 		// mean a frontier far ahead of this clock; the read is stable
 		// either way.)
 		_ = n.clock.Update(st.Frontier)
-		return st.Frontier, idx, nil
+		return st.Frontier, idx, true, nil
 	}
 	if limit := n.clock.PhysicalNow() + int64(n.clock.MaxOffset()); rt.WallTime > limit {
-		return hlc.Timestamp{}, 0, invalidArgument("header.read_timestamp",
+		return hlc.Timestamp{}, 0, false, invalidArgument("header.read_timestamp",
 			"future timestamp %s: beyond this node's clock plus the maximum clock offset (%v)", rt, n.clock.MaxOffset())
 	}
 	st := mvccState(r)
 	if err := mvcc.CheckReadTimestamp(rt, st.GCThreshold); err != nil {
-		return hlc.Timestamp{}, 0, historyCompacted(op, r.RangeID(), rt, st.GCThreshold)
+		return hlc.Timestamp{}, 0, false, historyCompacted(op, r.RangeID(), rt, st.GCThreshold)
 	}
 	if st.Frontier.Less(rt) {
 		if err := n.closeAt(ctx, op, r, rt); err != nil {
-			return hlc.Timestamp{}, 0, err
+			return hlc.Timestamp{}, 0, false, err
 		}
 	}
 	_ = n.clock.Update(rt) // within the offset: checked above
-	return rt, r.AppliedIndex(), nil
+	return rt, r.AppliedIndex(), false, nil
 }
 
 // recheckGC refuses a read at ts that a GC overtook while it read. The
@@ -191,18 +193,14 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
-	ts, idx, err := s.n.readTimestamp(ctx, "Get", req.GetHeader(), r, false)
-	if err != nil {
-		return nil, err
-	}
 	var kv mvcc.KeyValue
 	var found bool
-	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kv, found, err = rd.Get(req.GetKey(), ts)
 		return err
 	})
 	if err != nil {
-		return nil, readError("Get", err)
+		return nil, err // readPast: readTimestamp's as they are, the read's through readError
 	}
 	if err := recheckGC("Get", r, ts); err != nil {
 		return nil, err
@@ -248,18 +246,14 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 		return nil, err
 	}
 	_, multiRange := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
-	ts, idx, err := s.n.readTimestamp(ctx, "Scan", req.GetHeader(), r, multiRange)
-	if err != nil {
-		return nil, err
-	}
 	var page rangesm.ScanPage
-	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Scan", req.GetHeader(), r, multiRange, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		page, err = rd.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
 			Limit: limit, MaxBytes: maxBytes})
 		return err
 	})
 	if err != nil {
-		return nil, readError("Scan", err)
+		return nil, err // readPast: readTimestamp's as they are, the read's through readError
 	}
 	if err := recheckGC("Scan", r, ts); err != nil {
 		return nil, err
@@ -296,18 +290,14 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	// The client sends a BatchGet's keys by range, and reads every other
 	// group at this one's answer: a read across ranges, unless the request
 	// is the whole read (every key in this range), served as a Get is.
-	ts, idx, err := s.n.readTimestamp(ctx, "BatchGet", req.GetHeader(), r, !req.GetWhole())
-	if err != nil {
-		return nil, err
-	}
 	var kvs []mvcc.KeyValue
 	var found []bool
-	err = s.n.readPastIntents(ctx, r, ts, func(rd rangesm.Reader) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kvs, found, err = rd.MultiGet(req.Keys, ts)
 		return err
 	})
 	if err != nil {
-		return nil, readError("BatchGet", err)
+		return nil, err // readPast: readTimestamp's as they are, the read's through readError
 	}
 	if err := recheckGC("BatchGet", r, ts); err != nil {
 		return nil, err

@@ -39,6 +39,10 @@ import (
 //     record is created ABORTED, so it can never be staged, then
 //     resolves.
 //
+// "Reads again" is at the same timestamp when the client chose it; a
+// read at the range's frontier decides its timestamp again instead
+// (readPast), since the transaction may have committed above it.
+//
 // A write that meets an intent waits for it in the key's queue on the
 // leader, pushing its transaction as a read at r = +inf would (it can
 // ignore nothing), with deadlocks broken through the push graph
@@ -52,10 +56,43 @@ const txnExpiry = 5 * time.Second
 // maxIntentRounds bounds the resolve-and-read-again rounds of one read.
 const maxIntentRounds = 4
 
+// readPast decides a read's timestamp (readTimestamp) and runs read at it
+// past the intents it meets (readPastIntents). A read served at the
+// range's frontier F decides its timestamp again once an intent it met is
+// gone: the intent's transaction may have been acknowledged before the
+// read began and committed above F (at the intent of the same transaction
+// pushed highest, on another range: docs/transactions.md, "Pushed
+// intents"), and the resolution that took the intent away raised F to
+// that commit timestamp; read at the old F, its write would be missed.
+func (n *Node) readPast(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool,
+	read func(rangesm.Reader, hlc.Timestamp) error) (hlc.Timestamp, uint64, error) {
+	for again := 0; ; again++ {
+		ts, idx, atFrontier, err := n.readTimestamp(ctx, op, h, r, multiRange)
+		if err != nil {
+			return ts, idx, err
+		}
+		err = n.readPastIntents(ctx, r, ts, atFrontier, func(rd rangesm.Reader) error { return read(rd, ts) })
+		if !errors.Is(err, errDecideAgain) {
+			if err != nil {
+				err = readError(op, err)
+			}
+			return ts, idx, err
+		}
+		if again == maxIntentRounds {
+			return ts, idx, unavailable(10*time.Millisecond, "%s: intents on range %d kept changing under the read", op, r.RangeID())
+		}
+	}
+}
+
+// errDecideAgain is readPastIntents' answer when an intent it met is gone
+// and the read's timestamp is to be decided again (readPast).
+var errDecideAgain = errors.New("an intent met at the frontier is gone: decide the read's timestamp again")
+
 // readPastIntents runs read against r's data and lock table, resolving
 // the intents it meets as above; it returns read's last error (an
-// *rangesm.IntentError when an intent stays in the way).
-func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, read func(rangesm.Reader) error) error {
+// *rangesm.IntentError when an intent stays in the way), or
+// errDecideAgain when decideAgain is set and an intent it met went.
+func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Timestamp, decideAgain bool, read func(rangesm.Reader) error) error {
 	var waitUntil time.Time // the rounds' waits together: readWaitMax
 	for round := 0; ; round++ {
 		err := read(n.reader(r))
@@ -64,6 +101,9 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 			return err
 		}
 		if n.pushIntents(ctx, ie.Intents, ts) {
+			if decideAgain {
+				return errDecideAgain
+			}
 			continue
 		}
 		if waitUntil.IsZero() {
@@ -71,6 +111,9 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		}
 		if !n.awaitIntents(ctx, r, ie.Intents, waitUntil) {
 			return err
+		}
+		if decideAgain {
+			return errDecideAgain
 		}
 	}
 }

@@ -28,8 +28,8 @@ func (h metaHost) WriteEngine(b *storage.Batch, wo storage.WriteOptions) error {
 	return h.db.Write(b, wo)
 }
 func (h metaHost) CreatesSplitReplica(*kvpb.RangeDescriptor) (bool, error) { return false, nil }
-func (h metaHost) RangeApplied(uint64) (uint64, bool, bool)                 { return 0, false, false }
-func (h metaHost) TakeOver(*kvpb.RangeDescriptor, uint64, uint64) error     { return nil }
+func (h metaHost) RangeApplied(uint64) (uint64, bool, bool)                { return 0, false, false }
+func (h metaHost) TakeOver(*kvpb.RangeDescriptor, uint64, uint64) error    { return nil }
 
 func userDesc(id, gen uint64, start, end int) *kvpb.RangeDescriptor {
 	return &kvpb.RangeDescriptor{RangeId: id, Generation: gen,
