@@ -404,7 +404,12 @@ func (s *adminServer) RemoveNode(ctx context.Context, req *kvpb.RemoveNodeReques
 			return c.RemoveNode(ctx, req)
 		})
 	}
-	ds, err := n.store.MetaDescriptors()
+	// The ranges' leaders' descriptors, not this node's copy of meta
+	// alone: that copy trails replica changes (a follower's, or meta's
+	// best-effort update), and a removal that read it while placement was
+	// adding replicas to the node found none held, skipped the drain and
+	// left the node holding three (a fresh-clone make test run).
+	ds, err := n.currentDescriptors(ctx)
 	if err != nil {
 		return forwardTo(s, ctx, forward)
 	}
