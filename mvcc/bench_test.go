@@ -148,7 +148,7 @@ func BenchmarkGet(b *testing.B) {
 // previous value). The database: 20,000 keys with 100-byte values
 // compacted to the bottom and a newer version of a tenth of them in an L0
 // file. Instructions per round, without the setup (writerRound is the
-// only function counted; docs/benchmarks.md, "Where a put's CPU goes"):
+// only function counted; docs/put-cost.md):
 //
 //	go test -c -o mvcc.test ./mvcc/
 //	GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
