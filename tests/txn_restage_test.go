@@ -117,17 +117,7 @@ func TestTxnRefreshCommitsAboveC0(t *testing.T) {
 	attempts := 0
 	err := c.Txn(ctx, func(tx *client.Tx) error {
 		attempts++
-		v, _, err := tx.Get(ctx, []byte("a1"))
-		if err != nil {
-			return err
-		}
-		if _, _, err := tx.Get(ctx, []byte("n1")); err != nil {
-			return err
-		}
-		if err := tx.Put([]byte("a2"), append(v, '+')); err != nil {
-			return err
-		}
-		return tx.Put([]byte("n1"), []byte("v1"))
+		return readA1WriteA2N1(ctx, tx)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +130,23 @@ func TestTxnRefreshCommitsAboveC0(t *testing.T) {
 	if va != "v0+" || vn != "v1" || ta != refreshAt || tn != refreshAt {
 		t.Fatalf("a2 = %q at %s, n1 = %q at %s: want v0+ and v1 at C %s", va, ta, vn, tn, refreshAt)
 	}
+}
+
+// readA1WriteA2N1 is the refresh tests' transaction: it reads a1, which
+// it does not write (a read a refresh must cover), and n1, and writes a2
+// = a1 + "+" and n1 = v1.
+func readA1WriteA2N1(ctx context.Context, tx *client.Tx) error {
+	v, _, err := tx.Get(ctx, []byte("a1"))
+	if err != nil {
+		return err
+	}
+	if _, _, err := tx.Get(ctx, []byte("n1")); err != nil {
+		return err
+	}
+	if err := tx.Put([]byte("a2"), append(v, '+')); err != nil {
+		return err
+	}
+	return tx.Put([]byte("n1"), []byte("v1"))
 }
 
 // TestTxnRefreshFailsOnAWriteAfterC0: the same transaction, but another
@@ -167,17 +174,7 @@ func TestTxnRefreshFailsOnAWriteAfterC0(t *testing.T) {
 	attempts := 0
 	err := c.Txn(ctx, func(tx *client.Tx) error {
 		attempts++
-		v, _, err := tx.Get(ctx, []byte("a1"))
-		if err != nil {
-			return err
-		}
-		if _, _, err := tx.Get(ctx, []byte("n1")); err != nil {
-			return err
-		}
-		if err := tx.Put([]byte("a2"), append(v, '+')); err != nil {
-			return err
-		}
-		return tx.Put([]byte("n1"), []byte("v1"))
+		return readA1WriteA2N1(ctx, tx)
 	})
 	if err != nil {
 		t.Fatal(err)
