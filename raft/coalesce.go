@@ -42,6 +42,12 @@ func coalesceAppends(out []*pb.Message) ([]*pb.Message, int) {
 	if dropped == 0 {
 		return out, 0
 	}
+	return dropNil(out), dropped
+}
+
+// dropNil compacts out in place, keeping the order of its non-nil
+// messages, and clears the tail so the dropped ones can be collected.
+func dropNil(out []*pb.Message) []*pb.Message {
 	kept := out[:0]
 	for _, m := range out {
 		if m != nil {
@@ -49,5 +55,5 @@ func coalesceAppends(out []*pb.Message) ([]*pb.Message, int) {
 		}
 	}
 	clear(out[len(kept):])
-	return kept, dropped
+	return kept
 }

@@ -64,14 +64,7 @@ func (r *Replica) skipBusyHeartbeatsLocked(out []*pb.Message, tick uint64) ([]*p
 	if dropped == 0 {
 		return out, 0
 	}
-	kept := out[:0]
-	for _, m := range out {
-		if m != nil {
-			kept = append(kept, m)
-		}
-	}
-	clear(out[len(kept):])
-	return kept, dropped
+	return dropNil(out), dropped
 }
 
 // replicatingLocked reports whether this leader streams appends to peer
