@@ -106,6 +106,10 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 		if err := n.resultError(op, h, r, &res); err != nil {
 			return res, 0, err
 		}
+		if res.Code == command.CodeOK && n.lockQueues.lockCount() > 0 {
+			// A write to a locked key ends its lock (txn_lock.go).
+			n.lockQueues.wrote(r.RangeID(), writtenKeys(cmd))
+		}
 		if cmd.Kind == command.KindTxnRecord {
 			// The answer carries the record's timestamp, no version:
 			// while STAGING a bound up to a second above C0

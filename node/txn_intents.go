@@ -367,6 +367,10 @@ func (l localTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, _ ...
 	return l.s.WaitFor(ctx, in)
 }
 
+func (l localTxn) Lock(ctx context.Context, in *kvpb.TxnLockRequest, _ ...grpc.CallOption) (*kvpb.TxnLockResponse, error) {
+	return l.s.Lock(ctx, in)
+}
+
 func (l localTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, _ ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
 	return l.s.Prevent(ctx, in)
 }
