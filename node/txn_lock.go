@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Locking reads (docs/transactions.md, "Locking reads").
