@@ -5,11 +5,11 @@ import (
 	"errors"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
-// A validated write request becomes a command (rangesm/command): the
+// A validated write request becomes a command (command/): the
 // operation and the request header's client_id and request_seq. It is
 // proposed through the range's Raft group and evaluated at apply time on
 // every replica, so a CompareAndSwap compares against the applied state in

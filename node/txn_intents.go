@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Reads and writes that meet intents (docs/transactions.md, "Readers and
