@@ -198,8 +198,11 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	if knobs.AfterCandidate != nil {
 		knobs.AfterCandidate(c0)
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	id := tx.lockID // the ID its locks are held under, if it took any
+	if id == ([16]byte{}) {
+		_, err = rand.Read(id[:])
+	}
+	if err != nil {
 		return false, nil, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
 	}
 	rk := kvpb.MutationKey(tx.muts[0])

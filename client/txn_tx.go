@@ -51,6 +51,16 @@ type Tx struct {
 	// to validate; pointReads avoids listing a key twice.
 	reads      []*kvpb.TxnRead
 	pointReads map[string]bool
+
+	// Locking reads (txn_lock.go): the attempt's ID once it took a lock
+	// (its commit across ranges uses it too), its home key, its age, the
+	// keys it locked, and the conflict that makes the attempt run again
+	// whatever fn returns (a deadlock it gave up).
+	lockID  [16]byte
+	home    []byte
+	prio    Timestamp
+	locked  [][]byte
+	restart *Error
 }
 
 type bufWrite struct {
@@ -192,6 +202,12 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		return nil, e
 	}
 	defer tx.leave()
+	return tx.batchGet(ctx, op, keys, false)
+}
+
+// batchGet is BatchGet, after taking the keys' locks when forUpdate.
+// REQUIRES: the caller holds busy.
+func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate bool) ([]GetResult, error) {
 	out := make([]GetResult, len(keys))
 	var remote [][]byte
 	var at []int
@@ -209,6 +225,11 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		at = append(at, i)
 	}
 	if len(remote) > 0 {
+		if forUpdate {
+			if err := tx.lock(ctx, op, remote); err != nil {
+				return nil, err
+			}
+		}
 		rts, err := tx.snapshot(ctx)
 		if err != nil {
 			return nil, err

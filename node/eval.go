@@ -5,11 +5,11 @@ import (
 	"errors"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
-// A validated write request becomes a command (rangesm/command): the
+// A validated write request becomes a command (command/): the
 // operation and the request header's client_id and request_seq. It is
 // proposed through the range's Raft group and evaluated at apply time on
 // every replica, so a CompareAndSwap compares against the applied state in
@@ -105,6 +105,10 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 		}
 		if err := n.resultError(op, h, r, &res); err != nil {
 			return res, 0, err
+		}
+		if res.Code == command.CodeOK && n.lockQueues.lockCount() > 0 {
+			// A write to a locked key ends its lock (txn_lock.go).
+			n.lockQueues.wrote(r.RangeID(), writtenKeys(cmd))
 		}
 		if cmd.Kind == command.KindTxnRecord {
 			// The answer carries the record's timestamp, no version:

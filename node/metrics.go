@@ -57,7 +57,8 @@ type metrics struct {
 	followerReads prometheus.Counter
 	// lockWaits, lockWaitTimeouts and deadlocks count the writes that
 	// waited on an intent, the waits that reached their bound, and the
-	// waits given up to break a deadlock (txn_wait.go).
+	// waits given up to break a deadlock (txn_wait.go), locking reads'
+	// waits included (txn_lock.go).
 	lockWaits        prometheus.Counter
 	lockWaitTimeouts prometheus.Counter
 	deadlocks        prometheus.Counter
@@ -97,15 +98,15 @@ func newMetrics(n *Node) *metrics {
 		}),
 		lockWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_lock_waits_total",
-			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key.",
+			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key, and locking reads queued behind another transaction's lock or intent.",
 		}),
 		lockWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_lock_wait_timeouts_total",
-			Help: "Waits on an intent that reached their bound (the write was answered with its conflict).",
+			Help: "Waits on an intent or a lock that reached their bound (the write was answered with its conflict, the locking read with fewer keys locked).",
 		}),
 		deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_deadlocks_total",
-			Help: "Waits on an intent given up because the waiting transaction was the younger of a deadlock found in the push graph.",
+			Help: "Waits on an intent or a lock given up because the waiting transaction was the younger of a deadlock found in the push graph.",
 		}),
 	}
 	m.registry.MustRegister(

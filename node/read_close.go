@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Closing timestamps for reads (docs/versions.md, "The frontier rule").

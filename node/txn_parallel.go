@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // The Txn service's methods for transactions across ranges

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // BenchmarkPropose measures replicated writes on a 3-node in-process

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

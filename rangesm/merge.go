@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 	pb "go.etcd.io/raft/v3/raftpb"
 )

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 	"google.golang.org/protobuf/proto"
 )

@@ -179,6 +179,21 @@ func transfer(ctx context.Context, tx *client.Tx, x, y []byte, amount int) error
 	return tx.Put(y, strconv.AppendInt(nil, int64(to+amount), 10))
 }
 
+// lockingTransfer is transfer with locking reads: both accounts' locks
+// are taken (in key order) before the transaction's read timestamp.
+func lockingTransfer(ctx context.Context, tx *client.Tx, x, y []byte, amount int) error {
+	rs, err := tx.BatchGetForUpdate(ctx, [][]byte{x, y})
+	if err != nil {
+		return err
+	}
+	from, _ := strconv.Atoi(string(rs[0].Value))
+	to, _ := strconv.Atoi(string(rs[1].Value))
+	if err := tx.Put(x, strconv.AppendInt(nil, int64(from-amount), 10)); err != nil {
+		return err
+	}
+	return tx.Put(y, strconv.AppendInt(nil, int64(to+amount), 10))
+}
+
 // BenchmarkTxnTwoRanges compares the transfer of BenchmarkTxnOneRange
 // with the same transfer whose two keys lie in two ranges (parallel
 // commits: intents on both ranges and the STAGING record in one round,
@@ -215,22 +230,33 @@ func BenchmarkTxnTwoRanges(b *testing.B) {
 
 // BenchmarkTxnContention runs transfers between 10 hot accounts from 64
 // clients at once, on a 3-node cluster: every transfer picks two
-// accounts at random, so most attempts meet another's reads or intents
-// and run again (docs/transactions.md: attempts retry rather than queue).
-// The accounts are spread over two ranges, so about half the transfers
-// commit across ranges. b.N is the number of transfers asked for; it
-// reports
+// accounts at random, so most attempts meet another's reads or intents.
+// Its transfers read optimistically (Tx.BatchGet): one that meets
+// another's write of a key it read runs again. The accounts are spread
+// over two ranges, so about half the transfers commit across ranges. b.N
+// is the number of transfers asked for; it reports
 //
 //   - commits/s: transfers committed per second of the run;
 //   - retries/commit: attempts beyond the first, per committed transfer;
 //   - aborts/commit: transfers given up (ErrTxnAborted after
-//     MaxTxnAttempts), per committed transfer.
+//     MaxTxnAttempts), per committed transfer;
+//   - waits/commit, wait-timeouts/commit, deadlocks/commit: the nodes'
+//     lock waits (of writes on intents, and of locking reads), those
+//     ended by their bound, and deadlocks broken, per commit.
 //
 // The total of the accounts is checked at the end. Run it alone on a
 // quiet machine:
 //
-//	go test ./tests -run '^$' -bench TxnContention -benchtime 2000x -v
-func BenchmarkTxnContention(b *testing.B) {
+//	go test ./tests -run '^$' -bench 'TxnContention$' -benchtime 2000x -v
+func BenchmarkTxnContention(b *testing.B) { benchTxnContention(b, false) }
+
+// BenchmarkTxnContentionLocking is BenchmarkTxnContention with locking
+// reads (Tx.BatchGetForUpdate): a transfer takes both accounts' locks
+// before reading, waits in their queues behind the transfers ahead, and
+// commits without running again (docs/transactions.md, "Locking reads").
+func BenchmarkTxnContentionLocking(b *testing.B) { benchTxnContention(b, true) }
+
+func benchTxnContention(b *testing.B, locking bool) {
 	const clients, accounts, start = 64, 10, 1000000
 	c := newCluster(b, 3)
 	cl := c.client()
@@ -247,6 +273,10 @@ func BenchmarkTxnContention(b *testing.B) {
 	}
 	var left, attempts, commits, aborts atomic.Int64
 	left.Store(int64(b.N))
+	metrics := func() (waits, timeouts, deadlocks float64) {
+		return c.metricSum("shale_txn_lock_waits_total"), c.metricSum("shale_txn_lock_wait_timeouts_total"), c.metricSum("shale_txn_deadlocks_total")
+	}
+	w0, t0, d0 := metrics()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for w := 0; w < clients; w++ {
@@ -259,6 +289,9 @@ func BenchmarkTxnContention(b *testing.B) {
 				j := (i + 1 + rng.IntN(accounts-1)) % accounts
 				err := cl.Txn(ctx, func(tx *client.Tx) error {
 					attempts.Add(1)
+					if locking {
+						return lockingTransfer(ctx, tx, ks[i], ks[j], 1)
+					}
 					return transfer(ctx, tx, ks[i], ks[j], 1)
 				})
 				switch {
@@ -282,6 +315,10 @@ func BenchmarkTxnContention(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "commits/s")
 	b.ReportMetric(float64(attempts.Load()-n-aborts.Load())/float64(n), "retries/commit")
 	b.ReportMetric(float64(aborts.Load())/float64(n), "aborts/commit")
+	w1, t1, d1 := metrics()
+	b.ReportMetric((w1-w0)/float64(n), "waits/commit")
+	b.ReportMetric((t1-t0)/float64(n), "wait-timeouts/commit")
+	b.ReportMetric((d1-d0)/float64(n), "deadlocks/commit")
 	total := 0
 	if err := cl.Txn(ctx, func(tx *client.Tx) error {
 		rs, err := tx.BatchGet(ctx, ks)
