@@ -65,10 +65,20 @@ func (tx *Tx) BatchGetForUpdate(ctx context.Context, keys [][]byte) ([]GetResult
 }
 
 // lockRounds bounds the Lock calls for one range's keys: a wait that
-// ended by its bound (under three quarters of a request's deadline) is
+// ended by its bound (three quarters of the call's attempt timeout) is
 // asked again, in the queue's tail, up to this many times; then the read
 // goes on without the lock (it is advisory).
 const lockRounds = 3
+
+// lockAttempt is the attempt timeout of a Lock call (at least; the
+// client's AttemptTimeout if longer), so that it waits up to 2.25 s in a
+// queue before its wait ends by its bound: 64 transfers queued on 10 hot
+// accounts wait more than the 750 ms a 1 s attempt allows. The
+// leader's lockHold (4 s) is longer, so a transaction's first lock does
+// not lapse while it waits for its second. The cost: a Lock sent to a
+// node that stopped answering is noticed after lockAttempt, not after
+// AttemptTimeout.
+const lockAttempt = 3 * time.Second
 
 // lock takes the locks of keys not yet held, range by range in key
 // order. A deadlock given up is returned (and set as tx.restart, so the
@@ -100,7 +110,7 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) error {
 	for round := 0; len(want) > 0; {
 		var resp *kvpb.TxnLockResponse
 		var n int
-		err := c.routed(ctx, op, true, routeKey{key: want[0]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		err := c.routed(withWaitingAttempt(ctx, lockAttempt), op, true, routeKey{key: want[0]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
 			for n = 0; n < len(want) && containsKey(d, want[n]); n++ {
 			}
 			if n == 0 {

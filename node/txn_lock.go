@@ -49,9 +49,10 @@ import (
 
 // lockHold is how long a lock lasts unless a write or its holder ends it
 // first: longer than a transaction under load takes from its locking
-// read to its commit, short enough that a holder that went away holds
-// nobody up for long.
-const lockHold = 2 * time.Second
+// read to its commit, waits for its other locks included (a client's
+// Lock call waits up to 2.25 s, client/txn_lock.go), short enough that
+// a holder that went away holds nobody up for long.
+const lockHold = 4 * time.Second
 
 // readLock is a held lock.
 type readLock struct {
