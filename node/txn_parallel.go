@@ -49,7 +49,9 @@ func txnIDFromProto(b []byte) (command.TxnID, error) {
 }
 
 // Write writes a transaction's intents on one range, after validating its
-// reads there; a read that changed is answered written false (the
+// reads there, and on the record's range stages the record in the same
+// command when asked to; a read that changed, or a record that could not
+// be staged, is answered written false (the
 // coordinator aborts the attempt and runs the transaction again). A key
 // locked by another transaction is waited for (txn_wait.go); a wait that
 // ends without it free is answered written false too.
@@ -110,6 +112,28 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 	cmd := batchCmd(&kvpb.BatchRequest{Mutations: muts})
 	cmd.Kind = command.KindTxnWrite
 	cmd.TxnWrite = command.TxnWrite{ID: id, Record: req.GetRecordKey()}
+	if req.GetStageBound() != nil {
+		// The record's stage folded into this range's write.
+		bound, _, err := timestampFromProto("stage_bound", req.GetStageBound())
+		if err != nil {
+			return nil, err
+		}
+		ks := req.GetStageKeys()
+		if bound.IsZero() || len(ks) == 0 || len(muts) == 0 {
+			return nil, invalidArgument("stage_keys", "a staging write needs its mutations, the staging bound and the keys of the intents")
+		}
+		if len(ks) > n.limits.MaxBatchOps {
+			return nil, countExceeded("stage_keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(ks))
+		}
+		if err := n.limits.checkKey("record_key", req.GetRecordKey()); err != nil {
+			return nil, err
+		}
+		if err := n.checkKey(req.GetHeader(), desc, req.GetRecordKey()); err != nil {
+			return nil, err
+		}
+		cmd.TxnWrite.Stage, cmd.TxnWrite.StageBound, cmd.TxnWrite.StageKeys = true, bound, ks
+		cmd.TxnWrite.Heartbeat = req.GetHeartbeatUnixNanos()
+	}
 	cmd.Txn.ReadTimestamp = rts
 	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, reads); err != nil {
 		return nil, err
@@ -139,7 +163,7 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kvpb.TxnRecordResponse, error) {
 	const op = "TxnRecord"
 	n := s.n
-	id, r, _, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
+	id, r, desc, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +197,24 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 		if len(req.GetKeys()) == 0 || ts.IsZero() {
 			return nil, invalidArgument("keys", "a stage needs the keys of the intents and the commit candidate")
 		}
-		if len(req.GetKeys()) > n.limits.MaxBatchOps {
-			return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(req.GetKeys()))
+	}
+	if len(req.GetKeys()) > n.limits.MaxBatchOps {
+		return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(req.GetKeys()))
+	}
+	switch req.GetOp() {
+	case kvpb.TxnRecordOp_TXN_RECORD_COMMIT:
+		// Keys: the intents of this range to resolve with the commit.
+		for _, k := range req.GetKeys() {
+			if err := n.checkKey(req.GetHeader(), desc, k); err != nil {
+				return nil, err
+			}
+		}
+	case kvpb.TxnRecordOp_TXN_RECORD_DELETE:
+		// Keys: the IDs of more finished records to delete.
+		for _, k := range req.GetKeys() {
+			if _, err := txnIDFromProto(k); err != nil {
+				return nil, err
+			}
 		}
 	}
 	cmd := &command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{ID: id,
@@ -183,6 +223,9 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if req.GetOp() == kvpb.TxnRecordOp_TXN_RECORD_COMMIT && len(req.GetKeys()) > 0 {
+		n.lockQueues.wakeRange(r.RangeID()) // intents resolved: waiters look again
 	}
 	return &kvpb.TxnRecordResponse{Header: n.respHeader(r, idx), Status: kvpb.TxnStatus(res.NodeID),
 		Timestamp: rangesm.TimestampProto(res.Version)}, nil

@@ -259,7 +259,7 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 	// The merged range holds the right-hand range's versions and may have
 	// served reads up to its frontier there: it keeps the higher frontier
 	// (and GC threshold) of the two.
-	rst, err := loadMVCCState(a.db, rightID)
+	rst, rstats, _, err := loadMVCCState(a.db, rightID)
 	if err != nil {
 		return err
 	}
@@ -268,10 +268,6 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		r.advance(rst.frontier)
 	}
 	// ... and the sum of their stats (mvcc_stats.go).
-	rstats, err := loadMVCCStats(a.db, rightID)
-	if err != nil {
-		return err
-	}
 	r.addStats(rstats)
 	// ... and the intents of both (intent.go): the right-hand range's
 	// lock table entries join this range's (their keys are disjoint).
