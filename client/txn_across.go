@@ -241,7 +241,10 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 			req.StageBound, req.StageKeys, req.HeartbeatUnixNanos = toProto(bound), intentKeys, time.Now().UnixNano()
 		}
 		var resp *kvpb.TxnWriteResponse
-		err := c.routed(ctx, op, true, routeKey{key: g.firstKey()}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		// A Write that meets an intent waits in the key's queue on the
+		// leader (node/txn_wait.go): it gets the longer attempt of a
+		// waiting call, as a locking read's Lock does (txn_lock.go).
+		err := c.routed(withWaitingAttempt(ctx, lockAttempt), op, true, routeKey{key: g.firstKey()}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
 			if !g.holds(d) {
 				return errRegroup
 			}

@@ -1,6 +1,12 @@
 // Package command defines the commands Shale writes into Raft logs and the
 // results their application produces.
 //
+// It is the format both layers above it share, and it imports neither:
+// proposers (node/, and raft/ for the splits, merges, replica changes and
+// meta updates it coordinates) build commands and read results; the range
+// state machine (rangesm/) decodes and evaluates them
+// (docs/architecture.md, "Layers").
+//
 // A command is evaluated at apply time: every replica decodes it and
 // evaluates it deterministically against its own applied state (a CAS reads
 // the key it compares while applying), so proposing needs no latches. The
