@@ -20,6 +20,9 @@ type Tx struct {
 	c       *Client
 	rts     Timestamp
 	started time.Time
+	// rtsAt is when the read timestamp was asked for (commitAcross
+	// may commit from it: txn_refresh.go, candidate).
+	rtsAt time.Time
 
 	// busy is held by the goroutine inside a method; a second one that
 	// finds it held is misusing the Tx. done is set when fn returned.
@@ -88,6 +91,7 @@ func (tx *Tx) ReadTimestamp() Timestamp { return tx.rts }
 // REQUIRES: the caller holds busy.
 func (tx *Tx) snapshot(ctx context.Context) (Timestamp, error) {
 	if tx.rts.IsZero() {
+		tx.rtsAt = time.Now()
 		rts, err := tx.c.txnBegin(ctx)
 		if err != nil {
 			return Timestamp{}, err

@@ -135,12 +135,20 @@ func (n *Node) propose(ctx context.Context, op string, r *raft.Replica, cmd *com
 	if err := n.awaitLeader(ctx, op, r, r.Descriptor()); err != nil {
 		return command.Result{}, 0, err
 	}
-	if r.IsLeader() {
-		// Only the leader's disk decides: a follower answers "not
-		// leader" as usual and the client goes to the leader.
-		if err := n.diskFullError(op); err != nil { // disk.go
-			return command.Result{}, 0, err
-		}
+	if !r.IsLeader() {
+		// Not proposed here (a follower does not forward writes): the
+		// answer is NotLeader, so it goes out before the proposal
+		// timestamp, not after it. While meta elected a leader in place
+		// of a killed oracle, a follower held every write for that
+		// election before saying so; the client, its attempt timed out,
+		// then avoided that node for two seconds, though it was the
+		// range's next leader (docs/unavailability.md).
+		return command.Result{}, 0, n.raftError(op, r.NotLeaderError())
+	}
+	// Only the leader's disk decides: a follower answers "not leader" as
+	// usual and the client goes to the leader.
+	if err := n.diskFullError(op); err != nil { // disk.go
+		return command.Result{}, 0, err
 	}
 	release, err := n.admitWrite(ctx, op, cmd) // memory.go
 	if err != nil {

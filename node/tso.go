@@ -47,7 +47,12 @@ func (m oracleMeta) Lease(ctx context.Context) (uint64, error) {
 	}
 	if !st.LeaseValid {
 		// A quorum round renews the lease of a leader that still leads.
-		if _, err := r.ReadBarrier(ctx); err != nil {
+		start := time.Now()
+		_, err := r.ReadBarrier(ctx)
+		if d := time.Since(start); err != nil || d > 100*time.Millisecond {
+			m.n.log.Debug("oracle: renewing meta's lease", "took", d.String(), "err", err)
+		}
+		if err != nil {
 			return 0, err
 		}
 		if st = r.Status(); st.State != "leader" || !st.LeaseValid {
@@ -254,10 +259,16 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 		watch := t.metaWatch()
 		target := t.target(attempt)
 		var err error
+		start := time.Now()
 		if target == 0 {
 			err = unavailable(100*time.Millisecond, "no node known to hold the meta range")
 		} else {
 			err = t.attempt(ctx, target, call)
+		}
+		if err != nil {
+			// The oracle's part of a window (docs/unavailability.md): at
+			// debug level, as etcd-io/raft's elections are.
+			t.n.log.Debug("oracle call failed", "target", target, "took", time.Since(start).String(), "err", err)
 		}
 		if err == nil {
 			if h := t.hint.Load(); h == nil || h.node != target || h.watch != watch {

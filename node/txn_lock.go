@@ -252,6 +252,7 @@ func (l *lockQueues) tryLock(rangeID uint64, key []byte, self *lockWaitSelf, t *
 	if l.held == nil {
 		l.held = map[lockQueueKey]*readLock{}
 	}
+	l.pruneLocked(now)
 	if l.held[k] == nil {
 		l.nheld.Add(1)
 	}
@@ -282,8 +283,25 @@ func (l *lockQueues) wrote(rangeID uint64, keys func(yield func([]byte) bool)) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.pruneLocked(time.Now())
 	for key := range keys {
 		if k := (lockQueueKey{rangeID, string(key)}); l.held[k] != nil {
+			l.dropLocked(k)
+		}
+	}
+}
+
+// pruneLocked drops the locks whose hold lapsed (their holder went
+// away, or their range moved: a split gives their keys another range
+// ID), at most every quarter of lockHold.
+// REQUIRES: l.mu held.
+func (l *lockQueues) pruneLocked(now time.Time) {
+	if now.Sub(l.lastPrune) < lockHold/4 {
+		return
+	}
+	l.lastPrune = now
+	for k, h := range l.held {
+		if !now.Before(h.until) {
 			l.dropLocked(k)
 		}
 	}

@@ -400,8 +400,9 @@ type lockQueues struct {
 	readers map[uint64]chan struct{}
 	// held are the locks of locking reads (txn_lock.go); nheld counts
 	// them, so that writes skip the lookup while there are none.
-	held  map[lockQueueKey]*readLock
-	nheld atomic.Int64
+	held      map[lockQueueKey]*readLock
+	nheld     atomic.Int64
+	lastPrune time.Time
 }
 
 // resolved returns a channel closed at the next resolution of an intent

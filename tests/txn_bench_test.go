@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,7 +70,7 @@ func BenchmarkTxnOneRange(b *testing.B) {
 		})
 	})
 	b.Run("txn-transfer", func(b *testing.B) {
-		benchTransfers(ctx, b, cl, pair)
+		benchTransfers(ctx, b, c, cl, pair)
 	})
 }
 
@@ -76,12 +79,29 @@ func BenchmarkTxnOneRange(b *testing.B) {
 // reports retries/commit: runs of the transaction's function beyond the
 // first, per committed transfer (the clients share no keys, so a retry
 // is the protocol's, not contention's: an attempt across ranges whose
-// intents were pushed above its commit candidate used to be one).
-func benchTransfers(ctx context.Context, b *testing.B, cl *client.Client, pair func() (x, y []byte)) {
+// intents were pushed above its commit candidate used to be one). It
+// also reports what a transfer costs the cluster, in counts that do not
+// depend on the machine's load (docs/transactions.md, "What it costs"):
+//
+//   - proposals/op: entries handed to Raft on all nodes
+//     (shale_raft_proposals_total), per committed transfer: the
+//     transaction's commands and its resolution, and those of anyone
+//     who had to resolve its intents for it;
+//   - rpcs/op: KV and Txn calls served by all nodes (grpc_server_started_total,
+//     multiplexed calls included, node-to-node pushes too), per committed
+//     transfer.
+//
+// The setup's writes are counted too (two per client, a small share at
+// any useful b.N).
+func benchTransfers(ctx context.Context, b *testing.B, c *testCluster, cl *client.Client, pair func() (x, y []byte)) {
 	var attempts, commits atomic.Int64
+	props0, rpcs0 := clusterCounts(c)
 	defer func() {
 		if n := commits.Load(); n > 0 {
 			b.ReportMetric(float64(attempts.Load()-n)/float64(n), "retries/commit")
+			props, rpcs := clusterCounts(c)
+			b.ReportMetric((props-props0)/float64(n), "proposals/op")
+			b.ReportMetric((rpcs-rpcs0)/float64(n), "rpcs/op")
 		}
 	}()
 	b.RunParallel(func(pb *testing.PB) {
@@ -105,6 +125,44 @@ func benchTransfers(ctx context.Context, b *testing.B, cl *client.Client, pair f
 			commits.Add(1)
 		}
 	})
+}
+
+// clusterCounts returns, summed over the running nodes, the entries
+// handed to Raft and the KV and Txn calls served (unary and multiplexed;
+// not the streams themselves).
+func clusterCounts(c *testCluster) (proposals, rpcs float64) {
+	for _, cn := range c.all() {
+		if !cn.running() {
+			continue
+		}
+		resp, err := http.Get("http://" + cn.httpAddr + "/metrics")
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			sp := strings.LastIndexByte(line, ' ')
+			if sp < 0 || strings.HasPrefix(line, "#") {
+				continue
+			}
+			v, err := strconv.ParseFloat(line[sp+1:], 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(line, "shale_raft_proposals_total "):
+				proposals += v
+			case strings.HasPrefix(line, "grpc_server_started_total{") && strings.Contains(line, `grpc_type="unary"`) &&
+				(strings.Contains(line, `grpc_service="shale.kv.v1.KV"`) || strings.Contains(line, `grpc_service="shale.kv.v1.Txn"`)):
+				rpcs += v
+			}
+		}
+	}
+	return proposals, rpcs
 }
 
 // transfer moves amount from x to y in tx.
@@ -157,13 +215,13 @@ func BenchmarkTxnTwoRanges(b *testing.B) {
 	}
 	var next atomic.Int64
 	b.Run("txn-transfer", func(b *testing.B) {
-		benchTransfers(ctx, b, cl, func() (x, y []byte) {
+		benchTransfers(ctx, b, c, cl, func() (x, y []byte) {
 			n := next.Add(1)
 			return []byte(fmt.Sprintf("bench2/l/%06d/a", n)), []byte(fmt.Sprintf("bench2/l/%06d/b", n))
 		})
 	})
 	b.Run("txn-transfer-2ranges", func(b *testing.B) {
-		benchTransfers(ctx, b, cl, func() (x, y []byte) {
+		benchTransfers(ctx, b, c, cl, func() (x, y []byte) {
 			n := next.Add(1)
 			return []byte(fmt.Sprintf("bench2/l/%06d/a", n)), []byte(fmt.Sprintf("bench2/r/%06d/b", n))
 		})

@@ -505,8 +505,16 @@ type TxnWriteRequest struct {
 	Mutations []*Mutation `protobuf:"bytes,6,rep,name=mutations,proto3" json:"mutations,omitempty"`
 	// commit_timestamp: the commit candidate C0 (an oracle timestamp).
 	CommitTimestamp *Timestamp `protobuf:"bytes,7,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// stage_bound, stage_keys and heartbeat_unix_nanos, on the write to the
+	// range of record_key only: the same command stages the record
+	// (TxnRecord's stage folded in: STAGING at stage_bound, the keys of
+	// every intent of the transaction), and writes nothing when the record
+	// cannot be staged (written false).
+	StageBound         *Timestamp `protobuf:"bytes,8,opt,name=stage_bound,json=stageBound,proto3" json:"stage_bound,omitempty"`
+	StageKeys          [][]byte   `protobuf:"bytes,9,rep,name=stage_keys,json=stageKeys,proto3" json:"stage_keys,omitempty"`
+	HeartbeatUnixNanos int64      `protobuf:"varint,10,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TxnWriteRequest) Reset() {
@@ -586,6 +594,27 @@ func (x *TxnWriteRequest) GetCommitTimestamp() *Timestamp {
 		return x.CommitTimestamp
 	}
 	return nil
+}
+
+func (x *TxnWriteRequest) GetStageBound() *Timestamp {
+	if x != nil {
+		return x.StageBound
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetStageKeys() [][]byte {
+	if x != nil {
+		return x.StageKeys
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetHeartbeatUnixNanos() int64 {
+	if x != nil {
+		return x.HeartbeatUnixNanos
+	}
+	return 0
 }
 
 type TxnWriteResponse struct {
@@ -669,7 +698,9 @@ type TxnRecordRequest struct {
 	Timestamp *Timestamp `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	// heartbeat_unix_nanos: the coordinator's clock (stage, heartbeat).
 	HeartbeatUnixNanos int64 `protobuf:"varint,6,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
-	// keys: the keys of the transaction's intents (stage).
+	// keys: the keys of the transaction's intents (stage); of its intents
+	// on the record's range, resolved at C with the commit (commit); the
+	// IDs of more finished records to delete (delete).
 	Keys          [][]byte `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1492,7 +1523,7 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"{\n" +
 	"\x12TxnWaitForResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xde\x02\n" +
+	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xe8\x03\n" +
 	"\x0fTxnWriteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
@@ -1501,7 +1532,13 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x0eread_timestamp\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x12*\n" +
 	"\x05reads\x18\x05 \x03(\v2\x14.shale.kv.v1.TxnReadR\x05reads\x123\n" +
 	"\tmutations\x18\x06 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\x12A\n" +
-	"\x10commit_timestamp\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\"\xd0\x01\n" +
+	"\x10commit_timestamp\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x127\n" +
+	"\vstage_bound\x18\b \x01(\v2\x16.shale.kv.v1.TimestampR\n" +
+	"stageBound\x12\x1d\n" +
+	"\n" +
+	"stage_keys\x18\t \x03(\fR\tstageKeys\x120\n" +
+	"\x14heartbeat_unix_nanos\x18\n" +
+	" \x01(\x03R\x12heartbeatUnixNanos\"\xd0\x01\n" +
 	"\x10TxnWriteResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +
@@ -1642,53 +1679,54 @@ var file_api_kvpb_txn_proto_depIdxs = []int32{
 	17, // 11: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
 	24, // 12: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
 	22, // 13: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 14: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 15: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
-	20, // 16: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	21, // 17: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
-	0,  // 18: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
-	22, // 19: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 20: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 21: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
-	22, // 22: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 23: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 24: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 25: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	21, // 26: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 27: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 28: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 29: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
-	21, // 30: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	23, // 31: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 32: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 33: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 34: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	17, // 35: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	24, // 36: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	23, // 37: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 38: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	20, // 39: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	15, // 40: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	18, // 41: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	7,  // 42: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
-	9,  // 43: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
-	11, // 44: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
-	13, // 45: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
-	5,  // 46: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
-	2,  // 47: shale.kv.v1.Txn.Lock:input_type -> shale.kv.v1.TxnLockRequest
-	16, // 48: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	19, // 49: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	8,  // 50: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
-	10, // 51: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
-	12, // 52: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
-	14, // 53: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
-	6,  // 54: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
-	3,  // 55: shale.kv.v1.Txn.Lock:output_type -> shale.kv.v1.TxnLockResponse
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	22, // 14: shale.kv.v1.TxnWriteRequest.stage_bound:type_name -> shale.kv.v1.Timestamp
+	23, // 15: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 16: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
+	20, // 17: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	21, // 18: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
+	0,  // 19: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
+	22, // 20: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 21: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	1,  // 22: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
+	22, // 23: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 24: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 25: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 26: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	21, // 27: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 28: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 29: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 30: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
+	21, // 31: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 32: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 33: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 34: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 35: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	17, // 36: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	24, // 37: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	23, // 38: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 39: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	20, // 40: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	15, // 41: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	18, // 42: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	7,  // 43: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	9,  // 44: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	11, // 45: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	13, // 46: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	5,  // 47: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
+	2,  // 48: shale.kv.v1.Txn.Lock:input_type -> shale.kv.v1.TxnLockRequest
+	16, // 49: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	19, // 50: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	8,  // 51: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	10, // 52: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	12, // 53: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	14, // 54: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	6,  // 55: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
+	3,  // 56: shale.kv.v1.Txn.Lock:output_type -> shale.kv.v1.TxnLockResponse
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
