@@ -62,6 +62,9 @@ type metrics struct {
 	lockWaits        prometheus.Counter
 	lockWaitTimeouts prometheus.Counter
 	deadlocks        prometheus.Counter
+	// intentReads counts the reads that met an intent they could not
+	// ignore (txn_intents.go).
+	intentReads prometheus.Counter
 	// watch are the Watch service's (watch_metrics.go).
 	watch watchMetrics
 }
@@ -96,6 +99,10 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_closed_timestamps_proposed_total",
 			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
 		}),
+		intentReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_txn_reads_met_intents_total",
+			Help: "Reads this node served that met another transaction's intent at or below their timestamp, and so resolved it, waited for it, or were answered Unavailable.",
+		}),
 		lockWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_lock_waits_total",
 			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key, and locking reads queued behind another transaction's lock or intent.",
@@ -122,6 +129,7 @@ func newMetrics(n *Node) *metrics {
 		m.gc.protectedOldest,
 		m.closes,
 		m.lockWaits,
+		m.intentReads,
 		m.lockWaitTimeouts,
 		m.deadlocks,
 		m.followerReads,

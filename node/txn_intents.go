@@ -100,6 +100,9 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		if !errors.As(err, &ie) || round == maxIntentRounds {
 			return err
 		}
+		if round == 0 {
+			n.metrics.intentReads.Inc()
+		}
 		if n.pushIntents(ctx, ie.Intents, ts) {
 			if decideAgain {
 				return errDecideAgain

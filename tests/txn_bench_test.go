@@ -89,19 +89,28 @@ func BenchmarkTxnOneRange(b *testing.B) {
 //     who had to resolve its intents for it;
 //   - rpcs/op: KV and Txn calls served by all nodes (grpc_server_started_total,
 //     multiplexed calls included, node-to-node pushes too), per committed
-//     transfer.
+//     transfer;
+//   - closes/op: the Close commands among the proposals (reads at a
+//     fresh R on a range whose frontier is below it);
+//   - intent-reads/op: reads that met another transaction's intent
+//     (shale_txn_reads_met_intents_total): with every client on its own
+//     keys, its previous transfer's, not yet resolved.
 //
 // The setup's writes are counted too (two per client, a small share at
 // any useful b.N).
 func benchTransfers(ctx context.Context, b *testing.B, c *testCluster, cl *client.Client, pair func() (x, y []byte)) {
 	var attempts, commits atomic.Int64
 	props0, rpcs0 := clusterCounts(c)
+	closes0 := c.metricSum("shale_closed_timestamps_proposed_total")
+	met0 := c.metricSum("shale_txn_reads_met_intents_total")
 	defer func() {
 		if n := commits.Load(); n > 0 {
 			b.ReportMetric(float64(attempts.Load()-n)/float64(n), "retries/commit")
 			props, rpcs := clusterCounts(c)
 			b.ReportMetric((props-props0)/float64(n), "proposals/op")
 			b.ReportMetric((rpcs-rpcs0)/float64(n), "rpcs/op")
+			b.ReportMetric((c.metricSum("shale_closed_timestamps_proposed_total")-closes0)/float64(n), "closes/op")
+			b.ReportMetric((c.metricSum("shale_txn_reads_met_intents_total")-met0)/float64(n), "intent-reads/op")
 		}
 	}()
 	b.RunParallel(func(pb *testing.PB) {
