@@ -37,6 +37,11 @@ void FilterPolicy::KeysMayMatch(const Slice* keys, int n, const Slice& filter,
   for (int i = 0; i < n; i++) may_match[i] = KeyMayMatch(keys[i], filter);
 }
 
+void FilterPolicy::ProbesMayMatch(const uint64_t* probes, int n,
+                                  const Slice& filter, bool* may_match) const {
+  for (int i = 0; i < n; i++) may_match[i] = ProbeMayMatch(probes[i], filter);
+}
+
 namespace {
 
 constexpr uint32_t kSeed = 0xbc9f1d34;
@@ -166,6 +171,28 @@ class CacheLineBloomPolicy final : public FilterPolicy {
     if (v.num_lines == 0) return false;
     const uint32_t h = static_cast<uint32_t>(probe);
     return TestBits(h, v.num_probes, LineFor(h, v.lines, v.num_lines));
+  }
+
+  void ProbesMayMatch(const uint64_t* probes, int n, const Slice& filter,
+                      bool* may_match) const override {
+    const FilterView v = ParseFilter(filter);
+    if (!v.usable || v.num_lines == 0) {
+      std::fill(may_match, may_match + n, !v.usable);
+      return;
+    }
+    const char* lines[kBatch];
+    for (int base = 0; base < n; base += kBatch) {
+      const int m = std::min(kBatch, n - base);
+      for (int i = 0; i < m; i++) {
+        lines[i] = LineFor(static_cast<uint32_t>(probes[base + i]), v.lines,
+                           v.num_lines);
+        __builtin_prefetch(lines[i]);
+      }
+      for (int i = 0; i < m; i++) {
+        may_match[base + i] = TestBits(static_cast<uint32_t>(probes[base + i]),
+                                       v.num_probes, lines[i]);
+      }
+    }
   }
 
   void KeysMayMatch(const Slice* keys, int n, const Slice& filter,
