@@ -38,6 +38,29 @@ func (c *Client) attemptTimeout(timedOut int) time.Duration {
 
 const maxAttemptDoublings = 4
 
+// waitingAttemptKey carries, in a request's context, the attempt timeout
+// of a call that waits on purpose at the node (a locking read waits in
+// the leader's queue for up to three quarters of its attempt,
+// txn_lock.go): longer than AttemptTimeout, so that a long queue is
+// waited out in place rather than left and joined again at its tail.
+type waitingAttemptKey struct{}
+
+// withWaitingAttempt marks ctx's requests as waiting ones, with attempt
+// timeout at least d.
+func withWaitingAttempt(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, waitingAttemptKey{}, d)
+}
+
+// attemptLimit is attemptTimeout, or the longer timeout of a waiting
+// call (withWaitingAttempt).
+func (c *Client) attemptLimit(ctx context.Context, timedOut int) time.Duration {
+	l := c.attemptTimeout(timedOut)
+	if d, ok := ctx.Value(waitingAttemptKey{}).(time.Duration); ok && d > l {
+		l = d
+	}
+	return l
+}
+
 // withAttemptTimeout returns the context of one attempt: ctx bounded by d.
 func withAttemptTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {

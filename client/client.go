@@ -48,6 +48,9 @@ type Client struct {
 	watches watchConns
 	// leaseStreams are the shared KeepAlive streams (lease_stream.go).
 	leaseStreams leaseStreams
+	// recordGC deletes finished transaction records in batches
+	// (txn_across.go).
+	recordGC recordGC
 }
 
 // endpoint is one node address and its connection.

@@ -333,6 +333,12 @@ func (t *muxTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, opts .
 	return t.unary.WaitFor(ctx, in, opts...)
 }
 
+// Lock is not one of the stream's methods (it may wait in the leader's
+// queues up to its deadline): it goes unary.
+func (t *muxTxn) Lock(ctx context.Context, in *kvpb.TxnLockRequest, opts ...grpc.CallOption) (*kvpb.TxnLockResponse, error) {
+	return t.unary.Lock(ctx, in, opts...)
+}
+
 func (t *muxTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, opts ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {
 	out := new(kvpb.TxnPreventResponse)
 	err := t.m.invoke(ctx, kvpb.MuxMethod_MUX_METHOD_TXN_PREVENT, in, out, func() (err error) {

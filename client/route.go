@@ -313,7 +313,7 @@ func (c *Client) route(ctx context.Context, op string, write bool, hedge hedgeMo
 				c.suspects.mark(addr, c.suspectFor())
 				c.rotate(ent)
 			} else {
-				limit := c.attemptTimeout(timedOut)
+				limit := c.attemptLimit(ctx, timedOut)
 				actx, cancel := withAttemptTimeout(ctx, limit)
 				answered, err := c.hedgedAttempt(actx, hedge, ent, addr, e, call)
 				expired := attemptExpired(actx, ctx, err)

@@ -75,12 +75,16 @@ func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
 		return &Error{Op: "Txn", Msg: "no function to run", kind: ErrInvalidArgument}
 	}
 	var last *Error
+	// The transaction's age, kept over its attempts: the older wins a
+	// deadlock of locking reads (txn_lock.go), so a transaction that
+	// keeps losing one grows old enough to win.
+	prio := Timestamp{WallTime: time.Now().UnixNano()}
 	for attempt := 0; attempt < MaxTxnAttempts; attempt++ {
 		if attempt > 0 && !sleep(ctx, c.backoff(attempt-1)) {
 			return &Error{Op: "Txn", kind: ErrTxnAborted, cause: ctx.Err(),
 				Msg: fmt.Sprintf("the context ended while waiting to retry (attempt %d): %s", attempt+1, last.Msg)}
 		}
-		committed, changed, err := c.txnAttempt(ctx, fn)
+		committed, changed, err := c.txnAttempt(ctx, fn, prio)
 		if err != nil || committed {
 			return err
 		}
@@ -92,14 +96,21 @@ func (c *Client) Txn(ctx context.Context, fn func(tx *Tx) error) error {
 
 // txnAttempt runs fn once and commits. It returns committed true, or a
 // retriable conflict in changed, or an error that ends the transaction.
-func (c *Client) txnAttempt(ctx context.Context, fn func(tx *Tx) error) (committed bool, changed *Error, err error) {
+func (c *Client) txnAttempt(ctx context.Context, fn func(tx *Tx) error, prio Timestamp) (committed bool, changed *Error, err error) {
 	// The read timestamp is taken at the first read (Tx.snapshot): a
 	// transaction that only writes needs none, and commits in one call.
 	tx := newTx(c)
+	tx.prio = prio
+	defer func() { tx.unlock(ctx, committed) }()
 	ferr := fn(tx)
 	tx.end()
 	if e := tx.misuse.Load(); e != nil {
 		return false, nil, e
+	}
+	if tx.restart != nil {
+		// A locking read gave up a deadlock: whatever fn made of its
+		// error, the attempt runs again.
+		return false, tx.restart, nil
 	}
 	if ferr != nil {
 		return false, nil, ferr

@@ -15,22 +15,25 @@ import (
 // Transactions across ranges: the client is the coordinator of parallel
 // commits (docs/transactions.md, "Several ranges").
 //
-//  1. C0, the commit candidate, is a fresh oracle timestamp (Begin).
+//  1. C0, the commit candidate, is a fresh oracle timestamp (Begin), or
+//     the read timestamp R when every read is covered (candidate).
 //  2. Ranges the transaction only read validate its reads there first
 //     (Txn.Write without mutations), which also lifts their frontier to
 //     C0: nothing it read there can change at or below C0 after.
 //  3. In parallel: Txn.Write on every range it wrote (its reads there
-//     validated, its writes as intents at p = max(C0, F.Next())) and the
-//     record STAGING at its bound S with the keys of every intent
-//     (Txn.Record). S is C0, or C0 + txnStageLead when every read is of
-//     a key the transaction writes (txn_refresh.go).
+//     validated, its writes as intents at p = max(C0, F.Next())), the
+//     record STAGING at its bound S with the keys of every intent in the
+//     same command as the intents of its range (the first write's). S
+//     is C0, or C0 + txnStageLead when every read is of a key the
+//     transaction writes (txn_refresh.go).
 //  4. Every intent in at p <= S and the record STAGING at S: the
 //     transaction is committed at C = the highest p, and Txn returns.
 //     An intent above S: the reads its intents do not cover are
 //     refreshed at C and the record staged again at C (txn_refresh.go).
 //     Resolution runs after, off the caller's path: the record
-//     COMMITTED, the intents turned into versions at C, the record
-//     deleted.
+//     COMMITTED with its range's intents turned into versions at C (one
+//     command), then the other ranges' intents, then the record deleted
+//     in a batch (finish).
 //  5. Anything else (a read changed, a key locked by another
 //     transaction, the record aborted by a pusher): the coordinator
 //     aborts its own record (if the abort finds it COMMITTED, recovery
@@ -186,7 +189,8 @@ type txnWriteResult struct {
 func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed bool, changed *Error, err error) {
 	const op = "Txn"
 	c := tx.c
-	c0, err := c.txnBegin(ctx)
+	refresh, covered := toRefresh(groups)
+	c0, err := tx.candidate(ctx, covered)
 	if err != nil {
 		return false, nil, err
 	}
@@ -194,8 +198,11 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	if knobs.AfterCandidate != nil {
 		knobs.AfterCandidate(c0)
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	id := tx.lockID // the ID its locks are held under, if it took any
+	if id == ([16]byte{}) {
+		_, err = rand.Read(id[:])
+	}
+	if err != nil {
 		return false, nil, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
 	}
 	rk := kvpb.MutationKey(tx.muts[0])
@@ -211,20 +218,33 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 			intentKeys = append(intentKeys, kvpb.MutationKey(m))
 		}
 	}
-	refresh, covered := toRefresh(groups)
 	bound := c0
 	if covered {
 		bound = c0.Add(txnStageLead)
 	}
-	// send writes g's intents (none: validates its reads) at ts.
-	send := func(g *txnGroup, ts Timestamp) txnWriteResult {
+	// The record goes in with the intents of its own range (the range
+	// of the first write), in the same command: one proposal fewer than
+	// a stage of its own, and nothing to wait for besides the intents.
+	var stager *txnGroup
+	if len(writing) > 0 && containsKey(writing[0].desc, rk) {
+		stager = writing[0]
+	}
+	// sendWrite writes g's intents (none: validates its reads) at ts,
+	// staging the record at bound with them when stage is set.
+	sendWrite := func(g *txnGroup, ts Timestamp, stage bool) txnWriteResult {
 		req := &kvpb.TxnWriteRequest{Header: c.header(true), TxnId: id[:], RecordKey: rk, Reads: g.reads, Mutations: g.muts,
 			CommitTimestamp: toProto(ts)}
 		if len(g.reads) > 0 {
 			req.ReadTimestamp = toProto(tx.rts)
 		}
+		if stage {
+			req.StageBound, req.StageKeys, req.HeartbeatUnixNanos = toProto(bound), intentKeys, time.Now().UnixNano()
+		}
 		var resp *kvpb.TxnWriteResponse
-		err := c.routed(ctx, op, true, routeKey{key: g.firstKey()}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
+		// A Write that meets an intent waits in the key's queue on the
+		// leader (node/txn_wait.go): it gets the longer attempt of a
+		// waiting call, as a locking read's Lock does (txn_lock.go).
+		err := c.routed(withWaitingAttempt(ctx, lockAttempt), op, true, routeKey{key: g.firstKey()}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (err error) {
 			if !g.holds(d) {
 				return errRegroup
 			}
@@ -244,7 +264,8 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		p, err := c.sawVersion(op, "version", resp.GetVersion())
 		return txnWriteResult{written: true, p: p, err: err}
 	}
-	write := func(g *txnGroup) txnWriteResult { return send(g, c0) }
+	send := func(g *txnGroup, ts Timestamp) txnWriteResult { return sendWrite(g, ts, false) }
+	write := func(g *txnGroup) txnWriteResult { return sendWrite(g, c0, g == stager) }
 	// Ranges only read: validated (and closed at C0) before anything is
 	// staged, since recovery judges a staged transaction by its intents
 	// alone.
@@ -266,28 +287,37 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	var stage *kvpb.TxnRecordResponse
 	var stageErr error
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		stage, stageErr = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_STAGE,
-			Timestamp: toProto(bound), HeartbeatUnixNanos: time.Now().UnixNano(), Keys: intentKeys})
-	}()
+	if stager == nil {
+		// The record's range holds no intent of it (a split since the
+		// grouping): the stage goes on its own.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stage, stageErr = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_STAGE,
+				Timestamp: toProto(bound), HeartbeatUnixNanos: time.Now().UnixNano(), Keys: intentKeys})
+		}()
+	}
 	results := parallel(writing, write)
 	wg.Wait()
 
-	ok := stageErr == nil && stage.GetStatus() == kvpb.TxnStatus_TXN_STATUS_STAGING
-	if ok {
-		if ts, err := fromProto(stage.GetTimestamp()); err != nil || ts != bound {
-			ok = false
-		}
-	}
+	// With the stage folded, the stager's write answered written only
+	// if the record is STAGING at bound (a refusal is its why below).
+	ok := true
 	var why string
 	var firstErr error
 	var ct Timestamp // the highest p
-	if stageErr != nil {
-		firstErr = stageErr
-	} else if !ok {
-		why = fmt.Sprintf("its record was %v when it staged (pushed by a reader that took its coordinator for gone)", stage.GetStatus())
+	if stager == nil {
+		ok = stageErr == nil && stage.GetStatus() == kvpb.TxnStatus_TXN_STATUS_STAGING
+		if ok {
+			if ts, err := fromProto(stage.GetTimestamp()); err != nil || ts != bound {
+				ok = false
+			}
+		}
+		if stageErr != nil {
+			firstErr = stageErr
+		} else if !ok {
+			why = fmt.Sprintf("its record was %v when it staged (pushed by a reader that took its coordinator for gone)", stage.GetStatus())
+		}
 	}
 	for _, res := range results {
 		switch {
@@ -393,31 +423,56 @@ func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
 	}
 }
 
-// finish resolves a decided transaction off the caller's path: the
-// record COMMITTED (first: a STAGING record means no intent is resolved
-// yet), the intents resolved range by range, the record deleted. What
-// it leaves undone (the client closed, a node down) readers finish from
-// the record.
+// finish resolves a decided transaction off the caller's path. A
+// committed one: the record COMMITTED together with the resolution of
+// the intents its own range holds (one command: the record is COMMITTED
+// before any intent is resolved, since a STAGING record means none is),
+// then the other ranges' intents, all at once; an aborted one (its
+// record already ABORTED): every range's intents dropped at once. The
+// record is then deleted, in a batch with others (recordGC). What it
+// leaves undone (the client closed, a node down) readers finish from the
+// record.
 func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, committed bool) {
 	c := tx.c
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
 		defer cancel()
-		if committed {
-			rec, err := tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
-			if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
-				return // readers resolve from the record
-			}
-		}
-		// The ranges resolve at once: once the record is decided their
-		// order does not matter, and every round the intents stay is a
-		// round in which the client's next transaction on those keys
-		// waits for them.
-		res := parallel(groups, func(g *txnGroup) txnWriteResult {
+		keysOf := func(g *txnGroup) [][]byte {
 			ks := make([][]byte, len(g.muts))
 			for i, m := range g.muts {
 				ks[i] = kvpb.MutationKey(m)
 			}
+			return ks
+		}
+		var recDesc *kvpb.RangeDescriptor
+		rest := groups
+		if committed {
+			// The record's range is that of the first write: groups[0]
+			// (groupByRange groups writes first, in order).
+			var own *txnGroup
+			if len(groups) > 0 && containsKey(groups[0].desc, rk) {
+				own, rest = groups[0], groups[1:]
+			}
+			req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
+			if own != nil {
+				req.Keys = keysOf(own)
+			}
+			rec, err := tx.recordOp(ctx, id, rk, req)
+			if err != nil && own != nil {
+				// The folded form refused (a split moved a key): commit
+				// alone and resolve that range with the others.
+				rest = groups
+				rec, err = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
+			}
+			if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+				return // readers resolve from the record
+			}
+			if own != nil {
+				recDesc = own.desc
+			}
+		}
+		res := parallel(rest, func(g *txnGroup) txnWriteResult {
+			ks := keysOf(g)
 			req := &kvpb.TxnResolveRequest{Header: c.header(true), TxnId: id[:], Committed: committed, Keys: ks}
 			if committed {
 				req.CommitTimestamp = toProto(ct)
@@ -437,7 +492,14 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 				return // the record stays; readers resolve the rest
 			}
 		}
-		_, _ = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_DELETE})
+		if recDesc == nil {
+			for _, g := range groups {
+				if containsKey(g.desc, rk) {
+					recDesc = g.desc
+				}
+			}
+		}
+		c.recordGC.add(c, id, rk, recDesc)
 	}()
 }
 
@@ -455,4 +517,82 @@ func parallel(groups []*txnGroup, f func(*txnGroup) txnWriteResult) []txnWriteRe
 	}
 	wg.Wait()
 	return out
+}
+
+// Finished records are deleted in batches: one command per range deletes
+// every record of the batch (the TxnDelete op's keys name the other
+// records), so deleting costs a transaction a fraction of a proposal
+// instead of one. A record waits at most recordGCDelay; a batch goes
+// at once when it reaches recordGCBatch. A record whose batch never goes
+// (the client closed) is left, as the records recovery decides are
+// (docs/transactions.md, "Not built"): finished, its intents resolved,
+// it harms nothing.
+const (
+	recordGCDelay = 20 * time.Millisecond
+	recordGCBatch = 128
+)
+
+// recordGC holds the finished records waiting to be deleted, by range.
+type recordGC struct {
+	mu      sync.Mutex
+	pending map[uint64]*recordBatch
+}
+
+// recordBatch is the records of one range to delete in one command,
+// routed by the record key of the first.
+type recordBatch struct {
+	rk  []byte
+	ids [][16]byte
+}
+
+// add queues the finished record id (record key rk, in the range of desc
+// as the transaction grouped it) for deletion.
+func (g *recordGC) add(c *Client, id [16]byte, rk []byte, desc *kvpb.RangeDescriptor) {
+	rid := desc.GetRangeId()
+	g.mu.Lock()
+	if g.pending == nil {
+		g.pending = map[uint64]*recordBatch{}
+	}
+	b := g.pending[rid]
+	if b == nil {
+		b = &recordBatch{rk: rk}
+		g.pending[rid] = b
+		time.AfterFunc(recordGCDelay, func() { g.flush(c, rid, b) })
+	}
+	b.ids = append(b.ids, id)
+	full := len(b.ids) >= recordGCBatch
+	if full {
+		delete(g.pending, rid)
+	}
+	g.mu.Unlock()
+	if full {
+		g.send(c, b)
+	}
+}
+
+// flush sends b unless it went already.
+func (g *recordGC) flush(c *Client, rid uint64, b *recordBatch) {
+	g.mu.Lock()
+	if g.pending[rid] != b {
+		g.mu.Unlock()
+		return
+	}
+	delete(g.pending, rid)
+	g.mu.Unlock()
+	g.send(c, b)
+}
+
+// send deletes b's records in one command. A failure leaves them.
+func (g *recordGC) send(c *Client, b *recordBatch) {
+	if c.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
+	defer cancel()
+	more := make([][]byte, len(b.ids)-1)
+	for i := range more {
+		more[i] = b.ids[i+1][:]
+	}
+	tx := &Tx{c: c}
+	_, _ = tx.recordOp(ctx, b.ids[0], b.rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_DELETE, Keys: more})
 }

@@ -39,6 +39,31 @@ import (
 // prevention at S never lifts a frontier into the future.
 const txnStageLead = time.Second
 
+// txnCandidateFromRead is how recent the read timestamp R must be for a
+// transaction whose reads are all covered to take R as its commit
+// candidate C0 (candidate): well under txnStageLead, so that its intents'
+// p, about the time of the commit, stay below the bound S = C0 +
+// txnStageLead.
+const txnCandidateFromRead = 250 * time.Millisecond
+
+// candidate returns the commit candidate C0. A transaction whose reads
+// are all covered (and that read something, recently) commits from its
+// read timestamp R, without asking the oracle again: what C0 must give
+// is real-time order (every transaction acknowledged before this one
+// began has a version below it, which R, an oracle timestamp issued
+// after this one's first read began, gives as well as a fresh one) and a
+// floor for the intents' p, which the reads at R already raised every
+// range's frontier to (so every p is above R anyway, and the bound S
+// covers it). A transaction with a read not covered takes a fresh one:
+// its intents above C0 cost it a refresh and a re-stage, and a C0 at R
+// would put every intent above it.
+func (tx *Tx) candidate(ctx context.Context, covered bool) (Timestamp, error) {
+	if covered && !tx.rts.IsZero() && time.Since(tx.rtsAt) < txnCandidateFromRead {
+		return tx.rts, nil
+	}
+	return tx.c.txnBegin(ctx)
+}
+
 // TxnTestingKnobs are hooks into a commit across ranges, for tests that
 // make its races happen on purpose against real nodes. Each runs on the
 // committing goroutine; a nil hook is skipped.

@@ -20,6 +20,9 @@ type Tx struct {
 	c       *Client
 	rts     Timestamp
 	started time.Time
+	// rtsAt is when the read timestamp was asked for (commitAcross
+	// may commit from it: txn_refresh.go, candidate).
+	rtsAt time.Time
 
 	// busy is held by the goroutine inside a method; a second one that
 	// finds it held is misusing the Tx. done is set when fn returned.
@@ -48,6 +51,16 @@ type Tx struct {
 	// to validate; pointReads avoids listing a key twice.
 	reads      []*kvpb.TxnRead
 	pointReads map[string]bool
+
+	// Locking reads (txn_lock.go): the attempt's ID once it took a lock
+	// (its commit across ranges uses it too), its home key, its age, the
+	// keys it locked, and the conflict that makes the attempt run again
+	// whatever fn returns (a deadlock it gave up).
+	lockID  [16]byte
+	home    []byte
+	prio    Timestamp
+	locked  [][]byte
+	restart *Error
 }
 
 type bufWrite struct {
@@ -78,6 +91,7 @@ func (tx *Tx) ReadTimestamp() Timestamp { return tx.rts }
 // REQUIRES: the caller holds busy.
 func (tx *Tx) snapshot(ctx context.Context) (Timestamp, error) {
 	if tx.rts.IsZero() {
+		tx.rtsAt = time.Now()
 		rts, err := tx.c.txnBegin(ctx)
 		if err != nil {
 			return Timestamp{}, err
@@ -188,6 +202,12 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		return nil, e
 	}
 	defer tx.leave()
+	return tx.batchGet(ctx, op, keys, false)
+}
+
+// batchGet is BatchGet, after taking the keys' locks when forUpdate.
+// REQUIRES: the caller holds busy.
+func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate bool) ([]GetResult, error) {
 	out := make([]GetResult, len(keys))
 	var remote [][]byte
 	var at []int
@@ -205,6 +225,11 @@ func (tx *Tx) BatchGet(ctx context.Context, keys [][]byte) ([]GetResult, error) 
 		at = append(at, i)
 	}
 	if len(remote) > 0 {
+		if forUpdate {
+			if err := tx.lock(ctx, op, remote); err != nil {
+				return nil, err
+			}
+		}
 		rts, err := tx.snapshot(ctx)
 		if err != nil {
 			return nil, err

@@ -51,6 +51,7 @@ var methodRoles = map[string]certs.Role{
 	"/shale.kv.v1.Txn/Resolve":            certs.RoleReadWrite,
 	"/shale.kv.v1.Txn/Prevent":            certs.RoleReadWrite,
 	"/shale.kv.v1.Txn/WaitFor":            certs.RoleNode, // nodes' push graph
+	"/shale.kv.v1.Txn/Lock":               certs.RoleReadWrite,
 	"/shale.raftrpc.v1.RaftTransport/":    certs.RoleNode, // every method of the service
 	"/shale.raftrpc.v1.TimestampOracle/":  certs.RoleNode,
 }

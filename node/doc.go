@@ -17,7 +17,7 @@
 //     in the range's current span; otherwise RangeNotFound or
 //     RangeKeyMismatch, with the descriptors the client needs to retry.
 //  3. Writes (eval.go, kv_server.go): a write becomes a command
-//     (rangesm/command) carrying the request's client_id and request_seq,
+//     (command/) carrying the request's client_id and request_seq,
 //     proposed through the range's Raft group and evaluated at apply time
 //     on every replica by the range state machine; the answer is the
 //     applied result. Log order makes a CompareAndSwap atomic with respect

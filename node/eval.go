@@ -5,11 +5,11 @@ import (
 	"errors"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
-// A validated write request becomes a command (rangesm/command): the
+// A validated write request becomes a command (command/): the
 // operation and the request header's client_id and request_seq. It is
 // proposed through the range's Raft group and evaluated at apply time on
 // every replica, so a CompareAndSwap compares against the applied state in
@@ -106,6 +106,10 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 		if err := n.resultError(op, h, r, &res); err != nil {
 			return res, 0, err
 		}
+		if res.Code == command.CodeOK && n.lockQueues.lockCount() > 0 {
+			// A write to a locked key ends its lock (txn_lock.go).
+			n.lockQueues.wrote(r.RangeID(), writtenKeys(cmd))
+		}
 		if cmd.Kind == command.KindTxnRecord {
 			// The answer carries the record's timestamp, no version:
 			// while STAGING a bound up to a second above C0
@@ -131,12 +135,20 @@ func (n *Node) propose(ctx context.Context, op string, r *raft.Replica, cmd *com
 	if err := n.awaitLeader(ctx, op, r, r.Descriptor()); err != nil {
 		return command.Result{}, 0, err
 	}
-	if r.IsLeader() {
-		// Only the leader's disk decides: a follower answers "not
-		// leader" as usual and the client goes to the leader.
-		if err := n.diskFullError(op); err != nil { // disk.go
-			return command.Result{}, 0, err
-		}
+	if !r.IsLeader() {
+		// Not proposed here (a follower does not forward writes): the
+		// answer is NotLeader, so it goes out before the proposal
+		// timestamp, not after it. While meta elected a leader in place
+		// of a killed oracle, a follower held every write for that
+		// election before saying so; the client, its attempt timed out,
+		// then avoided that node for two seconds, though it was the
+		// range's next leader (docs/unavailability.md).
+		return command.Result{}, 0, n.raftError(op, r.NotLeaderError())
+	}
+	// Only the leader's disk decides: a follower answers "not leader" as
+	// usual and the client goes to the leader.
+	if err := n.diskFullError(op); err != nil { // disk.go
+		return command.Result{}, 0, err
 	}
 	release, err := n.admitWrite(ctx, op, cmd) // memory.go
 	if err != nil {

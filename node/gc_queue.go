@@ -8,10 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // The GC queue (docs/versions.md, "Retention window and garbage

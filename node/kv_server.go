@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // kvServer implements kvpb.KVServer. Every write goes through the same

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/command"
 )
 
 // The node's memory budget (docs/operations.md, "Memory").

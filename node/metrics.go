@@ -57,10 +57,14 @@ type metrics struct {
 	followerReads prometheus.Counter
 	// lockWaits, lockWaitTimeouts and deadlocks count the writes that
 	// waited on an intent, the waits that reached their bound, and the
-	// waits given up to break a deadlock (txn_wait.go).
+	// waits given up to break a deadlock (txn_wait.go), locking reads'
+	// waits included (txn_lock.go).
 	lockWaits        prometheus.Counter
 	lockWaitTimeouts prometheus.Counter
 	deadlocks        prometheus.Counter
+	// intentReads counts the reads that met an intent they could not
+	// ignore (txn_intents.go).
+	intentReads prometheus.Counter
 	// watch are the Watch service's (watch_metrics.go).
 	watch watchMetrics
 }
@@ -95,17 +99,21 @@ func newMetrics(n *Node) *metrics {
 			Name: "shale_closed_timestamps_proposed_total",
 			Help: "Close commands this node proposed as a range's leader, so that reads above the range's frontier could be served.",
 		}),
+		intentReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_txn_reads_met_intents_total",
+			Help: "Reads this node served that met another transaction's intent at or below their timestamp, and so resolved it, waited for it, or were answered Unavailable.",
+		}),
 		lockWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_lock_waits_total",
-			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key.",
+			Help: "Writes this node, as a range's leader, queued behind another transaction's intent on a key, and locking reads queued behind another transaction's lock or intent.",
 		}),
 		lockWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_lock_wait_timeouts_total",
-			Help: "Waits on an intent that reached their bound (the write was answered with its conflict).",
+			Help: "Waits on an intent or a lock that reached their bound (the write was answered with its conflict, the locking read with fewer keys locked).",
 		}),
 		deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_txn_deadlocks_total",
-			Help: "Waits on an intent given up because the waiting transaction was the younger of a deadlock found in the push graph.",
+			Help: "Waits on an intent or a lock given up because the waiting transaction was the younger of a deadlock found in the push graph.",
 		}),
 	}
 	m.registry.MustRegister(
@@ -121,6 +129,7 @@ func newMetrics(n *Node) *metrics {
 		m.gc.protectedOldest,
 		m.closes,
 		m.lockWaits,
+		m.intentReads,
 		m.lockWaitTimeouts,
 		m.deadlocks,
 		m.followerReads,

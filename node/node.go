@@ -77,6 +77,9 @@ type Node struct {
 	// node's part of the push graph (txn_wait.go).
 	lockQueues lockQueues
 	waitGraph  waitGraph
+	// resolving are the resolutions in flight on this node
+	// (txn_parallel.go, Resolve).
+	resolving resolveFlights
 
 	// watches holds the watchers of the ranges this node leads, and is
 	// every replica's change feed sink (watch_feed.go).

@@ -137,8 +137,9 @@ func recheckGC(op string, r *raft.Replica, ts hlc.Timestamp) error {
 // without asking the leader, if F is no older than the node's clock minus
 // max_staleness_us. Otherwise a follower answers NotLeader (the client
 // goes to the leader), and the leader closes the current time first. A
-// leader that gets such reads keeps its range's F fresh for a while
-// (freshnessLoop), so that its followers can serve the next ones.
+// leader that gets such reads with its F older than half their bound
+// keeps its range's F fresh for a while (freshnessLoop), so that its
+// followers can serve the next ones.
 //
 // A STALE read is one with no bound: any replica that has applied a write
 // or a close serves it at its F, however old (what STALE always meant:
@@ -148,16 +149,22 @@ func (n *Node) boundedStale(ctx context.Context, op string, h *kvpb.RequestHeade
 	maxStale := time.Duration(h.GetMaxStalenessUs()) * time.Microsecond
 	idx := r.AppliedIndex()
 	st := mvccState(r)
-	if !st.Frontier.IsZero() && (unbounded || st.Frontier.WallTime >= n.clock.PhysicalNow()-int64(maxStale)) {
+	now := n.clock.PhysicalNow()
+	if !st.Frontier.IsZero() && (unbounded || st.Frontier.WallTime >= now-int64(maxStale)) {
 		n.metrics.followerReads.Inc()
 		_ = n.clock.Update(st.Frontier) // the clock follows what the node serves
+		if !unbounded && st.Frontier.WallTime < now-int64(maxStale/2) && r.IsLeader() {
+			// Served, but the frontier is past half the bound: keep the
+			// range fresh before the followers have to refuse.
+			n.closes.wanted(r.RangeID(), time.Now(), maxStale)
+		}
 		return st.Frontier, idx, nil
 	}
 	if !r.IsLeader() {
 		return hlc.Timestamp{}, 0, n.raftError(op, r.NotLeaderError())
 	}
 	if !unbounded {
-		n.closes.wanted(r.RangeID(), time.Now())
+		n.closes.wanted(r.RangeID(), time.Now(), maxStale)
 	}
 	ts := n.clock.Now()
 	if err := n.closeAt(ctx, op, r, ts); err != nil {

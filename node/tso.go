@@ -11,10 +11,10 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/tso"
 )
 
@@ -47,7 +47,12 @@ func (m oracleMeta) Lease(ctx context.Context) (uint64, error) {
 	}
 	if !st.LeaseValid {
 		// A quorum round renews the lease of a leader that still leads.
-		if _, err := r.ReadBarrier(ctx); err != nil {
+		start := time.Now()
+		_, err := r.ReadBarrier(ctx)
+		if d := time.Since(start); err != nil || d > 100*time.Millisecond {
+			m.n.log.Debug("oracle: renewing meta's lease", "took", d.String(), "err", err)
+		}
+		if err != nil {
 			return 0, err
 		}
 		if st = r.Status(); st.State != "leader" || !st.LeaseValid {
@@ -142,13 +147,31 @@ func tsFromProto(p *kvpb.Timestamp) (hlc.Timestamp, error) {
 // node it believes holds it, following NotLeader hints.
 type oracleTransport struct {
 	n *Node
-	// hint is the node that last answered as the oracle (0: none).
-	hint atomic.Uint64
+	// hint is the node that last answered as the oracle, or that a
+	// NotLeader answer named (nil: none), with what this node's replica
+	// of meta knew then (oracleHint).
+	hint atomic.Pointer[oracleHint]
 	// conn is the client of the node last called as the oracle: finding
 	// a node's connection reads meta's node records from the engine, and
 	// one client's put makes one oracle call. Dropped whenever a call
 	// fails, so that a node at a new address is looked up again.
 	conn atomic.Pointer[oracleConn]
+}
+
+// oracleHint is a node believed to hold the oracle, and the leader-watch
+// context (raft.Replica.LeaderWatch) of this node's replica of meta when
+// that belief was formed (nil: no replica of meta here). Once the context
+// is done, the replica has learned of a leader since, which is newer news
+// than the hint: target asks that leader instead. Without it, the first
+// call after meta's leader was cut off (partitioned, paused) went to the
+// remembered old oracle, on the hint of the last call that succeeded
+// there, and waited out a whole attempt timeout: the call began after
+// the replica had learned of the new leader, so no change came during
+// it to abandon it on, and every write of the node waited for that call
+// (docs/unavailability.md).
+type oracleHint struct {
+	node  uint64
+	watch context.Context
 }
 
 type oracleConn struct {
@@ -231,27 +254,38 @@ func (t *oracleTransport) retry(ctx context.Context, call func(context.Context, 
 	backoff := 10 * time.Millisecond
 	var last error
 	for attempt := 0; ; attempt++ {
+		// What the replica of meta knows before the call: a success
+		// makes target the hint only until the replica learns more.
+		watch := t.metaWatch()
 		target := t.target(attempt)
 		var err error
+		start := time.Now()
 		if target == 0 {
 			err = unavailable(100*time.Millisecond, "no node known to hold the meta range")
 		} else {
 			err = t.attempt(ctx, target, call)
 		}
+		if err != nil {
+			// The oracle's part of a window (docs/unavailability.md): at
+			// debug level, as etcd-io/raft's elections are.
+			t.n.log.Debug("oracle call failed", "target", target, "took", time.Since(start).String(), "err", err)
+		}
 		if err == nil {
-			t.hint.Store(target)
+			if h := t.hint.Load(); h == nil || h.node != target || h.watch != watch {
+				t.hint.Store(&oracleHint{node: target, watch: watch})
+			}
 			return nil
 		}
 		last = err
-		t.hint.Store(0)
+		t.hint.Store(nil)
 		t.conn.Store(nil)
 		if leader := notLeaderHint(err); leader != 0 && leader != target {
-			t.hint.Store(leader)
+			t.hint.Store(&oracleHint{node: leader, watch: t.metaWatch()})
 			continue
 		}
 		var moved *errOracleMoved
 		if errors.As(err, &moved) {
-			t.hint.Store(moved.to)
+			t.hint.Store(&oracleHint{node: moved.to, watch: t.metaWatch()})
 			continue
 		}
 		select {
@@ -334,17 +368,32 @@ func (e *errOracleMoved) Error() string {
 
 func (e *errOracleMoved) Unwrap() error { return e.err }
 
-// target is the node to ask on the given attempt: the hint, else meta's
-// leader as this node's replica of meta knows it, else the members in
-// turn.
+// metaWatch returns the leader-watch context of this node's replica of
+// meta, nil if it has none.
+func (t *oracleTransport) metaWatch() context.Context {
+	r, err := t.n.store.Replica(keys.MetaRangeID)
+	if err != nil {
+		return nil
+	}
+	_, w := r.LeaderWatch()
+	return w
+}
+
+// target is the node to ask on the given attempt: the hint, unless this
+// node's replica of meta has learned of a leader since (oracleHint), else
+// meta's leader as that replica knows it, else the members in turn.
 func (t *oracleTransport) target(attempt int) uint64 {
-	if h := t.hint.Load(); h != 0 {
-		return h
+	h := t.hint.Load()
+	if h != nil && (h.watch == nil || h.watch.Err() == nil) {
+		return h.node
 	}
 	if r, err := t.n.store.Replica(keys.MetaRangeID); err == nil {
-		if l := r.Status().LeaderNodeID; l != 0 {
+		if l := r.LeaderNodeID(); l != 0 {
 			return l
 		}
+	}
+	if h != nil {
+		return h.node // the replica knows no leader now: the hint may still hold
 	}
 	ms := t.n.members()
 	if len(ms) == 0 {

@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Reads and writes that meet intents (docs/transactions.md, "Readers and
@@ -99,6 +99,9 @@ func (n *Node) readPastIntents(ctx context.Context, r *raft.Replica, ts hlc.Time
 		var ie *rangesm.IntentError
 		if !errors.As(err, &ie) || round == maxIntentRounds {
 			return err
+		}
+		if round == 0 {
+			n.metrics.intentReads.Inc()
 		}
 		if n.pushIntents(ctx, ie.Intents, ts) {
 			if decideAgain {
@@ -365,6 +368,10 @@ func (l localTxn) Resolve(ctx context.Context, in *kvpb.TxnResolveRequest, _ ...
 
 func (l localTxn) WaitFor(ctx context.Context, in *kvpb.TxnWaitForRequest, _ ...grpc.CallOption) (*kvpb.TxnWaitForResponse, error) {
 	return l.s.WaitFor(ctx, in)
+}
+
+func (l localTxn) Lock(ctx context.Context, in *kvpb.TxnLockRequest, _ ...grpc.CallOption) (*kvpb.TxnLockResponse, error) {
+	return l.s.Lock(ctx, in)
 }
 
 func (l localTxn) Prevent(ctx context.Context, in *kvpb.TxnPreventRequest, _ ...grpc.CallOption) (*kvpb.TxnPreventResponse, error) {

@@ -3,13 +3,16 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // The Txn service's methods for transactions across ranges
@@ -49,7 +52,9 @@ func txnIDFromProto(b []byte) (command.TxnID, error) {
 }
 
 // Write writes a transaction's intents on one range, after validating its
-// reads there; a read that changed is answered written false (the
+// reads there, and on the record's range stages the record in the same
+// command when asked to; a read that changed, or a record that could not
+// be staged, is answered written false (the
 // coordinator aborts the attempt and runs the transaction again). A key
 // locked by another transaction is waited for (txn_wait.go); a wait that
 // ends without it free is answered written false too.
@@ -110,6 +115,28 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 	cmd := batchCmd(&kvpb.BatchRequest{Mutations: muts})
 	cmd.Kind = command.KindTxnWrite
 	cmd.TxnWrite = command.TxnWrite{ID: id, Record: req.GetRecordKey()}
+	if req.GetStageBound() != nil {
+		// The record's stage folded into this range's write.
+		bound, _, err := timestampFromProto("stage_bound", req.GetStageBound())
+		if err != nil {
+			return nil, err
+		}
+		ks := req.GetStageKeys()
+		if bound.IsZero() || len(ks) == 0 || len(muts) == 0 {
+			return nil, invalidArgument("stage_keys", "a staging write needs its mutations, the staging bound and the keys of the intents")
+		}
+		if len(ks) > n.limits.MaxBatchOps {
+			return nil, countExceeded("stage_keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(ks))
+		}
+		if err := n.limits.checkKey("record_key", req.GetRecordKey()); err != nil {
+			return nil, err
+		}
+		if err := n.checkKey(req.GetHeader(), desc, req.GetRecordKey()); err != nil {
+			return nil, err
+		}
+		cmd.TxnWrite.Stage, cmd.TxnWrite.StageBound, cmd.TxnWrite.StageKeys = true, bound, ks
+		cmd.TxnWrite.Heartbeat = req.GetHeartbeatUnixNanos()
+	}
 	cmd.Txn.ReadTimestamp = rts
 	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, reads); err != nil {
 		return nil, err
@@ -139,7 +166,7 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kvpb.TxnRecordResponse, error) {
 	const op = "TxnRecord"
 	n := s.n
-	id, r, _, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
+	id, r, desc, err := n.recordRange(req.GetHeader(), req.GetTxnId(), req.GetRecordKey())
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +200,24 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 		if len(req.GetKeys()) == 0 || ts.IsZero() {
 			return nil, invalidArgument("keys", "a stage needs the keys of the intents and the commit candidate")
 		}
-		if len(req.GetKeys()) > n.limits.MaxBatchOps {
-			return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(req.GetKeys()))
+	}
+	if len(req.GetKeys()) > n.limits.MaxBatchOps {
+		return nil, countExceeded("keys", "keys", "max_batch_ops", n.limits.MaxBatchOps, len(req.GetKeys()))
+	}
+	switch req.GetOp() {
+	case kvpb.TxnRecordOp_TXN_RECORD_COMMIT:
+		// Keys: the intents of this range to resolve with the commit.
+		for _, k := range req.GetKeys() {
+			if err := n.checkKey(req.GetHeader(), desc, k); err != nil {
+				return nil, err
+			}
+		}
+	case kvpb.TxnRecordOp_TXN_RECORD_DELETE:
+		// Keys: the IDs of more finished records to delete.
+		for _, k := range req.GetKeys() {
+			if _, err := txnIDFromProto(k); err != nil {
+				return nil, err
+			}
 		}
 	}
 	cmd := &command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{ID: id,
@@ -183,6 +226,9 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if req.GetOp() == kvpb.TxnRecordOp_TXN_RECORD_COMMIT && len(req.GetKeys()) > 0 {
+		n.lockQueues.wakeRange(r.RangeID()) // intents resolved: waiters look again
 	}
 	return &kvpb.TxnRecordResponse{Header: n.respHeader(r, idx), Status: kvpb.TxnStatus(res.NodeID),
 		Timestamp: rangesm.TimestampProto(res.Version)}, nil
@@ -224,6 +270,19 @@ func (s *txnServer) Resolve(ctx context.Context, req *kvpb.TxnResolveRequest) (*
 			return nil, err
 		}
 	}
+	// One resolution of a transaction per range at a time on this node:
+	// the coordinator's and a reader's, racing, would both propose; the
+	// second waits for the first and then usually finds nothing left.
+	done, err := n.resolving.enter(ctx, r.RangeID(), id)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if idx, gone := n.intentsGone(ctx, op, r, id, ks); gone {
+		// Someone resolved them first (a reader that met them, or the
+		// coordinator when this is a reader's): nothing to propose.
+		return &kvpb.TxnResolveResponse{Header: n.respHeader(r, idx)}, nil
+	}
 	cmd := &command.Command{Kind: command.KindTxnResolve, TxnResolve: command.TxnResolve{ID: id,
 		Committed: req.GetCommitted(), CommitTimestamp: c, Keys: ks}}
 	if !req.GetCommitted() {
@@ -235,6 +294,87 @@ func (s *txnServer) Resolve(ctx context.Context, req *kvpb.TxnResolveRequest) (*
 	}
 	n.lockQueues.wakeRange(r.RangeID()) // writes waiting here look again
 	return &kvpb.TxnResolveResponse{Header: n.respHeader(r, idx), Resolved: res.NodeID}, nil
+}
+
+// resolveFlights are the resolutions in flight on a node, by range and
+// transaction.
+type resolveFlights struct {
+	mu sync.Mutex
+	m  map[resolveFlight]chan struct{}
+}
+
+type resolveFlight struct {
+	rangeID uint64
+	txn     command.TxnID
+}
+
+// enter waits until no other resolution of txn on the range is in flight
+// here, then marks this one in flight until done is called.
+func (f *resolveFlights) enter(ctx context.Context, rangeID uint64, txn command.TxnID) (done func(), err error) {
+	k := resolveFlight{rangeID, txn}
+	for {
+		f.mu.Lock()
+		ch, busy := f.m[k]
+		if !busy {
+			if f.m == nil {
+				f.m = map[resolveFlight]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			f.m[k] = ch
+			f.mu.Unlock()
+			return func() {
+				f.mu.Lock()
+				delete(f.m, k)
+				f.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// intentsGone reports whether none of ks holds an intent of transaction
+// id on r, as of a read barrier at r's leader: a resolution would then
+// apply as nothing, and its proposal is spared. Every intent of a
+// transaction that is being resolved went in before its coordinator
+// decided it (its write was acknowledged, so applied at the leader of
+// the time), and the barrier makes this replica's applied state cover
+// every entry committed before the check: an intent not in it was
+// resolved already. (An aborted transaction's write that comes late,
+// after this check, comes after a resolution that applied just as
+// well, and is dropped as such a late intent is: its record is
+// ABORTED, or missing, and a pusher aborts it.) The barrier is taken
+// only when this replica's applied state already shows none of them;
+// any failure says false, and the resolution is proposed.
+func (n *Node) intentsGone(ctx context.Context, op string, r *raft.Replica, id command.TxnID, ks [][]byte) (uint64, bool) {
+	held := func() bool {
+		for _, k := range ks {
+			in, found, err := rangesm.ReadIntent(n.db, r.RangeID(), k)
+			if err != nil || (found && in.Txn == id) {
+				return true
+			}
+		}
+		return false
+	}
+	if held() {
+		return 0, false
+	}
+	idx, err := n.readBarrier(ctx, op, r)
+	if err != nil || held() {
+		return 0, false
+	}
+	d := r.Descriptor()
+	for _, k := range ks {
+		if !keys.ContainsUserKey(d, k) {
+			return 0, false // moved by a split or merge since
+		}
+	}
+	return idx, true
 }
 
 // Prevent is recovery's check of a staging transaction's intents on one

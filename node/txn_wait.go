@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // Waiting on intents and breaking deadlocks (docs/transactions.md,
@@ -397,6 +398,11 @@ type lockQueues struct {
 	mu      sync.Mutex
 	q       map[lockQueueKey][]*lockWaiter
 	readers map[uint64]chan struct{}
+	// held are the locks of locking reads (txn_lock.go); nheld counts
+	// them, so that writes skip the lookup while there are none.
+	held      map[lockQueueKey]*readLock
+	nheld     atomic.Int64
+	lastPrune time.Time
 }
 
 // resolved returns a channel closed at the next resolution of an intent

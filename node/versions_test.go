@@ -335,3 +335,38 @@ func TestStaleReadIsAnUnboundedFollowerRead(t *testing.T) {
 		t.Fatalf("shale_follower_reads_total went from %v to %v, want one more", before, after)
 	}
 }
+
+// TestBoundedStaleReadsKeepTheFrontierWithinHalfTheBound: bounded-staleness
+// reads of a range that takes no writes are all served at its frontier
+// (none waits on a close, so none would have sent a follower's client to
+// the leader), the leader closing only when the frontier passes half the
+// bound: a few closes over several bounds' time, not one per
+// freshInterval.
+func TestBoundedStaleReadsKeepTheFrontierWithinHalfTheBound(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	ctx := ctxT(t)
+	if _, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 2 * time.Second
+	h := &kvpb.RequestHeader{ReadConsistency: kvpb.ReadConsistency_READ_CONSISTENCY_BOUNDED_STALE,
+		MaxStalenessUs: bound.Microseconds()}
+	reads0 := testutilCounter(t, tn, "shale_follower_reads_total")
+	closes0 := testutilCounter(t, tn, "shale_closed_timestamps_proposed_total")
+	reads := 0
+	for end := time.Now().Add(2 * bound); time.Now().Before(end); reads++ {
+		g, err := tn.kv.Get(ctx, &kvpb.GetRequest{Key: []byte("k"), Header: h})
+		if err != nil || string(g.GetValue()) != "v" {
+			t.Fatalf("bounded-staleness Get = %v, %v", g, err)
+		}
+		time.Sleep(10 * time.Millisecond) // a steady reader, not a busy loop
+	}
+	if served := testutilCounter(t, tn, "shale_follower_reads_total") - reads0; int(served) != reads {
+		t.Errorf("%d of %d reads served at the frontier: the others waited on a close (a follower would have refused them)", int(served), reads)
+	}
+	// 2 bounds at one close per half bound or so: 4, and a margin; one
+	// per freshInterval would be 20.
+	if closes := testutilCounter(t, tn, "shale_closed_timestamps_proposed_total") - closes0; closes > 8 {
+		t.Errorf("%v closes over %v of reads with a %v bound, want about one per %v", closes, 2*bound, bound, bound/2)
+	}
+}

@@ -13,10 +13,10 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

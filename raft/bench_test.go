@@ -16,8 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/storage"
 )
 
 // BenchmarkPropose measures replicated writes on a 3-node in-process
@@ -130,7 +131,9 @@ func histCount(h interface{ Write(*dto.Metric) error }) float64 {
 // per write (the three nodes together, from getrusage: it does not
 // follow what else the machine runs as time does) and, per write, the
 // rounds, log syncs, messages sent, message batches sent (gRPC frames to
-// peers), range applies and apply writes of the nodes.
+// peers), range applies and apply writes of the nodes, and the engine
+// records and bytes they write, the data (log entries, user keys) apart
+// from the per-range state records (engineBytes).
 //
 //	go test ./raft -run '^$' -bench ProposeRanges -benchtime 20000x
 func BenchmarkProposeRanges(b *testing.B) {
@@ -142,7 +145,8 @@ func BenchmarkProposeRanges(b *testing.B) {
 }
 
 func benchProposeRanges(b *testing.B, ranges, clients int) {
-	c := newBenchCluster(b, nil)
+	var eng engineBytes
+	c := newBenchCluster(b, func(cfg *Config) { cfg.Testing.OnEngineWrite = eng.count })
 	ctx := context.Background()
 	const space = 1 << 20 // key indexes; range j starts at j*space/ranges
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key%07d", i)) }
@@ -195,6 +199,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		return n
 	}
 	logWrites0 := logWrites()
+	eng.reset()
 	leaderChanges0 := sum(func(m *Metrics) prometheus.Counter { return m.leaderChanges })
 	base := make([]float64, len(counters))
 	for i, k := range counters {
@@ -238,6 +243,81 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		b.ReportMetric((sum(k.f)-base[i])/float64(b.N), k.unit)
 	}
 	b.ReportMetric((logWrites()-logWrites0)/float64(b.N), "log-writes/op")
+	eng.report(b)
+}
+
+// engineBytes counts, by kind of record, the records and bytes (key and
+// value) the nodes write to the engine: the data a write is for (its log
+// entry and its user key; anything else that is not per-range state) and
+// the per-range state records written beside it (HardState, applied
+// state, MVCC state and stats).
+type engineBytes struct {
+	recs, bytes [engineKinds]atomic.Int64
+}
+
+const (
+	engineLog = iota
+	engineUser
+	engineOther
+	engineHardState
+	engineApplied
+	engineMVCC
+	engineKinds
+)
+
+func (e *engineBytes) reset() {
+	for i := range engineKinds {
+		e.recs[i].Store(0)
+		e.bytes[i].Store(0)
+	}
+}
+
+// count classifies b's records (raft/keys: prefix 'r' range_id suffix).
+func (e *engineBytes) count(_ uint64, b *storage.Batch) {
+	rd, err := storage.NewBatchReader(b.Repr())
+	if err != nil {
+		return
+	}
+	for {
+		_, k, v, ok := rd.Next()
+		if !ok {
+			return
+		}
+		kind := engineOther
+		switch {
+		case len(k) > 0 && k[0] == keys.UserPrefix:
+			kind = engineUser
+		case len(k) >= 11 && k[0] == keys.NodeLocalPrefix && k[1] == 'r' && k[10] == 'l':
+			kind = engineLog
+		case len(k) == 11 && k[0] == keys.NodeLocalPrefix && k[1] == 'r' && k[10] == 'h':
+			kind = engineHardState
+		case len(k) == 11 && k[0] == keys.RangeLocalPrefix && k[1] == 'r' && k[10] == 'a':
+			kind = engineApplied
+		case len(k) == 11 && k[0] == keys.RangeLocalPrefix && k[1] == 'r' && (k[10] == 'v' || k[10] == 's'):
+			kind = engineMVCC
+		}
+		e.recs[kind].Add(1)
+		e.bytes[kind].Add(int64(len(k) + len(v)))
+	}
+}
+
+func (e *engineBytes) report(b *testing.B) {
+	n := float64(b.N)
+	var dataB, stateB, stateR float64
+	for i := range engineKinds {
+		if i < engineHardState {
+			dataB += float64(e.bytes[i].Load())
+		} else {
+			stateB += float64(e.bytes[i].Load())
+			stateR += float64(e.recs[i].Load())
+		}
+	}
+	b.ReportMetric(dataB/n, "data-B/op")
+	b.ReportMetric(stateB/n, "state-B/op")
+	b.ReportMetric(stateR/n, "state-recs/op")
+	b.ReportMetric(float64(e.recs[engineHardState].Load())/n, "hs-recs/op")
+	b.ReportMetric(float64(e.recs[engineApplied].Load())/n, "applied-recs/op")
+	b.ReportMetric(float64(e.recs[engineMVCC].Load())/n, "mvcc-recs/op")
 }
 
 // proposeToLeader proposes cmd to range rid through leaders[j], and

@@ -6,7 +6,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/command"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 

@@ -53,6 +53,9 @@ func (s *Store) isNoSpace(err error) bool {
 // the engine's error for any other failure, and ErrStopped if the store
 // stops while the disk is full.
 func (s *Store) writeEngine(b *storage.Batch, wo storage.WriteOptions) error {
+	if f := s.cfg.Testing.OnEngineWrite; f != nil {
+		f(s.cfg.NodeID, b)
+	}
 	return s.retryNoSpace("an engine write", func() error { return s.cfg.Engine.Write(b, wo) })
 }
 

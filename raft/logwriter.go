@@ -190,6 +190,9 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 // a snapshot keeps the synced write: it replaces range data that readers
 // of the engine could otherwise see before it is durable.
 func (s *Store) writeDurably(b *storage.Batch, sync, snap bool) error {
+	if f := s.cfg.Testing.OnEngineWrite; f != nil {
+		f(s.cfg.NodeID, b)
+	}
 	if !sync || snap {
 		return s.cfg.Engine.Write(b, storage.WriteOptions{Sync: sync})
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // The meta range (range 1) holds the cluster's metadata: the node

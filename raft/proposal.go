@@ -9,8 +9,8 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // A proposal's life: queued in the replica's inbox -> handed to Raft

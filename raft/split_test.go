@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // TestSplit: a split creates the right-hand range on every node over the

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shaledb/shale/storage"
 )
 
 // TestingKnobs are switches for tests only (Config.Testing): hooks that
@@ -16,6 +18,12 @@ type TestingKnobs struct {
 	// node nodeID, under the replica's raftMu (it must not call back into
 	// the Store).
 	OnApply func(nodeID, rangeID uint64, ents []*pb.Entry)
+	// OnEngineWrite, if set, is called with every batch the store writes
+	// to the engine (the log writer's, the apply writes, the state
+	// machine's early writes, truncations) just before it is written: a
+	// benchmark counts what each write costs the engine. It must not keep
+	// or change b.
+	OnEngineWrite func(nodeID uint64, b *storage.Batch)
 	// Bug plants one bug (BugNone: none).
 	Bug PlantedBug
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 // TestLeaderTransferLeavesNoWriteAmbiguous: writes under load while the

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

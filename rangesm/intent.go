@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -416,7 +416,9 @@ func (r *Range) dropIntent(k []byte) {
 // free of other transactions' intents, and then each written key gets an
 // intent at p = max(T, F.Next()), the frontier rises to p, and the answer
 // carries p (Result.Version). A transaction's own intent on a key is
-// replaced (a retried write).
+// replaced (a retried write). With TxnWrite.Stage the same command
+// stages the record (the range must hold its key), and writes nothing
+// unless the record is then STAGING at the bound asked for.
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyTxnWrite(cmd *command.Command) (command.Result, error) {
 	own := &cmd.TxnWrite.ID
@@ -440,6 +442,19 @@ func (r *Range) applyTxnWrite(cmd *command.Command) (command.Result, error) {
 	p, ok := r.nextVersion(cmd.Timestamp)
 	if !ok {
 		return frontierAtMax(), nil
+	}
+	if t := &cmd.TxnWrite; t.Stage {
+		// The record's stage, folded in: the record range's intents and
+		// the record go in together, or neither does.
+		res, err := r.applyTxnRecord(&command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{
+			ID: t.ID, Op: command.TxnStage, RecordKey: t.Record, Timestamp: t.StageBound, Heartbeat: t.Heartbeat, Keys: t.StageKeys}})
+		if err != nil || res.Code != command.CodeOK {
+			return res, err
+		}
+		if st := TxnStatus(res.NodeID); st != TxnStaging || res.Version != t.StageBound {
+			return command.Result{Code: command.CodeReadChanged, Value: append([]byte{}, t.Record...),
+				Message: fmt.Sprintf("its record was %v at %s when it staged at %s (pushed by a reader that took its coordinator for gone)", st, res.Version, t.StageBound)}, nil
+		}
 	}
 	for i := range cmd.Mutations {
 		m := &cmd.Mutations[i]

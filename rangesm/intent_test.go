@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -366,6 +366,53 @@ func TestTxnRecordMovesOnlyForward(t *testing.T) {
 	s.propose(user, recordOp(command.TxnID{0xc}, command.TxnDelete, hlc.Timestamp{}))
 	if rec, _ := rangesm.ReadTxnRecord(s.db, user, command.TxnID{0xc}); rec.Status != rangesm.TxnStaging {
 		t.Fatalf("a staging record was deleted: %+v", rec)
+	}
+}
+
+// TestTxnCommitResolvesItsRange: a commit carrying the keys of the
+// record range's intents marks the record COMMITTED and resolves them at
+// its C in the same command (and, sent again, changes nothing); one that
+// does not apply (the record aborted) resolves nothing. A delete carrying
+// other IDs deletes those of them that are finished, not a staging one.
+func TestTxnCommitResolvesItsRange(t *testing.T) {
+	s := newStore(t)
+	p := s.propose(user, txnWrite(txnA, ts(100, 0), ts(0, 0), nil, putM("a", "1"), putM("b", "2"))).Version
+	s.propose(user, recordOp(txnA, command.TxnStage, p.Add(time.Second), "a", "b", "z"))
+	c := p.Add(time.Millisecond)
+	wantRecord(t, "commit with keys", s.propose(user, recordOp(txnA, command.TxnCommitRecord, c, "a", "b")), rangesm.TxnCommitted, c)
+	if st := s.state(user); st.Intents != 0 || st.Frontier != c {
+		t.Fatalf("after the commit: %+v, want no intents and the frontier at %s", st, c)
+	}
+	for k, want := range map[string]string{"a": "1", "b": "2"} {
+		if kv, _, err := s.reader(user).Get([]byte(k), c); err != nil || string(kv.Value) != want || kv.Version != c {
+			t.Fatalf("%s after the commit: %+v %v, want %s at %s", k, kv, err, want, c)
+		}
+	}
+	wantRecord(t, "commit sent again", s.propose(user, recordOp(txnA, command.TxnCommitRecord, c, "a", "b")), rangesm.TxnCommitted, c)
+
+	// An aborted record's commit resolves nothing.
+	s.propose(user, txnWrite(txnB, ts(0, 0), ts(0, 0), nil, putM("d", "1")))
+	s.propose(user, recordOp(txnB, command.TxnAbort, hlc.Timestamp{}))
+	if res := s.propose(user, recordOp(txnB, command.TxnCommitRecord, ts(9000, 0), "d")); rangesm.TxnStatus(res.NodeID) != rangesm.TxnAborted {
+		t.Fatalf("commit of an aborted record: %+v", res)
+	}
+	if n := s.state(user).Intents; n != 1 {
+		t.Fatalf("the commit of an aborted record resolved its intent: %d intents, want 1", n)
+	}
+
+	// A batch of deletes: A (committed) and B (aborted) go, C (staging)
+	// stays; an unknown ID is skipped.
+	txnC := command.TxnID{0xc}
+	s.propose(user, recordOp(txnC, command.TxnStage, ts(300, 0), "a"))
+	del := recordOp(txnA, command.TxnDelete, hlc.Timestamp{})
+	del.TxnRecord.Keys = [][]byte{txnB[:], txnC[:], (&command.TxnID{0xf})[:]}
+	if res := s.propose(user, del); res.Err() != nil {
+		t.Fatalf("batch delete: %+v", res)
+	}
+	for id, want := range map[command.TxnID]rangesm.TxnStatus{txnA: rangesm.TxnMissing, txnB: rangesm.TxnMissing, txnC: rangesm.TxnStaging} {
+		if rec, err := rangesm.ReadTxnRecord(s.db, user, id); err != nil || rec.Status != want {
+			t.Fatalf("record %s after the batch delete: %+v %v, want %v", id, rec, err, want)
+		}
 	}
 }
 

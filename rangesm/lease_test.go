@@ -3,10 +3,10 @@ package rangesm_test
 import (
 	"testing"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 func leaseCmd(k command.Kind, l command.Lease, t hlc.Timestamp) *command.Command {

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -259,7 +259,7 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 	// The merged range holds the right-hand range's versions and may have
 	// served reads up to its frontier there: it keeps the higher frontier
 	// (and GC threshold) of the two.
-	rst, err := loadMVCCState(a.db, rightID)
+	rst, rstats, _, err := loadMVCCState(a.db, rightID)
 	if err != nil {
 		return err
 	}
@@ -268,10 +268,6 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 		r.advance(rst.frontier)
 	}
 	// ... and the sum of their stats (mvcc_stats.go).
-	rstats, err := loadMVCCStats(a.db, rightID)
-	if err != nil {
-		return err
-	}
 	r.addStats(rstats)
 	// ... and the intents of both (intent.go): the right-hand range's
 	// lock table entries join this range's (their keys are disjoint).

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -31,10 +31,20 @@ import (
 //
 // The record lives at keys.MVCCStateKey, range-local, so snapshots carry
 // it; a split's right-hand range starts with its left-hand range's state,
-// a merge keeps the higher of each.
+// a merge keeps the higher of each. It also holds the range's MVCC stats
+// (mvcc_stats.go): both change with nearly every write, and one record per
+// range and apply batch instead of two is fewer engine records and bytes
+// per write, which counts once writes spread over many ranges (issue 22).
 //
-//	mvcc state := 0x01 through:uvarint frontier:timestamp gc_threshold:timestamp
+//	mvcc state := 0x02 through:uvarint frontier:timestamp gc_threshold:timestamp
+//	              keys:varint versions:varint bytes:varint live_keys:varint live_bytes:varint
+//	            | 0x01 through:uvarint frontier:timestamp gc_threshold:timestamp
 //	timestamp  := hlc.Encode (12 bytes)
+//
+// Version 0x01, written before, holds no stats: they are then in their own
+// record (keys.MVCCStatsKey), which the first version 0x02 record written
+// over it deletes in the same batch. A range whose record is missing (new)
+// has the zero state and stats.
 //
 // through is the index of the last entry that changed the state (a write,
 // a close or a GC; so the record depends on the log alone). The record is
@@ -51,51 +61,70 @@ type mvccState struct {
 	gcThreshold hlc.Timestamp
 }
 
-const mvccStateVersion byte = 0x01
+const (
+	mvccStateVersion1 byte = 0x01 // no stats: read only
+	mvccStateVersion  byte = 0x02
+)
 
-func (s *mvccState) encode() []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+2*hlc.EncodedLen)
+// encodeMVCCRecord returns the record of state s and stats.
+func encodeMVCCRecord(s mvccState, stats mvcc.Stats) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+2*hlc.EncodedLen+5*binary.MaxVarintLen64)
 	b = append(b, mvccStateVersion)
 	b = binary.AppendUvarint(b, s.through)
 	b = s.frontier.AppendEncode(b)
-	return s.gcThreshold.AppendEncode(b)
+	b = s.gcThreshold.AppendEncode(b)
+	return appendMVCCStats(b, stats)
 }
 
-func decodeMVCCState(v []byte) (mvccState, error) {
-	if len(v) < 2 || v[0] != mvccStateVersion {
-		return mvccState{}, fmt.Errorf("mvcc state of %d bytes, version %x", len(v), v[:min(len(v), 1)])
+// decodeMVCCState decodes a record; hasStats is false for a version 0x01
+// record, whose stats are in their own record.
+func decodeMVCCState(v []byte) (s mvccState, stats mvcc.Stats, hasStats bool, err error) {
+	if len(v) < 2 || (v[0] != mvccStateVersion && v[0] != mvccStateVersion1) {
+		return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("mvcc state of %d bytes, version %x", len(v), v[:min(len(v), 1)])
 	}
 	through, n := binary.Uvarint(v[1:])
-	if n <= 0 || len(v) != 1+n+2*hlc.EncodedLen {
-		return mvccState{}, fmt.Errorf("mvcc state of %d bytes", len(v))
+	if n <= 0 || len(v) < 1+n+2*hlc.EncodedLen || (v[0] == mvccStateVersion1 && len(v) != 1+n+2*hlc.EncodedLen) {
+		return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("mvcc state of %d bytes", len(v))
 	}
 	rest := v[1+n:]
 	f, err := hlc.Decode(rest[:hlc.EncodedLen])
 	if err != nil {
-		return mvccState{}, fmt.Errorf("mvcc state frontier: %w", err)
+		return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("mvcc state frontier: %w", err)
 	}
-	g, err := hlc.Decode(rest[hlc.EncodedLen:])
+	g, err := hlc.Decode(rest[hlc.EncodedLen : 2*hlc.EncodedLen])
 	if err != nil {
-		return mvccState{}, fmt.Errorf("mvcc state GC threshold: %w", err)
+		return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("mvcc state GC threshold: %w", err)
 	}
-	return mvccState{through: through, frontier: f, gcThreshold: g}, nil
+	s = mvccState{through: through, frontier: f, gcThreshold: g}
+	if v[0] == mvccStateVersion1 {
+		return s, mvcc.Stats{}, false, nil
+	}
+	if stats, err = decodeMVCCStatsVarints(rest[2*hlc.EncodedLen:]); err != nil {
+		return mvccState{}, mvcc.Stats{}, false, err
+	}
+	return s, stats, true, nil
 }
 
-// loadMVCCState reads rangeID's MVCC state (the zero state if it has
-// none: a new range).
-func loadMVCCState(r logstore.Reader, rangeID uint64) (mvccState, error) {
+// loadMVCCState reads rangeID's MVCC state and stats (the zero state and
+// stats if it has none: a new range). legacy is true when the stats came
+// from their own record (a version 0x01 state), which the next staging of
+// the state deletes.
+func loadMVCCState(r logstore.Reader, rangeID uint64) (s mvccState, stats mvcc.Stats, legacy bool, err error) {
 	v, err := r.Get(keys.MVCCStateKey(rangeID))
-	if errors.Is(err, storage.ErrNotFound) {
-		return mvccState{}, nil
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return mvccState{}, mvcc.Stats{}, false, err
 	}
-	if err != nil {
-		return mvccState{}, err
+	if err == nil {
+		var hasStats bool
+		if s, stats, hasStats, err = decodeMVCCState(v); err != nil {
+			return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("range %d: %w", rangeID, err)
+		}
+		if hasStats {
+			return s, stats, false, nil
+		}
 	}
-	s, err := decodeMVCCState(v)
-	if err != nil {
-		return mvccState{}, fmt.Errorf("range %d: %w", rangeID, err)
-	}
-	return s, nil
+	stats, legacy, err = loadMVCCStats(r, rangeID)
+	return s, stats, legacy, err
 }
 
 // MVCCState is a range's MVCC state as of the last batch its replica
@@ -167,16 +196,20 @@ func (r *Range) advance(frontier hlc.Timestamp) {
 	r.stDirty = true
 }
 
-// stageMVCCState stages the record if it changed since it was last staged,
-// and the stats (mvcc_stats.go) likewise.
+// stageMVCCState stages the record if the state or the stats
+// (mvcc_stats.go) changed since it was last staged.
 // REQUIRES: the replica's raftMu.
 func (r *Range) stageMVCCState() {
-	r.stageMVCCStats()
-	if !r.stDirty {
+	r.countWriter()
+	if !r.stDirty && !r.statsDirty {
 		return
 	}
-	r.stDirty = false
-	r.ov.put(keys.MVCCStateKey(r.rangeID), r.st.encode())
+	r.stDirty, r.statsDirty = false, false
+	r.ov.put(keys.MVCCStateKey(r.rangeID), encodeMVCCRecord(r.st, r.stats))
+	if r.legacyStats {
+		r.ov.del(keys.MVCCStatsKey(r.rangeID))
+		r.legacyStats = false
+	}
 }
 
 // skipApplied reports whether entry index, of kind k, had its writes

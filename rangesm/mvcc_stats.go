@@ -24,33 +24,46 @@ import (
 //     leaves the left-hand half the rest;
 //   - a merge adds the right-hand range's stats.
 //
-// They are staged with the MVCC state (mvcc_state.go), in the same batches,
+// They are staged with the MVCC state (mvcc_state.go), in the same record,
 // so the engine never holds versions its stats do not count, and an entry
 // that a restart skips (at or below the state's through) has its delta
 // counted already.
 //
-//	mvcc stats := 0x01 keys:varint versions:varint bytes:varint
-//	              live_keys:varint live_bytes:varint
+//	stats := keys:varint versions:varint bytes:varint
+//	         live_keys:varint live_bytes:varint
 //
-// (varint: encoding/binary's signed varint.)
+// (varint: encoding/binary's signed varint), at the end of the MVCC state
+// record. Ranges written before had them in their own record:
+//
+//	mvcc stats := 0x01 stats
+//
+// which is read when the MVCC state record is of version 0x01 and deleted
+// when the state is next staged.
 
 const mvccStatsVersion byte = 0x01
 
-func encodeMVCCStats(s mvcc.Stats) []byte {
-	b := make([]byte, 0, 1+5*binary.MaxVarintLen64)
-	b = append(b, mvccStatsVersion)
+func appendMVCCStats(b []byte, s mvcc.Stats) []byte {
 	for _, v := range []int64{s.Keys, s.Versions, s.Bytes, s.LiveKeys, s.LiveBytes} {
 		b = binary.AppendVarint(b, v)
 	}
 	return b
 }
 
+// encodeMVCCStats returns a stats record of the old layout (tests write
+// ranges as they were).
+func encodeMVCCStats(s mvcc.Stats) []byte {
+	return appendMVCCStats([]byte{mvccStatsVersion}, s)
+}
+
 func decodeMVCCStats(v []byte) (mvcc.Stats, error) {
 	if len(v) < 1 || v[0] != mvccStatsVersion {
 		return mvcc.Stats{}, fmt.Errorf("mvcc stats of %d bytes, version %x", len(v), v[:min(len(v), 1)])
 	}
+	return decodeMVCCStatsVarints(v[1:])
+}
+
+func decodeMVCCStatsVarints(rest []byte) (mvcc.Stats, error) {
 	var s mvcc.Stats
-	rest := v[1:]
 	for _, p := range []*int64{&s.Keys, &s.Versions, &s.Bytes, &s.LiveKeys, &s.LiveBytes} {
 		x, n := binary.Varint(rest)
 		if n <= 0 {
@@ -64,21 +77,21 @@ func decodeMVCCStats(v []byte) (mvcc.Stats, error) {
 	return s, nil
 }
 
-// loadMVCCStats reads rangeID's stats (zero if it has none: a new range,
-// which holds no data).
-func loadMVCCStats(r logstore.Reader, rangeID uint64) (mvcc.Stats, error) {
+// loadMVCCStats reads rangeID's stats record of the old layout (zero, and
+// found false, if it has none).
+func loadMVCCStats(r logstore.Reader, rangeID uint64) (s mvcc.Stats, found bool, err error) {
 	v, err := r.Get(keys.MVCCStatsKey(rangeID))
 	if errors.Is(err, storage.ErrNotFound) {
-		return mvcc.Stats{}, nil
+		return mvcc.Stats{}, false, nil
 	}
 	if err != nil {
-		return mvcc.Stats{}, err
+		return mvcc.Stats{}, false, err
 	}
-	s, err := decodeMVCCStats(v)
+	s, err = decodeMVCCStats(v)
 	if err != nil {
-		return mvcc.Stats{}, fmt.Errorf("range %d: %w", rangeID, err)
+		return mvcc.Stats{}, false, fmt.Errorf("range %d: %w", rangeID, err)
 	}
-	return s, nil
+	return s, true, nil
 }
 
 // addStats adds d to the range's stats.
@@ -101,18 +114,6 @@ func (r *Range) countWriter() {
 	d := r.w.Delta()
 	r.addStats(sub(d, r.wCounted))
 	r.wCounted = d
-}
-
-// stageMVCCStats stages the stats if they changed since they were last
-// staged (called with every staging of the MVCC state).
-// REQUIRES: the replica's raftMu.
-func (r *Range) stageMVCCStats() {
-	r.countWriter()
-	if !r.statsDirty {
-		return
-	}
-	r.statsDirty = false
-	r.ov.put(keys.MVCCStatsKey(r.rangeID), encodeMVCCStats(r.stats))
 }
 
 // sub returns a - b.

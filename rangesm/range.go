@@ -118,9 +118,12 @@ type Range struct {
 	// stats are the MVCC stats as applied so far (mvcc_stats.go);
 	// statsDirty says they changed since they were last staged; wCounted
 	// is the part of w's delta already added to them.
-	stats      mvcc.Stats
-	statsDirty bool
-	wCounted   mvcc.Stats
+	// legacyStats says they were read from their own record of the old
+	// layout, which the next staging of the MVCC state deletes.
+	stats       mvcc.Stats
+	statsDirty  bool
+	legacyStats bool
+	wCounted    mvcc.Stats
 	// intents is the number of entries in the range's lock table as
 	// applied so far, the apply batch included (intent.go).
 	intents int
@@ -195,11 +198,7 @@ func (r *Range) Restore() error {
 	if err != nil {
 		return fmt.Errorf("range %d: %w", r.rangeID, err)
 	}
-	st, err := loadMVCCState(r.db, r.rangeID)
-	if err != nil {
-		return err
-	}
-	stats, err := loadMVCCStats(r.db, r.rangeID)
+	st, stats, legacy, err := loadMVCCState(r.db, r.rangeID)
 	if err != nil {
 		return err
 	}
@@ -215,7 +214,7 @@ func (r *Range) Restore() error {
 	}
 	r.intents = intents
 	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
-	r.stats, r.statsDirty = stats, false
+	r.stats, r.statsDirty, r.legacyStats = stats, false, legacy
 	r.w = nil
 	r.dedup.clear()
 	// What a snapshot brought was not collected.

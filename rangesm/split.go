@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/apply"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 	"google.golang.org/protobuf/proto"
 )
@@ -109,8 +109,7 @@ func (r *Range) stageRightHandState(right *kvpb.RangeDescriptor, stats mvcc.Stat
 	// The right-hand range holds versions up to this range's frontier and
 	// may have served reads up to it: it starts from the same MVCC state.
 	rst := mvccState{frontier: r.st.frontier, gcThreshold: r.st.gcThreshold}
-	a.put(keys.MVCCStateKey(id), rst.encode())
-	a.put(keys.MVCCStatsKey(id), encodeMVCCStats(stats))
+	a.put(keys.MVCCStateKey(id), encodeMVCCRecord(rst, stats))
 	// The caller flushed the batch; the split itself writes no dedup
 	// record.
 	for _, sp := range []keys.Span{keys.DedupRecordSpan(r.rangeID), keys.DedupFloorSpan(r.rangeID)} {

@@ -3,9 +3,9 @@ package rangesm
 import (
 	"errors"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

@@ -3,7 +3,7 @@ package rangesm
 import (
 	"fmt"
 
-	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/command"
 )
 
 // One-range transaction commit (docs/transactions.md, "One range: one

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -32,7 +32,10 @@ import (
 //
 // The record's state only moves forward: none -> STAGING -> COMMITTED, or
 // none/STAGING -> ABORTED; a COMMITTED or ABORTED record is deleted once
-// its intents are resolved. Every op is safe to apply twice.
+// its intents are resolved. Every op is safe to apply twice. A commit may
+// carry the keys of the intents its range holds, which it resolves in the
+// same command (the record range's resolution folded into COMMITTED), and
+// a delete the IDs of more finished records to delete with it.
 //
 //	record := 0x01 status:u8 heartbeat:fixed64 timestamp record_key:bytes
 //	          count:uvarint key:bytes{count}
@@ -214,6 +217,17 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 			rec.Status, rec.Timestamp = TxnCommitted, t.Timestamp
 			changed = true
 		}
+		if rec.Status == TxnCommitted && len(t.Keys) > 0 {
+			// The coordinator's resolution of the intents this range
+			// holds, folded into the commit: the record is COMMITTED in
+			// the same command, so no intent is resolved while it is
+			// STAGING. At the record's C, whoever decided it.
+			res, err := r.applyTxnResolve(&command.Command{Kind: command.KindTxnResolve, TxnResolve: command.TxnResolve{
+				ID: t.ID, Committed: true, CommitTimestamp: rec.Timestamp, Keys: t.Keys}})
+			if err != nil || res.Code != command.CodeOK {
+				return res, err
+			}
+		}
 	case command.TxnAbort:
 		switch {
 		case rec.Status == TxnMissing:
@@ -229,6 +243,32 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 			changed = true
 		}
 	case command.TxnDelete:
+		// Keys, if any, are the IDs of more records to delete: the
+		// coordinator deletes its finished records in batches. One not
+		// in this range (moved by a split) or not finished is left.
+		for _, b := range t.Keys {
+			var other command.TxnID
+			if len(b) != command.TxnIDLen {
+				continue
+			}
+			copy(other[:], b)
+			k := keys.TxnRecordKey(r.rangeID, other[:])
+			v, found, err := r.ov.get(k)
+			if err != nil {
+				return command.Result{}, err
+			}
+			if !found {
+				continue
+			}
+			o, err := decodeTxnRecord(other, v)
+			if err != nil {
+				return command.Result{}, fmt.Errorf("range %d: %w", r.rangeID, err)
+			}
+			if o.Status == TxnCommitted || o.Status == TxnAborted {
+				r.ov.del(k)
+				r.markRecordsChanged()
+			}
+		}
 		if rec.Status == TxnCommitted || rec.Status == TxnAborted {
 			r.ov.del(key)
 			r.markRecordsChanged()

@@ -3,9 +3,9 @@ package rangesm_test
 import (
 	"testing"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 )
 
 func txnCommit(at, readTS hlc.Timestamp, reads []command.TxnRead, muts ...command.Mutation) *command.Command {

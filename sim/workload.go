@@ -9,10 +9,10 @@ import (
 
 	"testing/synctest"
 
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/rangesm/command"
 	"github.com/shaledb/shale/storage"
 )
 

@@ -26,7 +26,7 @@ import (
 // written by one version is replayed by the next (after a crash, or an
 // upgrade): the tags and the layout are frozen. DO NOT CHANGE THEM; a new
 // kind of record gets a new tag. (Raft entries carry commands, not batches:
-// rangesm/command has their encoding.)
+// command/ has their encoding.)
 const (
 	batchHeaderSize = 12
 

@@ -32,11 +32,7 @@ import (
 // database without SplitVersionSuffix fails with ErrNotSupported. The
 // results are the caller's.
 func (db *DB) SeekPrefixGE(target []byte) (key, value []byte, found bool, err error) {
-	keys, values, err := db.multiSeekPrefix(nil, [][]byte{target})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return keys[0], values[0], keys[0] != nil, nil
+	return db.seekPrefixOne(nil, target)
 }
 
 // MultiSeekPrefixGE is SeekPrefixGE for many targets in one call into the
@@ -55,11 +51,7 @@ func (s *Snapshot) SeekPrefixGE(target []byte) (key, value []byte, found bool, e
 	if s.closed.Load() {
 		return nil, nil, false, errorf(ErrClosed, "Snapshot.SeekPrefixGE: snapshot is closed")
 	}
-	keys, values, err := s.db.multiSeekPrefix(s.c, [][]byte{target})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return keys[0], values[0], keys[0] != nil, nil
+	return s.db.seekPrefixOne(s.c, target)
 }
 
 // MultiSeekPrefixGE reads as of the snapshot (see DB.MultiSeekPrefixGE).
@@ -68,6 +60,70 @@ func (s *Snapshot) MultiSeekPrefixGE(targets [][]byte) (keys, values [][]byte, e
 		return nil, nil, errorf(ErrClosed, "Snapshot.MultiSeekPrefixGE: snapshot is closed")
 	}
 	return s.db.multiSeekPrefix(s.c, targets)
+}
+
+// seekPrefixOne is multiSeekPrefix of one target (a put's read of its
+// key's newest version), with one allocation, the entry's buffer, instead
+// of a batch's seven: the target is passed in place and the offsets,
+// lengths and status live on the stack (the call is noescape).
+func (db *DB) seekPrefixOne(snap *C.shale_snapshot_t, target []byte) (key, value []byte, found bool, err error) {
+	const op = "SeekPrefixGE"
+	var keyOffs [2]C.size_t
+	var outOffs, keyLens, valLens [1]C.size_t
+	var statuses [1]C.int32_t
+	keyOffs[1] = C.size_t(len(target))
+
+	h, err := db.handle(op)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer db.mu.RUnlock()
+
+	// As multiSeekPrefix: a retry under a snapshot when the entry does not
+	// fit the buffer sized from experience.
+	avg := int(db.seekPrefixAvgEntry.Load())
+	if avg == 0 {
+		avg = 128
+	}
+	capacity := max(avg*5/4, 256)
+	ownSnap := false
+	release := func() {
+		if ownSnap {
+			C.shale_snapshot_release(h, snap)
+		}
+	}
+	defer release()
+	for attempt := 0; ; attempt++ {
+		out := make([]byte, capacity)
+		ro := readOptions(snap)
+		st := C.shale_multi_seek_prefix(h, &ro, 1, cBytesNonNil(target), &keyOffs[0],
+			(*C.uint8_t)(unsafe.Pointer(&out[0])), C.size_t(len(out)),
+			&outOffs[0], &keyLens[0], &valLens[0], &statuses[0])
+		if err := statusToError(op, st); err != nil {
+			return nil, nil, false, err
+		}
+		if statuses[0] == codeBufferTooSmall {
+			if attempt >= 2 {
+				return nil, nil, false, errorf(ErrCorruption, "%s: the entry still does not fit in %d bytes after %d attempts", op, capacity, attempt+1)
+			}
+			if snap == nil {
+				snap = (*C.shale_snapshot_t)(C.shale_snapshot_new(h))
+				if snap == nil {
+					return nil, nil, false, errorf(ErrClosed, "%s: the engine refused a snapshot (database closing)", op)
+				}
+				ownSnap = true
+			}
+			needed := int(keyLens[0] + valLens[0])
+			capacity = max(needed+needed/8, capacity)
+			continue
+		}
+		key, value, err := seekPrefixEntry(0, target, out, outOffs[0], keyLens[0], valLens[0], statuses[0])
+		if err != nil || key == nil {
+			return nil, nil, false, err
+		}
+		db.noteSeekPrefixEntries(1, len(key)+len(value))
+		return key, value, true, nil
+	}
 }
 
 func (db *DB) multiSeekPrefix(snap *C.shale_snapshot_t, targets [][]byte) ([][]byte, [][]byte, error) {
@@ -155,37 +211,54 @@ func (db *DB) multiSeekPrefix(snap *C.shale_snapshot_t, targets [][]byte) ([][]b
 
 // seekPrefixResults slices each found entry's key and value out of out.
 func (db *DB) seekPrefixResults(targets [][]byte, out []byte, outOffs, keyLens, valLens []C.size_t, statuses []C.int32_t) ([][]byte, [][]byte, error) {
-	const op = "SeekPrefixGE"
 	keys, values := make([][]byte, len(targets)), make([][]byte, len(targets))
 	found, entryBytes := 0, 0
 	for i := range statuses {
-		switch statuses[i] {
-		case codeOK:
-			off, kl, vl := int(outOffs[i]), int(keyLens[i]), int(valLens[i])
-			if off < 0 || kl < 0 || vl < 0 || off+kl+vl > len(out) {
-				return nil, nil, errorf(ErrCorruption, "%s: target %d: entry [%d, %d) outside the %d-byte buffer", op, i, off, off+kl+vl, len(out))
-			}
-			keys[i] = out[off : off+kl : off+kl]
-			values[i] = out[off+kl : off+kl+vl : off+kl+vl]
+		k, v, err := seekPrefixEntry(i, targets[i], out, outOffs[i], keyLens[i], valLens[i], statuses[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		if k != nil {
+			keys[i], values[i] = k, v
 			found++
-			entryBytes += kl + vl
-		case codeNotFound:
-		case codeInvalidArgument:
-			return nil, nil, &EngineError{Op: op, Code: int(statuses[i]),
-				Msg: fmt.Sprintf("target %d (%q) is not a versioned key", i, truncateKey(targets[i]))}
-		default:
-			return nil, nil, &EngineError{Op: op, Code: int(statuses[i]),
-				Msg: fmt.Sprintf("target %d (%q)", i, truncateKey(targets[i]))}
+			entryBytes += len(k) + len(v)
 		}
 	}
-	if found > 0 {
-		// Move the running estimate a quarter of the way to this call's
-		// average entry size.
-		avg := int64(entryBytes / found)
-		if old := db.seekPrefixAvgEntry.Load(); old != 0 {
-			avg = old + (avg-old)/4
-		}
-		db.seekPrefixAvgEntry.Store(max(avg, 1))
-	}
+	db.noteSeekPrefixEntries(found, entryBytes)
 	return keys, values, nil
+}
+
+// seekPrefixEntry slices the entry answering target i out of out: a nil
+// key when the engine found none.
+func seekPrefixEntry(i int, target, out []byte, outOff, keyLen, valLen C.size_t, status C.int32_t) (key, value []byte, err error) {
+	const op = "SeekPrefixGE"
+	switch status {
+	case codeOK:
+		off, kl, vl := int(outOff), int(keyLen), int(valLen)
+		if off < 0 || kl < 0 || vl < 0 || off+kl+vl > len(out) {
+			return nil, nil, errorf(ErrCorruption, "%s: target %d: entry [%d, %d) outside the %d-byte buffer", op, i, off, off+kl+vl, len(out))
+		}
+		return out[off : off+kl : off+kl], out[off+kl : off+kl+vl : off+kl+vl], nil
+	case codeNotFound:
+		return nil, nil, nil
+	case codeInvalidArgument:
+		return nil, nil, &EngineError{Op: op, Code: int(status),
+			Msg: fmt.Sprintf("target %d (%q) is not a versioned key", i, truncateKey(target))}
+	default:
+		return nil, nil, &EngineError{Op: op, Code: int(status),
+			Msg: fmt.Sprintf("target %d (%q)", i, truncateKey(target))}
+	}
+}
+
+// noteSeekPrefixEntries moves the running estimate of an entry's size a
+// quarter of the way to the average of the found entries of one call.
+func (db *DB) noteSeekPrefixEntries(found, entryBytes int) {
+	if found == 0 {
+		return
+	}
+	avg := int64(entryBytes / found)
+	if old := db.seekPrefixAvgEntry.Load(); old != 0 {
+		avg = old + (avg-old)/4
+	}
+	db.seekPrefixAvgEntry.Store(max(avg, 1))
 }

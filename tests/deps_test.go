@@ -17,7 +17,8 @@ import (
 // etcd's .gomodguard.yaml and Pebble's TestForbiddenImports): imports point
 // one way, client -> api and node -> {raft, rangesm} -> storage -> engine-c,
 // and only storage crosses into C. Replication (raft/) and the range state
-// machine (rangesm/) meet in one interface, raft/apply (TestLayers).
+// machine (rangesm/) meet in one interface, raft/apply, and share only the
+// command format below both, command/ (TestLayers).
 
 const module = "github.com/shaledb/shale"
 
@@ -89,10 +90,13 @@ var allowed = map[string][]string{
 	"storage":  {"storage", "internal"},
 	"hlc":      {"hlc"},
 	"mvcc":     {"mvcc", "hlc", "storage", "internal"},
-	"raft":     {"raft", "storage", "mvcc", "hlc", "api", "internal", "rangesm"}, // of rangesm only replicationMayImport
-	"rangesm":  {"rangesm", "raft", "storage", "mvcc", "hlc", "api", "internal"}, // of raft only stateMachineMayImport
-	"tso":      {"tso", "hlc"},
-	"node":     {"node", "raft", "rangesm", "storage", "mvcc", "hlc", "tso", "api", "internal"},
+	// command is the replicated command format: what proposers put in
+	// Raft logs and the state machine applies. It sits below both.
+	"command": {"command", "api", "hlc"},
+	"raft":    {"raft", "command", "storage", "mvcc", "hlc", "api", "internal"},
+	"rangesm": {"rangesm", "raft", "command", "storage", "mvcc", "hlc", "api", "internal"}, // of raft only stateMachineMayImport
+	"tso":     {"tso", "hlc"},
+	"node":    {"node", "raft", "rangesm", "command", "storage", "mvcc", "hlc", "tso", "api", "internal"},
 	// client shares the timestamp type with the nodes (client.Timestamp
 	// is hlc.Timestamp): one definition of its order and encoding on both
 	// sides of the wire; hlc is standard library only.
@@ -133,28 +137,33 @@ func TestForbiddenImports(t *testing.T) {
 // engine keyspace (neither reaches the network nor runs Raft).
 var stateMachineMayImport = map[string]bool{"raft/apply": true, "raft/keys": true, "raft/logstore": true}
 
-// replicationMayImport are the state machine packages replication still
-// imports: proposals and their results are commands (issue 18 moves them
-// behind the interface, and this list empties).
-var replicationMayImport = map[string]bool{"rangesm/command": true}
-
 // TestLayers: the range state machine (rangesm/) builds no transport, gRPC
-// or replication into itself, and replication (raft/) imports no state machine;
-// they meet in raft/apply.
+// or replication into itself, and replication (raft/) depends on no state
+// machine package, directly or through another package; they meet in
+// raft/apply, and share the command format (command/), which depends on
+// neither.
 func TestLayers(t *testing.T) {
-	pkgs := listPackages(t, "./rangesm/...", "./raft/...")
-	if len(pkgs) < 5 {
-		t.Fatalf("go list found %d packages under rangesm/ and raft/", len(pkgs))
+	pkgs := listPackages(t, "./rangesm/...", "./raft/...", "./command/...")
+	if len(pkgs) < 6 {
+		t.Fatalf("go list found %d packages under rangesm/, raft/ and command/", len(pkgs))
 	}
 	for _, p := range pkgs {
 		from := rel(p.ImportPath)
 		for _, imp := range p.Imports {
 			to := rel(imp)
-			switch {
-			case topDir(from) == "rangesm" && topDir(to) == "raft" && !stateMachineMayImport[to]:
+			if topDir(from) == "rangesm" && topDir(to) == "raft" && !stateMachineMayImport[to] {
 				t.Errorf("%s imports %s: the state machine may import only %v of raft/", from, to, sortedKeys(stateMachineMayImport))
-			case topDir(from) == "raft" && topDir(to) == "rangesm" && !replicationMayImport[to]:
-				t.Errorf("%s imports %s: replication may import only %v of rangesm/", from, to, sortedKeys(replicationMayImport))
+			}
+		}
+		if topDir(from) == "raft" || topDir(from) == "command" {
+			for _, dep := range p.Deps {
+				to := rel(dep)
+				if topDir(to) == "rangesm" {
+					t.Errorf("%s depends on %s: replication and the command format depend on no state machine package", from, to)
+				}
+				if topDir(from) == "command" && topDir(to) == "raft" {
+					t.Errorf("%s depends on %s: the command format is below replication", from, to)
+				}
 			}
 		}
 		if topDir(from) != "rangesm" {

@@ -96,9 +96,13 @@ func TestTxnDeadlockBroken(t *testing.T) {
 		})
 	}
 	record := func(tx txn, op kvpb.TxnRecordOp, ts *kvpb.Timestamp) *kvpb.TxnRecordResponse {
+		var ks [][]byte // the intents' keys, for a stage (a commit's would be resolved with it)
+		if op == kvpb.TxnRecordOp_TXN_RECORD_STAGE {
+			ks = [][]byte{a, z}
+		}
 		rec, err := rawTxn(t, c, ctx, func(tc kvpb.TxnClient) (*kvpb.TxnRecordResponse, error) {
 			return tc.Record(ctx, &kvpb.TxnRecordRequest{Header: &kvpb.RequestHeader{}, TxnId: tx.id, RecordKey: tx.record, Op: op,
-				Timestamp: ts, HeartbeatUnixNanos: time.Now().UnixNano(), Keys: [][]byte{a, z}})
+				Timestamp: ts, HeartbeatUnixNanos: time.Now().UnixNano(), Keys: ks})
 		})
 		if err != nil {
 			t.Fatalf("record op %v: %v", op, err)

@@ -142,6 +142,169 @@ func (TxnStatus) EnumDescriptor() ([]byte, []int) {
 	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
 }
 
+type TxnLockRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// txn_id: 16 bytes, the ID of this attempt of the transaction (the one
+	// its commit across ranges uses).
+	TxnId []byte `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// home_key: where the push graph keeps the transaction's waiters while
+	// it only holds locks (its first locked key).
+	HomeKey []byte `protobuf:"bytes,3,opt,name=home_key,json=homeKey,proto3" json:"home_key,omitempty"`
+	// priority: the transaction's age (the earlier wins a deadlock).
+	Priority *Timestamp `protobuf:"bytes,4,opt,name=priority,proto3" json:"priority,omitempty"`
+	// keys: to lock (or release), all in the addressed range.
+	Keys [][]byte `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	// release: end the transaction's locks on keys instead.
+	Release       bool `protobuf:"varint,6,opt,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnLockRequest) Reset() {
+	*x = TxnLockRequest{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnLockRequest) ProtoMessage() {}
+
+func (x *TxnLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnLockRequest.ProtoReflect.Descriptor instead.
+func (*TxnLockRequest) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnLockRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnLockRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnLockRequest) GetHomeKey() []byte {
+	if x != nil {
+		return x.HomeKey
+	}
+	return nil
+}
+
+func (x *TxnLockRequest) GetPriority() *Timestamp {
+	if x != nil {
+		return x.Priority
+	}
+	return nil
+}
+
+func (x *TxnLockRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *TxnLockRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
+type TxnLockResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// locked: how many of keys, in key order, the transaction now holds.
+	Locked uint32 `protobuf:"varint,2,opt,name=locked,proto3" json:"locked,omitempty"`
+	// deadlock: the transaction gave up a deadlock (it should abort its
+	// attempt and run again).
+	Deadlock bool `protobuf:"varint,3,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
+	// reason: why locked is short of len(keys).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnLockResponse) Reset() {
+	*x = TxnLockResponse{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnLockResponse) ProtoMessage() {}
+
+func (x *TxnLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnLockResponse.ProtoReflect.Descriptor instead.
+func (*TxnLockResponse) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnLockResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnLockResponse) GetLocked() uint32 {
+	if x != nil {
+		return x.Locked
+	}
+	return 0
+}
+
+func (x *TxnLockResponse) GetDeadlock() bool {
+	if x != nil {
+		return x.Deadlock
+	}
+	return false
+}
+
+func (x *TxnLockResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // TxnWaiter is a transaction in the push graph, with its priority: its
 // commit candidate (an older transaction wins a deadlock).
 type TxnWaiter struct {
@@ -154,7 +317,7 @@ type TxnWaiter struct {
 
 func (x *TxnWaiter) Reset() {
 	*x = TxnWaiter{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +329,7 @@ func (x *TxnWaiter) String() string {
 func (*TxnWaiter) ProtoMessage() {}
 
 func (x *TxnWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[0]
+	mi := &file_api_kvpb_txn_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +342,7 @@ func (x *TxnWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWaiter.ProtoReflect.Descriptor instead.
 func (*TxnWaiter) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{0}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TxnWaiter) GetTxnId() []byte {
@@ -212,7 +375,7 @@ type TxnWaitForRequest struct {
 
 func (x *TxnWaitForRequest) Reset() {
 	*x = TxnWaitForRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +387,7 @@ func (x *TxnWaitForRequest) String() string {
 func (*TxnWaitForRequest) ProtoMessage() {}
 
 func (x *TxnWaitForRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[1]
+	mi := &file_api_kvpb_txn_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +400,7 @@ func (x *TxnWaitForRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWaitForRequest.ProtoReflect.Descriptor instead.
 func (*TxnWaitForRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{1}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TxnWaitForRequest) GetHeader() *RequestHeader {
@@ -286,7 +449,7 @@ type TxnWaitForResponse struct {
 
 func (x *TxnWaitForResponse) Reset() {
 	*x = TxnWaitForResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +461,7 @@ func (x *TxnWaitForResponse) String() string {
 func (*TxnWaitForResponse) ProtoMessage() {}
 
 func (x *TxnWaitForResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[2]
+	mi := &file_api_kvpb_txn_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +474,7 @@ func (x *TxnWaitForResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWaitForResponse.ProtoReflect.Descriptor instead.
 func (*TxnWaitForResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{2}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TxnWaitForResponse) GetHeader() *ResponseHeader {
@@ -342,13 +505,21 @@ type TxnWriteRequest struct {
 	Mutations []*Mutation `protobuf:"bytes,6,rep,name=mutations,proto3" json:"mutations,omitempty"`
 	// commit_timestamp: the commit candidate C0 (an oracle timestamp).
 	CommitTimestamp *Timestamp `protobuf:"bytes,7,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// stage_bound, stage_keys and heartbeat_unix_nanos, on the write to the
+	// range of record_key only: the same command stages the record
+	// (TxnRecord's stage folded in: STAGING at stage_bound, the keys of
+	// every intent of the transaction), and writes nothing when the record
+	// cannot be staged (written false).
+	StageBound         *Timestamp `protobuf:"bytes,8,opt,name=stage_bound,json=stageBound,proto3" json:"stage_bound,omitempty"`
+	StageKeys          [][]byte   `protobuf:"bytes,9,rep,name=stage_keys,json=stageKeys,proto3" json:"stage_keys,omitempty"`
+	HeartbeatUnixNanos int64      `protobuf:"varint,10,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TxnWriteRequest) Reset() {
 	*x = TxnWriteRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +531,7 @@ func (x *TxnWriteRequest) String() string {
 func (*TxnWriteRequest) ProtoMessage() {}
 
 func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[3]
+	mi := &file_api_kvpb_txn_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +544,7 @@ func (x *TxnWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteRequest.ProtoReflect.Descriptor instead.
 func (*TxnWriteRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{3}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TxnWriteRequest) GetHeader() *RequestHeader {
@@ -425,6 +596,27 @@ func (x *TxnWriteRequest) GetCommitTimestamp() *Timestamp {
 	return nil
 }
 
+func (x *TxnWriteRequest) GetStageBound() *Timestamp {
+	if x != nil {
+		return x.StageBound
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetStageKeys() [][]byte {
+	if x != nil {
+		return x.StageKeys
+	}
+	return nil
+}
+
+func (x *TxnWriteRequest) GetHeartbeatUnixNanos() int64 {
+	if x != nil {
+		return x.HeartbeatUnixNanos
+	}
+	return 0
+}
+
 type TxnWriteResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Header  *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -438,7 +630,7 @@ type TxnWriteResponse struct {
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +642,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[4]
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +655,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{4}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TxnWriteResponse) GetHeader() *ResponseHeader {
@@ -506,7 +698,9 @@ type TxnRecordRequest struct {
 	Timestamp *Timestamp `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	// heartbeat_unix_nanos: the coordinator's clock (stage, heartbeat).
 	HeartbeatUnixNanos int64 `protobuf:"varint,6,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
-	// keys: the keys of the transaction's intents (stage).
+	// keys: the keys of the transaction's intents (stage); of its intents
+	// on the record's range, resolved at C with the commit (commit); the
+	// IDs of more finished records to delete (delete).
 	Keys          [][]byte `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -514,7 +708,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +720,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[5]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +733,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{5}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TxnRecordRequest) GetHeader() *RequestHeader {
@@ -605,7 +799,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +811,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +824,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TxnRecordResponse) GetHeader() *ResponseHeader {
@@ -681,7 +875,7 @@ type TxnResolveRequest struct {
 
 func (x *TxnResolveRequest) Reset() {
 	*x = TxnResolveRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +887,7 @@ func (x *TxnResolveRequest) String() string {
 func (*TxnResolveRequest) ProtoMessage() {}
 
 func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +900,7 @@ func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveRequest.ProtoReflect.Descriptor instead.
 func (*TxnResolveRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnResolveRequest) GetHeader() *RequestHeader {
@@ -755,7 +949,7 @@ type TxnResolveResponse struct {
 
 func (x *TxnResolveResponse) Reset() {
 	*x = TxnResolveResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +961,7 @@ func (x *TxnResolveResponse) String() string {
 func (*TxnResolveResponse) ProtoMessage() {}
 
 func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +974,7 @@ func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveResponse.ProtoReflect.Descriptor instead.
 func (*TxnResolveResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnResolveResponse) GetHeader() *ResponseHeader {
@@ -809,7 +1003,7 @@ type TxnPreventRequest struct {
 
 func (x *TxnPreventRequest) Reset() {
 	*x = TxnPreventRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1015,7 @@ func (x *TxnPreventRequest) String() string {
 func (*TxnPreventRequest) ProtoMessage() {}
 
 func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1028,7 @@ func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventRequest.ProtoReflect.Descriptor instead.
 func (*TxnPreventRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnPreventRequest) GetHeader() *RequestHeader {
@@ -882,7 +1076,7 @@ type TxnPreventResponse struct {
 
 func (x *TxnPreventResponse) Reset() {
 	*x = TxnPreventResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1088,7 @@ func (x *TxnPreventResponse) String() string {
 func (*TxnPreventResponse) ProtoMessage() {}
 
 func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1101,7 @@ func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventResponse.ProtoReflect.Descriptor instead.
 func (*TxnPreventResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnPreventResponse) GetHeader() *ResponseHeader {
@@ -947,7 +1141,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1153,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1166,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TxnBeginRequest) GetHeader() *RequestHeader {
@@ -993,7 +1187,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1199,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1212,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TxnBeginResponse) GetHeader() *ResponseHeader {
@@ -1050,7 +1244,7 @@ type TxnRead struct {
 
 func (x *TxnRead) Reset() {
 	*x = TxnRead{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1256,7 @@ func (x *TxnRead) String() string {
 func (*TxnRead) ProtoMessage() {}
 
 func (x *TxnRead) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1269,7 @@ func (x *TxnRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRead.ProtoReflect.Descriptor instead.
 func (*TxnRead) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TxnRead) GetKey() []byte {
@@ -1116,7 +1310,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[14]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1322,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[14]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1335,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TxnCommitRequest) GetHeader() *RequestHeader {
@@ -1186,7 +1380,7 @@ type TxnCommitResponse struct {
 
 func (x *TxnCommitResponse) Reset() {
 	*x = TxnCommitResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[15]
+	mi := &file_api_kvpb_txn_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1392,7 @@ func (x *TxnCommitResponse) String() string {
 func (*TxnCommitResponse) ProtoMessage() {}
 
 func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[15]
+	mi := &file_api_kvpb_txn_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1405,7 @@ func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnCommitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TxnCommitResponse) GetHeader() *ResponseHeader {
@@ -1258,7 +1452,7 @@ type ReadChanged struct {
 
 func (x *ReadChanged) Reset() {
 	*x = ReadChanged{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[16]
+	mi := &file_api_kvpb_txn_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1464,7 @@ func (x *ReadChanged) String() string {
 func (*ReadChanged) ProtoMessage() {}
 
 func (x *ReadChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[16]
+	mi := &file_api_kvpb_txn_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1477,7 @@ func (x *ReadChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChanged.ProtoReflect.Descriptor instead.
 func (*ReadChanged) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadChanged) GetKey() []byte {
@@ -1304,7 +1498,19 @@ var File_api_kvpb_txn_proto protoreflect.FileDescriptor
 
 const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"V\n" +
+	"\x12api/kvpb/txn.proto\x12\vshale.kv.v1\x1a\x11api/kvpb/kv.proto\x1a\x18api/kvpb/timestamp.proto\"\xd8\x01\n" +
+	"\x0eTxnLockRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x19\n" +
+	"\bhome_key\x18\x03 \x01(\fR\ahomeKey\x122\n" +
+	"\bpriority\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\bpriority\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x18\n" +
+	"\arelease\x18\x06 \x01(\bR\arelease\"\x92\x01\n" +
+	"\x0fTxnLockResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x16\n" +
+	"\x06locked\x18\x02 \x01(\rR\x06locked\x12\x1a\n" +
+	"\bdeadlock\x18\x03 \x01(\bR\bdeadlock\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"V\n" +
 	"\tTxnWaiter\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x122\n" +
 	"\bpriority\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\bpriority\"\xdf\x01\n" +
@@ -1317,7 +1523,7 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"{\n" +
 	"\x12TxnWaitForResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xde\x02\n" +
+	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xe8\x03\n" +
 	"\x0fTxnWriteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
@@ -1326,7 +1532,13 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x0eread_timestamp\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rreadTimestamp\x12*\n" +
 	"\x05reads\x18\x05 \x03(\v2\x14.shale.kv.v1.TxnReadR\x05reads\x123\n" +
 	"\tmutations\x18\x06 \x03(\v2\x15.shale.kv.v1.MutationR\tmutations\x12A\n" +
-	"\x10commit_timestamp\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\"\xd0\x01\n" +
+	"\x10commit_timestamp\x18\a \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x127\n" +
+	"\vstage_bound\x18\b \x01(\v2\x16.shale.kv.v1.TimestampR\n" +
+	"stageBound\x12\x1d\n" +
+	"\n" +
+	"stage_keys\x18\t \x03(\fR\tstageKeys\x120\n" +
+	"\x14heartbeat_unix_nanos\x18\n" +
+	" \x01(\x03R\x12heartbeatUnixNanos\"\xd0\x01\n" +
 	"\x10TxnWriteResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +
@@ -1400,7 +1612,7 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x12TXN_STATUS_MISSING\x10\x00\x12\x16\n" +
 	"\x12TXN_STATUS_STAGING\x10\x01\x12\x18\n" +
 	"\x14TXN_STATUS_COMMITTED\x10\x02\x12\x16\n" +
-	"\x12TXN_STATUS_ABORTED\x10\x032\x87\x04\n" +
+	"\x12TXN_STATUS_ABORTED\x10\x032\xca\x04\n" +
 	"\x03Txn\x12D\n" +
 	"\x05Begin\x12\x1c.shale.kv.v1.TxnBeginRequest\x1a\x1d.shale.kv.v1.TxnBeginResponse\x12G\n" +
 	"\x06Commit\x12\x1d.shale.kv.v1.TxnCommitRequest\x1a\x1e.shale.kv.v1.TxnCommitResponse\x12D\n" +
@@ -1408,7 +1620,8 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x06Record\x12\x1d.shale.kv.v1.TxnRecordRequest\x1a\x1e.shale.kv.v1.TxnRecordResponse\x12J\n" +
 	"\aResolve\x12\x1e.shale.kv.v1.TxnResolveRequest\x1a\x1f.shale.kv.v1.TxnResolveResponse\x12J\n" +
 	"\aPrevent\x12\x1e.shale.kv.v1.TxnPreventRequest\x1a\x1f.shale.kv.v1.TxnPreventResponse\x12J\n" +
-	"\aWaitFor\x12\x1e.shale.kv.v1.TxnWaitForRequest\x1a\x1f.shale.kv.v1.TxnWaitForResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
+	"\aWaitFor\x12\x1e.shale.kv.v1.TxnWaitForRequest\x1a\x1f.shale.kv.v1.TxnWaitForResponse\x12A\n" +
+	"\x04Lock\x12\x1b.shale.kv.v1.TxnLockRequest\x1a\x1c.shale.kv.v1.TxnLockResponseB#Z!github.com/shaledb/shale/api/kvpbb\x06proto3"
 
 var (
 	file_api_kvpb_txn_proto_rawDescOnce sync.Once
@@ -1423,89 +1636,97 @@ func file_api_kvpb_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_api_kvpb_txn_proto_goTypes = []any{
 	(TxnRecordOp)(0),           // 0: shale.kv.v1.TxnRecordOp
 	(TxnStatus)(0),             // 1: shale.kv.v1.TxnStatus
-	(*TxnWaiter)(nil),          // 2: shale.kv.v1.TxnWaiter
-	(*TxnWaitForRequest)(nil),  // 3: shale.kv.v1.TxnWaitForRequest
-	(*TxnWaitForResponse)(nil), // 4: shale.kv.v1.TxnWaitForResponse
-	(*TxnWriteRequest)(nil),    // 5: shale.kv.v1.TxnWriteRequest
-	(*TxnWriteResponse)(nil),   // 6: shale.kv.v1.TxnWriteResponse
-	(*TxnRecordRequest)(nil),   // 7: shale.kv.v1.TxnRecordRequest
-	(*TxnRecordResponse)(nil),  // 8: shale.kv.v1.TxnRecordResponse
-	(*TxnResolveRequest)(nil),  // 9: shale.kv.v1.TxnResolveRequest
-	(*TxnResolveResponse)(nil), // 10: shale.kv.v1.TxnResolveResponse
-	(*TxnPreventRequest)(nil),  // 11: shale.kv.v1.TxnPreventRequest
-	(*TxnPreventResponse)(nil), // 12: shale.kv.v1.TxnPreventResponse
-	(*TxnBeginRequest)(nil),    // 13: shale.kv.v1.TxnBeginRequest
-	(*TxnBeginResponse)(nil),   // 14: shale.kv.v1.TxnBeginResponse
-	(*TxnRead)(nil),            // 15: shale.kv.v1.TxnRead
-	(*TxnCommitRequest)(nil),   // 16: shale.kv.v1.TxnCommitRequest
-	(*TxnCommitResponse)(nil),  // 17: shale.kv.v1.TxnCommitResponse
-	(*ReadChanged)(nil),        // 18: shale.kv.v1.ReadChanged
-	(*Timestamp)(nil),          // 19: shale.kv.v1.Timestamp
-	(*RequestHeader)(nil),      // 20: shale.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),     // 21: shale.kv.v1.ResponseHeader
-	(*Mutation)(nil),           // 22: shale.kv.v1.Mutation
+	(*TxnLockRequest)(nil),     // 2: shale.kv.v1.TxnLockRequest
+	(*TxnLockResponse)(nil),    // 3: shale.kv.v1.TxnLockResponse
+	(*TxnWaiter)(nil),          // 4: shale.kv.v1.TxnWaiter
+	(*TxnWaitForRequest)(nil),  // 5: shale.kv.v1.TxnWaitForRequest
+	(*TxnWaitForResponse)(nil), // 6: shale.kv.v1.TxnWaitForResponse
+	(*TxnWriteRequest)(nil),    // 7: shale.kv.v1.TxnWriteRequest
+	(*TxnWriteResponse)(nil),   // 8: shale.kv.v1.TxnWriteResponse
+	(*TxnRecordRequest)(nil),   // 9: shale.kv.v1.TxnRecordRequest
+	(*TxnRecordResponse)(nil),  // 10: shale.kv.v1.TxnRecordResponse
+	(*TxnResolveRequest)(nil),  // 11: shale.kv.v1.TxnResolveRequest
+	(*TxnResolveResponse)(nil), // 12: shale.kv.v1.TxnResolveResponse
+	(*TxnPreventRequest)(nil),  // 13: shale.kv.v1.TxnPreventRequest
+	(*TxnPreventResponse)(nil), // 14: shale.kv.v1.TxnPreventResponse
+	(*TxnBeginRequest)(nil),    // 15: shale.kv.v1.TxnBeginRequest
+	(*TxnBeginResponse)(nil),   // 16: shale.kv.v1.TxnBeginResponse
+	(*TxnRead)(nil),            // 17: shale.kv.v1.TxnRead
+	(*TxnCommitRequest)(nil),   // 18: shale.kv.v1.TxnCommitRequest
+	(*TxnCommitResponse)(nil),  // 19: shale.kv.v1.TxnCommitResponse
+	(*ReadChanged)(nil),        // 20: shale.kv.v1.ReadChanged
+	(*RequestHeader)(nil),      // 21: shale.kv.v1.RequestHeader
+	(*Timestamp)(nil),          // 22: shale.kv.v1.Timestamp
+	(*ResponseHeader)(nil),     // 23: shale.kv.v1.ResponseHeader
+	(*Mutation)(nil),           // 24: shale.kv.v1.Mutation
 }
 var file_api_kvpb_txn_proto_depIdxs = []int32{
-	19, // 0: shale.kv.v1.TxnWaiter.priority:type_name -> shale.kv.v1.Timestamp
-	20, // 1: shale.kv.v1.TxnWaitForRequest.header:type_name -> shale.kv.v1.RequestHeader
-	2,  // 2: shale.kv.v1.TxnWaitForRequest.pusher:type_name -> shale.kv.v1.TxnWaiter
-	2,  // 3: shale.kv.v1.TxnWaitForRequest.waiters:type_name -> shale.kv.v1.TxnWaiter
-	21, // 4: shale.kv.v1.TxnWaitForResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	2,  // 5: shale.kv.v1.TxnWaitForResponse.waiters:type_name -> shale.kv.v1.TxnWaiter
-	20, // 6: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 7: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	15, // 8: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
-	22, // 9: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
-	19, // 10: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 11: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 12: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
-	18, // 13: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	20, // 14: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
-	0,  // 15: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
-	19, // 16: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 17: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 18: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
-	19, // 19: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
-	20, // 20: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 21: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 22: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	20, // 23: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 24: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 25: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 26: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
-	20, // 27: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	21, // 28: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 29: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	20, // 30: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	19, // 31: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	15, // 32: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	22, // 33: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	21, // 34: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	19, // 35: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	18, // 36: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	13, // 37: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	16, // 38: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	5,  // 39: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
-	7,  // 40: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
-	9,  // 41: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
-	11, // 42: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
-	3,  // 43: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
-	14, // 44: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	17, // 45: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	6,  // 46: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
-	8,  // 47: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
-	10, // 48: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
-	12, // 49: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
-	4,  // 50: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
-	44, // [44:51] is the sub-list for method output_type
-	37, // [37:44] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	21, // 0: shale.kv.v1.TxnLockRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 1: shale.kv.v1.TxnLockRequest.priority:type_name -> shale.kv.v1.Timestamp
+	23, // 2: shale.kv.v1.TxnLockResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 3: shale.kv.v1.TxnWaiter.priority:type_name -> shale.kv.v1.Timestamp
+	21, // 4: shale.kv.v1.TxnWaitForRequest.header:type_name -> shale.kv.v1.RequestHeader
+	4,  // 5: shale.kv.v1.TxnWaitForRequest.pusher:type_name -> shale.kv.v1.TxnWaiter
+	4,  // 6: shale.kv.v1.TxnWaitForRequest.waiters:type_name -> shale.kv.v1.TxnWaiter
+	23, // 7: shale.kv.v1.TxnWaitForResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	4,  // 8: shale.kv.v1.TxnWaitForResponse.waiters:type_name -> shale.kv.v1.TxnWaiter
+	21, // 9: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 10: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	17, // 11: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
+	24, // 12: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
+	22, // 13: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	22, // 14: shale.kv.v1.TxnWriteRequest.stage_bound:type_name -> shale.kv.v1.Timestamp
+	23, // 15: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 16: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
+	20, // 17: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	21, // 18: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
+	0,  // 19: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
+	22, // 20: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 21: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	1,  // 22: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
+	22, // 23: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 24: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 25: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 26: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	21, // 27: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 28: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 29: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 30: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
+	21, // 31: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 32: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 33: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	21, // 34: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 35: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	17, // 36: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	24, // 37: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	23, // 38: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 39: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	20, // 40: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	15, // 41: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	18, // 42: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	7,  // 43: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	9,  // 44: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	11, // 45: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	13, // 46: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	5,  // 47: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
+	2,  // 48: shale.kv.v1.Txn.Lock:input_type -> shale.kv.v1.TxnLockRequest
+	16, // 49: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	19, // 50: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	8,  // 51: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	10, // 52: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	12, // 53: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	14, // 54: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	6,  // 55: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
+	3,  // 56: shale.kv.v1.Txn.Lock:output_type -> shale.kv.v1.TxnLockResponse
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
@@ -1521,7 +1742,7 @@ func file_api_kvpb_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_txn_proto_rawDesc), len(file_api_kvpb_txn_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	Txn_Resolve_FullMethodName = "/shale.kv.v1.Txn/Resolve"
 	Txn_Prevent_FullMethodName = "/shale.kv.v1.Txn/Prevent"
 	Txn_WaitFor_FullMethodName = "/shale.kv.v1.Txn/WaitFor"
+	Txn_Lock_FullMethodName    = "/shale.kv.v1.Txn/Lock"
 )
 
 // TxnClient is the client API for Txn service.
@@ -81,6 +82,17 @@ type TxnClient interface {
 	// Without a pusher it only answers. Entries not renewed within a few
 	// seconds are forgotten.
 	WaitFor(ctx context.Context, in *TxnWaitForRequest, opts ...grpc.CallOption) (*TxnWaitForResponse, error)
+	// Lock takes a transaction's locks for its locking reads
+	// (Tx.GetForUpdate; docs/transactions.md, "Locking reads") on keys of
+	// one range, at its leader, in key order: each key is waited for in
+	// its queue while another transaction's lock or intent holds it, with
+	// deadlocks broken through the push graph (WaitFor). Locks are
+	// advisory (the commit still validates every read), kept in the
+	// leader's memory, and end with a write to the key, with release, or
+	// after a few seconds. A wait that ends without the lock (its bound, a
+	// leadership change) is answered with locked below len(keys); a
+	// transaction that gives up a deadlock with deadlock set.
+	Lock(ctx context.Context, in *TxnLockRequest, opts ...grpc.CallOption) (*TxnLockResponse, error)
 }
 
 type txnClient struct {
@@ -161,6 +173,16 @@ func (c *txnClient) WaitFor(ctx context.Context, in *TxnWaitForRequest, opts ...
 	return out, nil
 }
 
+func (c *txnClient) Lock(ctx context.Context, in *TxnLockRequest, opts ...grpc.CallOption) (*TxnLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnLockResponse)
+	err := c.cc.Invoke(ctx, Txn_Lock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TxnServer is the server API for Txn service.
 // All implementations must embed UnimplementedTxnServer
 // for forward compatibility.
@@ -203,6 +225,17 @@ type TxnServer interface {
 	// Without a pusher it only answers. Entries not renewed within a few
 	// seconds are forgotten.
 	WaitFor(context.Context, *TxnWaitForRequest) (*TxnWaitForResponse, error)
+	// Lock takes a transaction's locks for its locking reads
+	// (Tx.GetForUpdate; docs/transactions.md, "Locking reads") on keys of
+	// one range, at its leader, in key order: each key is waited for in
+	// its queue while another transaction's lock or intent holds it, with
+	// deadlocks broken through the push graph (WaitFor). Locks are
+	// advisory (the commit still validates every read), kept in the
+	// leader's memory, and end with a write to the key, with release, or
+	// after a few seconds. A wait that ends without the lock (its bound, a
+	// leadership change) is answered with locked below len(keys); a
+	// transaction that gives up a deadlock with deadlock set.
+	Lock(context.Context, *TxnLockRequest) (*TxnLockResponse, error)
 	mustEmbedUnimplementedTxnServer()
 }
 
@@ -233,6 +266,9 @@ func (UnimplementedTxnServer) Prevent(context.Context, *TxnPreventRequest) (*Txn
 }
 func (UnimplementedTxnServer) WaitFor(context.Context, *TxnWaitForRequest) (*TxnWaitForResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitFor not implemented")
+}
+func (UnimplementedTxnServer) Lock(context.Context, *TxnLockRequest) (*TxnLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lock not implemented")
 }
 func (UnimplementedTxnServer) mustEmbedUnimplementedTxnServer() {}
 func (UnimplementedTxnServer) testEmbeddedByValue()             {}
@@ -381,6 +417,24 @@ func _Txn_WaitFor_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Txn_Lock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxnServer).Lock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Txn_Lock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxnServer).Lock(ctx, req.(*TxnLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Txn_ServiceDesc is the grpc.ServiceDesc for Txn service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -415,6 +469,10 @@ var Txn_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitFor",
 			Handler:    _Txn_WaitFor_Handler,
+		},
+		{
+			MethodName: "Lock",
+			Handler:    _Txn_Lock_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

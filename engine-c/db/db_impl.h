@@ -320,6 +320,16 @@ class DBImpl {
                        const TableReadOptions& tro, const Slice& target,
                        const Slice& prefix, const Slice* upper, void* arg,
                        size_t i, SeekPrefixCallback callback);
+  // SeekPrefixOne without an iterator: each source offers its first entry
+  // at or after target. Returns false, having called nothing, when that
+  // does not decide the read (the newest entry of the key it finds is a
+  // deletion or under a range tombstone, an entry is newer than seq or of
+  // another unversioned part, or a source failed); SeekPrefixOne then
+  // reads with an iterator.
+  bool SeekPrefixPoint(SuperVersion* sv, SequenceNumber seq,
+                       const TableReadOptions& tro, const Slice& target,
+                       const Slice& prefix, const Slice* upper, void* arg,
+                       size_t i, SeekPrefixCallback callback, Status* status);
 
   Status FlushOneMemTable() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs c (trivial move or compaction job) and installs the result;

@@ -392,10 +392,136 @@ void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
   ReturnLocalSuperVersion(sv, slot);
 }
 
+namespace {
+
+// The state of SeekPrefixPoint: the smallest user key offered so far in
+// [target, upper) and, among the sources that offered it, its newest
+// entry. Each source holds a key's versions from the lookup key on in
+// order, so a source whose first entry is past that key holds nothing of
+// it, and the answer is that key's newest entry over the sources.
+class PrefixPointSearch {
+ public:
+  PrefixPointSearch(const InternalKeyComparator* icmp, const Slice& vprefix,
+                    const Slice& prefix, const Slice* upper, SequenceNumber seq)
+      : icmp_(icmp),
+        vprefix_(vprefix),
+        prefix_(prefix),
+        upper_(upper),
+        seq_(seq) {}
+
+  static void OfferFromTable(void* arg, size_t, const Slice& ikey,
+                             const Slice& value) {
+    static_cast<PrefixPointSearch*>(arg)->Offer(ikey, value);
+  }
+
+  // Offers a source's first entry at or after the lookup key.
+  void Offer(const Slice& ikey, const Slice& value) {
+    if (undecided_) return;
+    ParsedInternalKey p;
+    if (!ParseInternalKey(ikey, &p)) {
+      undecided_ = true;  // the iterator reports the corruption
+      return;
+    }
+    if (upper_ != nullptr && icmp_->CompareUserKeys(p.user_key, *upper_) >= 0) {
+      return;  // the source holds nothing of the prefix at or after target
+    }
+    // Another unversioned part sorting among the prefix's versions, or a
+    // newer entry than the read's (the iterator skips it and reads on).
+    if (p.sequence > seq_ ||
+        StripVersionSuffix(p.user_key, vprefix_) != prefix_) {
+      undecided_ = true;
+      return;
+    }
+    if (found_) {
+      const int c = icmp_->CompareUserKeys(p.user_key, user_key());
+      if (c > 0 || (c == 0 && p.sequence < seq_found_)) return;
+    }
+    found_ = true;
+    seq_found_ = p.sequence;
+    type_ = p.type;
+    user_key_len_ = p.user_key.size();
+    entry_.assign(p.user_key.data(), p.user_key.size());
+    entry_.append(value.data(), value.size());
+  }
+
+  bool undecided() const { return undecided_; }
+  bool found() const { return found_; }
+  SequenceNumber sequence() const { return seq_found_; }
+  ValueType type() const { return type_; }
+  Slice user_key() const { return Slice(entry_.data(), user_key_len_); }
+  Slice value() const {
+    return Slice(entry_.data() + user_key_len_, entry_.size() - user_key_len_);
+  }
+
+ private:
+  const InternalKeyComparator* const icmp_;
+  const Slice vprefix_;
+  const Slice prefix_;
+  const Slice* const upper_;
+  const SequenceNumber seq_;
+  bool undecided_ = false;
+  bool found_ = false;
+  SequenceNumber seq_found_ = 0;
+  ValueType type_ = kTypeValue;
+  size_t user_key_len_ = 0;
+  std::string entry_;  // the user key, then the value
+};
+
+}  // namespace
+
+bool DBImpl::SeekPrefixPoint(SuperVersion* sv, SequenceNumber seq,
+                             const TableReadOptions& tro, const Slice& target,
+                             const Slice& prefix, const Slice* upper, void* arg,
+                             size_t i, SeekPrefixCallback callback,
+                             Status* status) {
+  const LookupKey lookup(target, seq);
+  PrefixPointSearch search(&icmp_, Slice(options_.versioned_key_prefix), prefix,
+                           upper, seq);
+  RangeDelAggregator range_del(&icmp_, seq);
+  Slice ikey, value;
+  if (sv->mem->FirstAtOrAfter(lookup, &ikey, &value)) search.Offer(ikey, value);
+  if (sv->mem->num_range_deletes() > 0) {
+    range_del.AddTombstones(sv->mem->GetFragmentedTombstones());
+  }
+  for (MemTable* m : sv->imm) {
+    if (m->FirstAtOrAfter(lookup, &ikey, &value)) search.Offer(ikey, value);
+    if (m->num_range_deletes() > 0) {
+      range_del.AddTombstones(m->GetFragmentedTombstones());
+    }
+  }
+  if (search.undecided()) return false;
+  Status s = sv->current->PrefixFirstEntries(tro, lookup, upper, &search,
+                                             &PrefixPointSearch::OfferFromTable,
+                                             &range_del);
+  if (!s.ok() || search.undecided()) return false;
+  if (!search.found()) {
+    *status = Status::NotFound(Slice());
+    return true;
+  }
+  // A deleted newest entry, or one under a range tombstone, leaves the
+  // read to the iterator, which passes on to the next version.
+  if (search.type() != kTypeValue ||
+      range_del.MaxCoveringSeq(search.user_key()) > search.sequence()) {
+    return false;
+  }
+  const Slice k = search.user_key();
+  const Slice v = search.value();
+  (*callback)(arg, i, k, v);
+  stats_.Record(kKeysRead);
+  stats_.Record(kBytesRead, k.size() + v.size());
+  *status = Status::OK();
+  return true;
+}
+
 Status DBImpl::SeekPrefixOne(SuperVersion* sv, SequenceNumber seq,
                              const TableReadOptions& tro, const Slice& target,
                              const Slice& prefix, const Slice* upper, void* arg,
                              size_t i, SeekPrefixCallback callback) {
+  Status point;
+  if (SeekPrefixPoint(sv, seq, tro, target, prefix, upper, arg, i, callback,
+                      &point)) {
+    return point;
+  }
   std::vector<Iterator*> children;
   auto range_del = std::make_unique<RangeDelAggregator>(&icmp_, seq);
   children.push_back(sv->mem->NewIterator());

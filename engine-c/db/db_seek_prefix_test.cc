@@ -169,6 +169,32 @@ TEST_F(DBSeekPrefixTest, ReadInsideACallback) {
   }
 }
 
+TEST_F(DBSeekPrefixTest, TakesTheSmallestKeyOverSourcesWrittenOutOfOrder) {
+  // A newer version written first sits in an older source: the read is
+  // decided by the smallest key at or after the target over every source
+  // (L1, L0, the memtable), not by the newest source holding the key.
+  ASSERT_TRUE(Put(Versioned(Key(1), 30), "v30").ok());
+  ASSERT_TRUE(db_->CompactRange(nullptr, nullptr).ok());
+  ASSERT_TRUE(Put(Versioned(Key(1), 20), "v20").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_TRUE(Put(Versioned(Key(1), 10), "v10").ok());
+  EXPECT_EQ(Entry(Key(1), 30, "v30"), Seek(Versioned(Key(1), 99)));
+  EXPECT_EQ(Entry(Key(1), 20, "v20"), Seek(Versioned(Key(1), 29)));
+  EXPECT_EQ(Entry(Key(1), 10, "v10"), Seek(Versioned(Key(1), 19)));
+  EXPECT_EQ("NOT_FOUND", Seek(Versioned(Key(1), 9)));
+  // A range tombstone over the newest version only: the next one answers.
+  ASSERT_TRUE(DeleteRange(Versioned(Key(1), 30), Versioned(Key(1), 25)).ok());
+  EXPECT_EQ(Entry(Key(1), 20, "v20"), Seek(Versioned(Key(1), 99)));
+  ASSERT_TRUE(db_->Flush(true).ok());
+  EXPECT_EQ(Entry(Key(1), 20, "v20"), Seek(Versioned(Key(1), 99)));
+  // A newer point entry in a newer source replaces an older one of the
+  // same version.
+  ASSERT_TRUE(Put(Versioned(Key(1), 20), "v20b").ok());
+  EXPECT_EQ(Entry(Key(1), 20, "v20b"), Seek(Versioned(Key(1), 99)));
+  ASSERT_TRUE(Delete(Versioned(Key(1), 20)).ok());
+  EXPECT_EQ(Entry(Key(1), 10, "v10"), Seek(Versioned(Key(1), 99)));
+}
+
 TEST_F(DBSeekPrefixTest, AbsentKeysReadNoBlock) {
   // Even keys in three tables of one level (compacted), odd keys absent.
   for (int i = 0; i < 600; i += 2) {

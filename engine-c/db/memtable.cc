@@ -106,6 +106,16 @@ bool MemTable::Get(const LookupKey& key, GetContext* ctx) const {
   return ctx->DecidedByTombstone();
 }
 
+bool MemTable::FirstAtOrAfter(const LookupKey& key, Slice* ikey,
+                              Slice* value) const {
+  Table::Iterator iter(&table_);
+  iter.Seek(key.memtable_key().data());
+  if (!iter.Valid()) return false;
+  *ikey = EntryKey(iter.key());
+  *value = EntryValue(*ikey);
+  return true;
+}
+
 // Iterates one of the memtable's skiplists. key() is the internal key.
 class MemTable::MemTableIterator final : public Iterator {
  public:

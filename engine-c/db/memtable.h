@@ -73,6 +73,11 @@ class MemTable {
   // deleted, or failed) and older sources need not be consulted.
   bool Get(const LookupKey& key, GetContext* ctx) const;
 
+  // The first point entry at or after key's internal key, whatever its
+  // user key: false if there is none. ikey and value point into the
+  // memtable (valid while the caller holds a reference).
+  bool FirstAtOrAfter(const LookupKey& key, Slice* ikey, Slice* value) const;
+
   // An iterator over the point entries; key() is the internal key. The
   // caller must keep a reference to the memtable while the iterator lives.
   Iterator* NewIterator() const;

@@ -423,6 +423,53 @@ Status Version::AddPrefixIterators(const TableReadOptions& options,
   return Status::OK();
 }
 
+Status Version::PrefixFirstEntries(const TableReadOptions& options,
+                                   const LookupKey& lookup, const Slice* upper,
+                                   void* arg,
+                                   void (*callback)(void* arg, size_t index,
+                                                    const Slice& key,
+                                                    const Slice& value),
+                                   RangeDelAggregator* range_del) {
+  const InternalKeyComparator& icmp = *vset_->icmp_;
+  TableCache* tc = vset_->table_cache_;
+  const Slice target = lookup.user_key();
+  const Slice ikey = lookup.internal_key();
+  FilterProbe probe;  // the filter key is hashed for the first filter only
+  // The same files as AddPrefixIterators, each read at its first entry at
+  // or after the lookup key (Table::Get checks the filter first).
+  auto get = [&](FileMetaData* f) -> Status {
+    if (f->num_range_deletions > 0) {
+      std::shared_ptr<const FragmentedRangeTombstoneList> tombstones;
+      Status s = tc->GetRangeTombstones(f, &tombstones);
+      if (!s.ok()) return s;
+      range_del->AddTombstones(std::move(tombstones));
+    }
+    return tc->Get(options, f, ikey, arg, callback, &probe);
+  };
+  auto before_upper = [&](const FileMetaData* f) {
+    return upper == nullptr ||
+           icmp.CompareUserKeys(f->smallest.user_key(), *upper) < 0;
+  };
+  for (FileMetaData* f : files_[0]) {
+    if (icmp.CompareUserKeys(f->largest.user_key(), target) < 0 ||
+        !before_upper(f)) {
+      continue;
+    }
+    Status s = get(f);
+    if (!s.ok()) return s;
+  }
+  const int levels = num_levels();
+  for (int level = 1; level < levels; level++) {
+    const std::vector<FileMetaData*>& files = files_[level];
+    for (size_t i = FindFile(icmp, files, ikey);
+         i < files.size() && before_upper(files[i]); i++) {
+      Status s = get(files[i]);
+      if (!s.ok()) return s;
+    }
+  }
+  return Status::OK();
+}
+
 void Version::GetOverlappingInputs(int level, const Slice* begin,
                                    const Slice* end,
                                    std::vector<FileMetaData*>* inputs) const {

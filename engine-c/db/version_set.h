@@ -105,6 +105,20 @@ class Version {
                             std::vector<Iterator*>* iters,
                             RangeDelAggregator* range_del);
 
+  // The point form of AddPrefixIterators, for a read that wants one entry:
+  // calls callback(arg, 0, key, value) with the first entry at or after
+  // lookup's internal key in each file whose key range meets [lookup's
+  // user key, upper) and whose filter may hold its filter key, building no
+  // iterator; the slices are valid during the call only. Every file meeting
+  // the span adds its range tombstones to range_del.
+  Status PrefixFirstEntries(const TableReadOptions& options,
+                            const LookupKey& lookup, const Slice* upper,
+                            void* arg,
+                            void (*callback)(void* arg, size_t index,
+                                             const Slice& key,
+                                             const Slice& value),
+                            RangeDelAggregator* range_del);
+
   // Files in level whose user key range meets [begin, end] (nullptr:
   // unbounded). In L0, the range is widened to cover every file that
   // overlaps a file it picks, transitively.

@@ -19,7 +19,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/rangesm/command"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/storage"
 )
 

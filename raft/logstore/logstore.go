@@ -132,11 +132,11 @@ func Load(db *storage.DB, rangeID uint64, cacheBytes int) (*Store, error) {
 		return nil, s.wrap(corruptf("applied index %d is past the last log index %d", s.applied.Index, s.last.Index))
 	}
 	if s.applied.Index > s.hardState.GetCommit() {
-		// Entries that were durable and committed may be applied before
-		// the HardState naming the new commit index is written (applies
-		// and log writes proceed independently); a crash in between leaves
-		// the applied index ahead. Every applied entry was committed, so
-		// the commit index is at least the applied index.
+		// The HardState is written only when its term or vote changes
+		// (StageAppend), so its commit index trails the applied index,
+		// which the apply batches write with the data. Every applied
+		// entry was committed, so the commit index is at least the
+		// applied index.
 		s.hardState = &pb.HardState{Term: new(s.hardState.GetTerm()), Vote: new(s.hardState.GetVote()), Commit: new(s.applied.Index)}
 	}
 	return s, nil
@@ -327,8 +327,19 @@ type Append struct {
 
 // StageAppend stages the Raft README's step 1 for one MsgStorageAppend: write ents
 // (discarding any stored entries at or after ents[0], which a new leader
-// has overwritten) and hs (if not empty) into b. Call CommitAppend once b
-// is durable.
+// has overwritten) and hs into b. Call CommitAppend once b is durable.
+//
+// hs is written only when its term or vote differs from the durable
+// HardState's: a HardState that moves only its commit index is not
+// written, although it becomes the Store's HardState at CommitAppend. The
+// commit index is volatile state in Raft (a restarted replica learns it
+// again from its leader, and a new leader re-commits its log by
+// committing an entry of its own term), so a stale one on disk is safe;
+// Load raises it to the applied index, which the apply batches persist
+// with the data. Term and vote are Raft's promises and are written, and
+// fsync'd, before the messages that depend on them leave. Commit-only
+// HardStates were one engine record per range and round on every
+// replica (docs/replication.md, "The log in the engine").
 func (s *Store) StageAppend(b *storage.Batch, ents []*pb.Entry, hs *pb.HardState) Append {
 	a := Append{ents: ents, oldLast: s.last}
 	prevLast := max(s.last.Index, s.staged)
@@ -347,7 +358,9 @@ func (s *Store) StageAppend(b *storage.Batch, ents []*pb.Entry, hs *pb.HardState
 		s.staged = newLast
 	}
 	if hs != nil && !etcdraft.IsEmptyHardState(hs) {
-		b.Put(keys.HardStateKey(s.rangeID), EncodeHardState(hs))
+		if hs.GetTerm() != s.hardState.GetTerm() || hs.GetVote() != s.hardState.GetVote() {
+			b.Put(keys.HardStateKey(s.rangeID), EncodeHardState(hs))
+		}
 		a.hs = hs
 	}
 	return a

@@ -314,3 +314,59 @@ func TestCacheBudgetBoundsEveryCacheTogether(t *testing.T) {
 		t.Fatalf("after ReleaseCache the budget counts %d, want %d", got, before-int64(released))
 	}
 }
+
+// A HardState that moves only the commit index is not written: Raft's
+// commit index is volatile, and Load takes it up to the applied index.
+// A change of term or vote is written.
+func TestCommitOnlyHardStateNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	const rangeID = 7
+	s, err := Load(db, rangeID, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, s, ents(1, 11, 1), &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(0))})
+	b := storage.NewBatch(0)
+	a := s.StageAppend(b, ents(11, 21, 1), &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(10))})
+	if got := b.Count(); got != 10 {
+		t.Fatalf("an append moving only the commit index staged %d records, want its 10 entries", got)
+	}
+	if err := db.Write(b, storage.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.CommitAppend(a)
+	if s.HardState().GetCommit() != 10 {
+		t.Fatalf("in-memory HardState = %v, want commit 10", s.HardState())
+	}
+	b = storage.NewBatch(0)
+	s.StageAppend(b, nil, &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(20))})
+	if !b.Empty() {
+		t.Fatalf("a commit-only HardState staged %d records", b.Count())
+	}
+	// The applied state, written by apply, is what the commit index is
+	// raised to on a restart.
+	b = storage.NewBatch(0)
+	if err := StageAppliedState(b, rangeID, LogPosition{Index: 15, Term: 1}, &pb.ConfState{Voters: []uint64{2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(b, storage.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Load(db, rangeID, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs, _, _ := s2.InitialState(); hs.GetTerm() != 1 || hs.GetVote() != 2 || hs.GetCommit() != 15 {
+		t.Fatalf("reloaded HardState = %v, want term 1, vote 2, commit 15 (the applied index)", hs)
+	}
+	// A new term is written.
+	b = storage.NewBatch(0)
+	s2.StageAppend(b, nil, &pb.HardState{Term: new(uint64(2)), Vote: new(uint64(0)), Commit: new(uint64(20))})
+	if b.Count() != 1 {
+		t.Fatalf("a new term staged %d records, want 1", b.Count())
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

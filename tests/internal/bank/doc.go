@@ -17,6 +17,9 @@
 // read is fine here); the list-append checker (tests/internal/listappend)
 // is the one that finds those. The two run together in the fault suite.
 //
+// Half the transfers read their accounts with locking reads where the
+// Tx has them (txnkv.LockingTx; Op.Locking), one account at a time.
+//
 // Transfers go between any two accounts; Config.SplitKeys gives the keys
 // to split at to spread the accounts over shards, so that transfers and
 // whole-bank reads are transactions across shards.

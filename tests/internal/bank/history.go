@@ -99,6 +99,9 @@ type Op struct {
 	From    string        `json:"from,omitempty"`
 	To      string        `json:"to,omitempty"`
 	Amount  int64         `json:"amount,omitempty"`
+	// Locking: the transfer read its two accounts with locking reads
+	// (txnkv.LockingTx, where the Tx has them), in From, To order.
+	Locking bool `json:"locking,omitempty"`
 	// Balances is what an ok Read returned: every account found, by key.
 	Balances map[string]int64 `json:"balances,omitempty"`
 	// Garbage is what an ok Read found in accounts that did not hold a

@@ -84,7 +84,8 @@ func (w *Workload) Next(rng *rand.Rand) Op {
 	}
 	from := rng.IntN(len(w.keys))
 	to := (from + 1 + rng.IntN(len(w.keys)-1)) % len(w.keys)
-	return Op{Kind: Transfer, From: w.keys[from], To: w.keys[to], Amount: 1 + rng.Int64N(w.cfg.MaxTransfer)}
+	return Op{Kind: Transfer, From: w.keys[from], To: w.keys[to], Amount: 1 + rng.Int64N(w.cfg.MaxTransfer),
+		Locking: rng.IntN(2) == 0}
 }
 
 // Worker runs operations, each with the given timeout, until ctx ends (or
@@ -165,8 +166,15 @@ func (w *Workload) read(ctx context.Context) (balances map[string]int64, garbage
 func (w *Workload) transfer(ctx context.Context, op Op) error {
 	return w.db.Txn(ctx, func(ctx context.Context, tx txnkv.Tx) error {
 		var bal [2]int64
+		get := tx.Get
+		if ltx, ok := tx.(txnkv.LockingTx); ok && op.Locking {
+			// Locks taken one account at a time, in the transfer's
+			// order: two transfers between the same accounts in
+			// opposite directions deadlock, and one gives up.
+			get = ltx.GetForUpdate
+		}
 		for i, k := range []string{op.From, op.To} {
-			v, found, err := tx.Get(ctx, k)
+			v, found, err := get(ctx, k)
 			if err != nil {
 				return err
 			}

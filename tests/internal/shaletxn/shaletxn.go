@@ -19,7 +19,10 @@ type Txner struct {
 	Client func() *client.Client
 }
 
-var _ txnkv.Txner = Txner{}
+var (
+	_ txnkv.Txner     = Txner{}
+	_ txnkv.LockingTx = shaleTx{}
+)
 
 // Txn implements txnkv.Txner.
 func (s Txner) Txn(ctx context.Context, fn func(context.Context, txnkv.Tx) error) error {
@@ -30,6 +33,10 @@ type shaleTx struct{ tx *client.Tx }
 
 func (t shaleTx) Get(ctx context.Context, k string) ([]byte, bool, error) {
 	return t.tx.Get(ctx, []byte(k))
+}
+
+func (t shaleTx) GetForUpdate(ctx context.Context, k string) ([]byte, bool, error) {
+	return t.tx.GetForUpdate(ctx, []byte(k))
 }
 
 func (t shaleTx) Put(_ context.Context, k string, v []byte) error {

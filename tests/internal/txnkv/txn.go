@@ -12,6 +12,14 @@ type Tx interface {
 	Put(ctx context.Context, key string, value []byte) error
 }
 
+// LockingTx is a Tx with locking reads (client.Tx.GetForUpdate): the
+// read of a key the transaction will write, after taking its lock. A
+// workload uses it where its Tx has it, Get otherwise.
+type LockingTx interface {
+	Tx
+	GetForUpdate(ctx context.Context, key string) (value []byte, found bool, err error)
+}
+
 // Txner runs transactions. Txn runs fn in a new transaction and commits it
 // when fn returns nil; an error from fn aborts it (nothing is applied) and
 // is returned. Txn may run fn more than once (retrying a conflict): fn must

@@ -1,6 +1,12 @@
 // Package command defines the commands Shale writes into Raft logs and the
 // results their application produces.
 //
+// It is the format both layers above it share, and it imports neither:
+// proposers (node/, and raft/ for the splits, merges, replica changes and
+// meta updates it coordinates) build commands and read results; the range
+// state machine (rangesm/) decodes and evaluates them
+// (docs/architecture.md, "Layers").
+//
 // A command is evaluated at apply time: every replica decodes it and
 // evaluates it deterministically against its own applied state (a CAS reads
 // the key it compares while applying), so proposing needs no latches. The
@@ -69,6 +75,8 @@
 //	txn_write      := txn_id:16 bytes record:bytes read_ts:timestamp
 //	                  count:uvarint read{count}
 //	                  count:uvarint mutation{count}                  (kind 27)
+//	                  [bound:timestamp heartbeat:fixed64 count:uvarint
+//	                   key:bytes{count}: the folded stage, kind 34 only]
 //	                  (mutations: put and delete only, none on a range
 //	                  the transaction only read; read_ts zero only
 //	                  without reads)
@@ -195,6 +203,9 @@ const (
 	// compare-and-swap whose new value is attached to a lease.
 	KindLeaseBatch Kind = 32
 	KindLeaseCAS   Kind = 33
+	// wireTxnWriteStaged is the kind byte of a KindTxnWrite that stages
+	// its record (TxnWrite.Stage): decoded, and peeked, as KindTxnWrite.
+	wireTxnWriteStaged Kind = 34
 	// KindProtect and KindRelease create (or refresh) and remove a
 	// protected timestamp record (meta range only; protect.go,
 	// docs/versions.md "Protected timestamps").
@@ -343,6 +354,13 @@ type TxnWrite struct {
 	// Record is the key of the transaction's record (the user key its
 	// record range is addressed by).
 	Record []byte
+	// Stage: the same command stages the record, on the range holding
+	// Record (a TxnStage's StageBound, Heartbeat and StageKeys), and
+	// writes nothing unless the record can be staged.
+	Stage      bool
+	StageBound hlc.Timestamp
+	Heartbeat  int64
+	StageKeys  [][]byte
 }
 
 // TxnResolve is the body of a KindTxnResolve.
@@ -368,7 +386,9 @@ const (
 	// record's C0 up (a re-stage).
 	TxnStage TxnRecordOp = 1
 	// TxnCommitRecord marks a STAGING record COMMITTED at Timestamp (at
-	// or above its C0).
+	// or above its C0); with Keys, it also resolves the transaction's
+	// intents on those keys (of the record's range) at the record's C,
+	// once the record is COMMITTED.
 	TxnCommitRecord TxnRecordOp = 2
 	// TxnAbort marks the record ABORTED (creating it so if it is missing,
 	// so that it can never be staged), if it is STAGING at Timestamp (zero:
@@ -376,7 +396,9 @@ const (
 	TxnAbort TxnRecordOp = 3
 	// TxnHeartbeat raises a STAGING record's heartbeat.
 	TxnHeartbeat TxnRecordOp = 4
-	// TxnDelete deletes a finished (COMMITTED or ABORTED) record.
+	// TxnDelete deletes a finished (COMMITTED or ABORTED) record, and
+	// those of the transaction IDs in Keys that are finished and held by
+	// the same range.
 	TxnDelete TxnRecordOp = 5
 )
 
@@ -391,7 +413,9 @@ type TxnRecordCmd struct {
 	// Heartbeat is the coordinator's wall clock, Unix nanoseconds (stage,
 	// heartbeat).
 	Heartbeat int64
-	// Keys are the keys of the transaction's intents (stage).
+	// Keys are the keys of the transaction's intents (stage), of its
+	// intents on this range to resolve (commit), or the IDs of more
+	// finished records to delete (delete).
 	Keys [][]byte
 }
 
@@ -557,7 +581,11 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		return nil, fmt.Errorf("command: invalid timestamp %s", c.Timestamp)
 	}
 	dst = c.Timestamp.AppendEncode(dst)
-	dst = append(dst, byte(c.Kind))
+	if c.Kind == KindTxnWrite && c.TxnWrite.Stage {
+		dst = append(dst, byte(wireTxnWriteStaged))
+	} else {
+		dst = append(dst, byte(c.Kind))
+	}
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
 		if len(c.Mutations) != 1 || c.Mutations[0].Kind != c.Kind {
@@ -610,6 +638,18 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations); err != nil {
 			return nil, err
+		}
+		if t := &c.TxnWrite; c.Kind == KindTxnWrite && t.Stage {
+			// The folded stage, after the mutations (wire kind 34).
+			if !t.StageBound.Valid() || t.StageBound.IsZero() || len(t.StageKeys) == 0 {
+				return nil, fmt.Errorf("command: a staging TxnWrite needs a bound and the keys of the intents")
+			}
+			dst = t.StageBound.AppendEncode(dst)
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(t.Heartbeat))
+			dst = binary.AppendUvarint(dst, uint64(len(t.StageKeys)))
+			for _, k := range t.StageKeys {
+				dst = appendBytes(dst, k)
+			}
 		}
 	case KindTxnResolve:
 		t := &c.TxnResolve
@@ -925,6 +965,9 @@ func Decode(data []byte, c *Command) error {
 		c.Timestamp = d.timestamp()
 	}
 	c.Kind = Kind(d.byte())
+	if c.Kind == wireTxnWriteStaged {
+		c.Kind, c.TxnWrite.Stage = KindTxnWrite, true
+	}
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
@@ -969,6 +1012,11 @@ func Decode(data []byte, c *Command) error {
 			d.buf = d.buf[1:] // no mutations: a range the transaction only read
 		} else if d.err == nil {
 			c.Mutations = d.mutations()
+			if t := &c.TxnWrite; d.err == nil && c.Kind == KindTxnWrite && t.Stage {
+				t.StageBound = d.timestamp()
+				t.Heartbeat = int64(d.fixed64())
+				t.StageKeys = d.keyList()
+			}
 		}
 		if c.Kind == KindTxnWrite {
 			for _, m := range c.Mutations {
@@ -1404,5 +1452,8 @@ func PeekKind(data []byte) (Kind, bool) {
 		d.timestamp()
 	}
 	k := Kind(d.byte())
+	if k == wireTxnWriteStaged {
+		k = KindTxnWrite
+	}
 	return k, d.err == nil
 }

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/command"
+	"github.com/shaledb/shale/hlc"
+)
+
+// TestLockTableTakesInTurnAndEnds holds the lock table of locking reads
+// to its rules (txn_lock.go): a lock is taken by one transaction at a
+// time, in the key's queue order (a newcomer does not pass a waiter);
+// its holder may take it again; it ends with its holder's release (not
+// another's), with a write to the key, and when its hold lapsed, which
+// also takes it out of the count writes look at.
+func TestLockTableTakesInTurnAndEnds(t *testing.T) {
+	var l lockQueues
+	const rid = 7
+	key := []byte("k")
+	mk := func(b byte) *lockWaitSelf {
+		return &lockWaitSelf{id: command.TxnID{b}, record: []byte{b}, prio: hlc.Timestamp{WallTime: int64(b)}}
+	}
+	a, b, c := mk(1), mk(2), mk(3)
+
+	if _, ok := l.tryLock(rid, key, a, nil); !ok {
+		t.Fatal("a free key was not locked")
+	}
+	if _, ok := l.tryLock(rid, key, a, nil); !ok {
+		t.Fatal("the holder could not take its own lock again")
+	}
+	if l.lockCount() != 1 {
+		t.Fatalf("%d locks counted, want 1", l.lockCount())
+	}
+	// b queues behind a's lock; c comes later.
+	tb := l.join(rid, key)
+	if other, ok := l.tryLock(rid, key, b, tb); ok || other == nil || other.owner != a.id {
+		t.Fatalf("b took a held lock (ok %v, holder %v)", ok, other)
+	}
+	tc := l.join(rid, key)
+	l.unlock(rid, c.id, [][]byte{key}) // not c's: nothing happens
+	if l.lockCount() != 1 {
+		t.Fatal("a release by another transaction ended the lock")
+	}
+	l.unlock(rid, a.id, [][]byte{key})
+	select {
+	case <-tb.w.wake:
+	default:
+		t.Fatal("the head of the queue was not woken by the release")
+	}
+	if _, ok := l.tryLock(rid, key, c, tc); ok {
+		t.Fatal("c took the lock ahead of b, first in the queue")
+	}
+	if _, ok := l.tryLock(rid, key, c, nil); ok {
+		t.Fatal("a newcomer took the lock ahead of the queue")
+	}
+	if _, ok := l.tryLock(rid, key, b, tb); !ok {
+		t.Fatal("b, first in the queue, could not take the free lock")
+	}
+	tb.leave()
+	// A write to the key ends b's lock, whoever wrote.
+	l.wrote(rid, slices.Values([][]byte{[]byte("other"), key}))
+	if l.lockCount() != 0 {
+		t.Fatalf("%d locks after a write to the key, want 0", l.lockCount())
+	}
+	if _, ok := l.tryLock(rid, key, c, tc); !ok {
+		t.Fatal("c, now first, could not take the lock")
+	}
+	tc.leave()
+	// A lapsed hold: another takes it, and pruning drops it.
+	l.mu.Lock()
+	l.held[lockQueueKey{rid, string(key)}].until = time.Now().Add(-time.Millisecond)
+	l.mu.Unlock()
+	if _, ok := l.tryLock(rid, key, a, nil); !ok {
+		t.Fatal("a lapsed lock was not taken over")
+	}
+	if l.lockCount() != 1 {
+		t.Fatalf("%d locks counted, want 1", l.lockCount())
+	}
+	l.mu.Lock()
+	l.held[lockQueueKey{rid, string(key)}].until = time.Now().Add(-time.Millisecond)
+	l.lastPrune = time.Time{}
+	l.mu.Unlock()
+	l.wrote(rid, slices.Values([][]byte{[]byte("unrelated")}))
+	if l.lockCount() != 0 {
+		t.Fatalf("%d locks after their hold lapsed and a prune, want 0", l.lockCount())
+	}
+}
