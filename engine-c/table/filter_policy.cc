@@ -82,14 +82,22 @@ inline void SetBits(uint32_t h, int num_probes, char* line) {
   }
 }
 
+// The bits SetBits sets, tested in the same order: seven 9-bit slices of
+// each Mix, without a division per probe (a negative answer usually stops
+// after two or three).
 inline bool TestBits(uint32_t h, int num_probes, const char* line) {
   uint64_t x = Mix(h);
-  for (int j = 0; j < num_probes; j++) {
-    if (j > 0 && j % 7 == 0) x = Mix(x + j);
-    const uint32_t bit = (x >> (9 * (j % 7))) & (kLineBits - 1);
-    if ((line[bit >> 3] & (1 << (bit & 7))) == 0) return false;
+  int j = 0;
+  for (;;) {
+    const int m = std::min(num_probes - j, 7);
+    for (int k = 0; k < m; k++) {
+      const uint32_t bit = (x >> (9 * k)) & (kLineBits - 1);
+      if ((line[bit >> 3] & (1 << (bit & 7))) == 0) return false;
+    }
+    j += m;
+    if (j >= num_probes) return true;
+    x = Mix(x + j);
   }
-  return true;
 }
 
 // The parsed metadata of a filter.
