@@ -3,6 +3,7 @@ package mvcc
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/shaledb/shale/hlc"
 )
@@ -39,6 +40,7 @@ var ErrMalformedKey = errors.New("mvcc: malformed versioned key")
 // key starts with, which sort after every version of smaller keys and before
 // every version of larger ones.
 func AppendKeyPrefix(dst, key []byte) []byte {
+	dst = slices.Grow(dst, len(key)+2) // one allocation, not one per doubling
 	for _, c := range key {
 		if c == escapeByte {
 			dst = append(dst, escapeByte, escapedZero)
@@ -52,6 +54,7 @@ func AppendKeyPrefix(dst, key []byte) []byte {
 // AppendKey appends the versioned key of key at version ts to dst.
 // REQUIRES: ts.Valid().
 func AppendKey(dst, key []byte, ts hlc.Timestamp) []byte {
+	dst = slices.Grow(dst, len(key)+2+SuffixLen)
 	dst = AppendKeyPrefix(dst, key)
 	return appendSuffix(dst, ts)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/storage"
@@ -57,16 +58,19 @@ type Keyspace struct {
 
 // engineKey appends the engine key of key at ts to dst.
 func (ks Keyspace) engineKey(dst, key []byte, ts hlc.Timestamp) []byte {
+	dst = slices.Grow(dst, len(ks.Prefix)+len(key)+2+SuffixLen)
 	return AppendKey(append(dst, ks.Prefix...), key, ts)
 }
 
 // keyStart is the engine key every version of key is at or above.
 func (ks Keyspace) keyStart(dst, key []byte) []byte {
+	dst = slices.Grow(dst, len(ks.Prefix)+len(key)+2)
 	return AppendKeyPrefix(append(dst, ks.Prefix...), key)
 }
 
 // keyEnd is the engine key every version of key is below.
 func (ks Keyspace) keyEnd(dst, key []byte) []byte {
+	dst = slices.Grow(dst, len(ks.Prefix)+len(key)+4)
 	return KeyEnd(append(dst, ks.Prefix...), key)
 }
 

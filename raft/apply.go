@@ -127,7 +127,8 @@ func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logst
 	}
 	last := ents[len(ents)-1]
 	pos := logstore.LogPosition{Index: last.GetIndex(), Term: last.GetTerm()}
-	if err := logstore.StageAppliedState(r.sm.Batch(), r.rangeID, pos, cs); err != nil {
+	machine := r.sm.AppliedState(pos.Index, pos.Term)
+	if err := logstore.StageAppliedState(r.sm.Batch(), r.rangeID, pos, machine, cs); err != nil {
 		return nil, false, pos, nil, err
 	}
 	return acks, confChanged, pos, cs, nil
@@ -191,7 +192,7 @@ func (r *Replica) stageRightHandRaftStateLocked(right *kvpb.RangeDescriptor) err
 	b := r.sm.Batch()
 	id := right.GetRangeId()
 	pos := logstore.LogPosition{Index: initialIndex, Term: initialTerm}
-	if err := logstore.StageAppliedState(b, id, pos, confStateFor(right)); err != nil {
+	if err := logstore.StageAppliedState(b, id, pos, nil, confStateFor(right)); err != nil {
 		return err
 	}
 	b.Put(keys.TruncatedStateKey(id), pos.Encode())

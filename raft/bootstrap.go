@@ -151,7 +151,7 @@ func Bootstrap(db *storage.DB, clusterID string, nodeID uint64, nodes []*kvpb.No
 		}
 		b.Put(keys.MetaKeyFor(d), v)
 		b.Put(keys.DescriptorKey(d.GetRangeId()), v)
-		if err := logstore.StageAppliedState(b, d.GetRangeId(), pos, confStateFor(d)); err != nil {
+		if err := logstore.StageAppliedState(b, d.GetRangeId(), pos, nil, confStateFor(d)); err != nil {
 			return err
 		}
 		b.Put(keys.TruncatedStateKey(d.GetRangeId()), pos.Encode())

@@ -165,7 +165,7 @@ func checkSnapshotState(in *incomingSnapshot) error {
 	for _, kv := range in.kvs {
 		switch string(kv[0]) {
 		case string(keys.AppliedStateKey(rangeID)):
-			p, err := logstore.DecodeLogPosition("applied state", kv[1])
+			p, _, _, err := logstore.DecodeAppliedState(kv[1])
 			if err != nil {
 				return err
 			}

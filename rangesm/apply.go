@@ -83,7 +83,8 @@ func (r *Range) Apply(ents []*pb.Entry, out []apply.Applied) ([]apply.Applied, e
 			return out, fmt.Errorf("entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
 	}
-	r.stageMVCCState()
+	// The MVCC state and stats are staged by AppliedState, which
+	// replication calls next.
 	return out, nil
 }
 

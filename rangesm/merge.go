@@ -259,7 +259,7 @@ func (r *Range) stageTakeOver(rightID uint64) error {
 	// The merged range holds the right-hand range's versions and may have
 	// served reads up to its frontier there: it keeps the higher frontier
 	// (and GC threshold) of the two.
-	rst, rstats, _, err := loadMVCCState(a.db, rightID)
+	rst, rstats, _, _, err := loadMVCCState(a.db, rightID)
 	if err != nil {
 		return err
 	}

@@ -29,32 +29,40 @@ import (
 //     may be gone). Only raised, by a GC command (gc.go), and never above
 //     F, so no write can land at or below it.
 //
-// The record lives at keys.MVCCStateKey, range-local, so snapshots carry
-// it; a split's right-hand range starts with its left-hand range's state,
-// a merge keeps the higher of each. It also holds the range's MVCC stats
-// (mvcc_stats.go): both change with nearly every write, and one record per
-// range and apply batch instead of two is fewer engine records and bytes
-// per write, which counts once writes spread over many ranges (issue 22).
+// The state and the range's MVCC stats (mvcc_stats.go) are one record,
+// range-local, so snapshots carry it; a split's right-hand range starts
+// with its left-hand range's state, a merge keeps the higher of each. The
+// record is written inside the range's applied state record
+// (keys.AppliedStateKey, logstore.EncodeAppliedState), which replication
+// writes with every apply batch anyway (Range.AppliedState): the applied
+// state, the MVCC state and the stats change with nearly every write, and
+// one record per range and apply batch instead of three is fewer engine
+// records and bytes per write, which counts once writes spread over many
+// ranges (issue 22).
 //
 //	mvcc state := 0x02 through:uvarint frontier:timestamp gc_threshold:timestamp
 //	              keys:varint versions:varint bytes:varint live_keys:varint live_bytes:varint
 //	            | 0x01 through:uvarint frontier:timestamp gc_threshold:timestamp
 //	timestamp  := hlc.Encode (12 bytes)
 //
-// Version 0x01, written before, holds no stats: they are then in their own
-// record (keys.MVCCStatsKey), which the first version 0x02 record written
-// over it deletes in the same batch. A range whose record is missing (new)
-// has the zero state and stats.
+// A range whose applied state record holds no state machine state (its
+// version 0x01: bootstrap, a split's right-hand range, ranges written
+// before) has its state in its own record at keys.MVCCStateKey: version
+// 0x02 (a split's right-hand range), or 0x01, with the stats then in
+// their own record at keys.MVCCStatsKey. The first applied state written
+// with the state deletes those records in the same batch. A range with
+// neither (new) has the zero state and stats.
 //
 // through is the index of the last entry that changed the state (a write,
 // a close or a GC; so the record depends on the log alone). The record is
 // staged into the batch that holds that entry's writes (at the end of the
-// group of entries, or before a batch cut early), so an entry at or below
-// through that a restart applies again (a crash after an early cut and
-// before the group's applied index was written) already has its versions
-// in the engine: a client write or a close there is skipped rather than
-// applied a second time at a higher version, and a GC rather than
-// collecting a second chunk that its other replicas did not.
+// group of entries, with the group's applied index, or before a batch cut
+// early, with the applied index of the group before), so an entry at or
+// below through that a restart applies again (a crash after an early cut
+// and before the group's applied index was written) already has its
+// versions in the engine: a client write or a close there is skipped
+// rather than applied a second time at a higher version, and a GC rather
+// than collecting a second chunk that its other replicas did not.
 type mvccState struct {
 	through     uint64
 	frontier    hlc.Timestamp
@@ -106,25 +114,46 @@ func decodeMVCCState(v []byte) (s mvccState, stats mvcc.Stats, hasStats bool, er
 }
 
 // loadMVCCState reads rangeID's MVCC state and stats (the zero state and
-// stats if it has none: a new range). legacy is true when the stats came
-// from their own record (a version 0x01 state), which the next staging of
-// the state deletes.
-func loadMVCCState(r logstore.Reader, rangeID uint64) (s mvccState, stats mvcc.Stats, legacy bool, err error) {
-	v, err := r.Get(keys.MVCCStateKey(rangeID))
+// stats if it has none: a new range) and its applied position. legacy is
+// true when they came from records of their own (not the applied state),
+// which the next staging of the state deletes.
+func loadMVCCState(r logstore.Reader, rangeID uint64) (s mvccState, stats mvcc.Stats, applied logstore.LogPosition, legacy bool, err error) {
+	v, err := r.Get(keys.AppliedStateKey(rangeID))
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return mvccState{}, mvcc.Stats{}, false, err
+		return mvccState{}, mvcc.Stats{}, applied, false, err
 	}
 	if err == nil {
-		var hasStats bool
-		if s, stats, hasStats, err = decodeMVCCState(v); err != nil {
-			return mvccState{}, mvcc.Stats{}, false, fmt.Errorf("range %d: %w", rangeID, err)
+		machine, hasMachine := []byte(nil), false
+		if applied, machine, hasMachine, err = logstore.DecodeAppliedState(v); err != nil {
+			return mvccState{}, mvcc.Stats{}, applied, false, fmt.Errorf("range %d: %w", rangeID, err)
 		}
-		if hasStats {
-			return s, stats, false, nil
+		if hasMachine {
+			var hasStats bool
+			if s, stats, hasStats, err = decodeMVCCState(machine); err == nil && !hasStats {
+				err = errors.New("mvcc state without stats in the applied state")
+			}
+			if err != nil {
+				return mvccState{}, mvcc.Stats{}, applied, false, fmt.Errorf("range %d: %w", rangeID, err)
+			}
+			return s, stats, applied, false, nil
 		}
 	}
-	stats, legacy, err = loadMVCCStats(r, rangeID)
-	return s, stats, legacy, err
+	v, err = r.Get(keys.MVCCStateKey(rangeID))
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return mvccState{}, mvcc.Stats{}, applied, false, err
+	}
+	if err == nil {
+		legacy = true
+		var hasStats bool
+		if s, stats, hasStats, err = decodeMVCCState(v); err != nil {
+			return mvccState{}, mvcc.Stats{}, applied, false, fmt.Errorf("range %d: %w", rangeID, err)
+		}
+		if hasStats {
+			return s, stats, applied, true, nil
+		}
+	}
+	stats, found, err := loadMVCCStats(r, rangeID)
+	return s, stats, applied, legacy || found, err
 }
 
 // MVCCState is a range's MVCC state as of the last batch its replica
@@ -196,20 +225,39 @@ func (r *Range) advance(frontier hlc.Timestamp) {
 	r.stDirty = true
 }
 
-// stageMVCCState stages the record if the state or the stats
-// (mvcc_stats.go) changed since it was last staged.
+// stageMVCCState stages the state and stats, if they changed since they
+// were last staged, before the apply batch is written early: in the
+// applied state record, with the applied position of the last group
+// (the group being applied has not finished).
 // REQUIRES: the replica's raftMu.
 func (r *Range) stageMVCCState() {
 	r.countWriter()
 	if !r.stDirty && !r.statsDirty {
 		return
 	}
+	r.ov.put(keys.AppliedStateKey(r.rangeID), logstore.EncodeAppliedState(r.applied, r.stateRecord()))
+}
+
+// stateRecord encodes the state and stats, which are then staged, and
+// stages the deletion of the records they came from, if of their own.
+// REQUIRES: the replica's raftMu.
+func (r *Range) stateRecord() []byte {
 	r.stDirty, r.statsDirty = false, false
-	r.ov.put(keys.MVCCStateKey(r.rangeID), encodeMVCCRecord(r.st, r.stats))
-	if r.legacyStats {
+	if r.legacyState {
+		r.ov.del(keys.MVCCStateKey(r.rangeID))
 		r.ov.del(keys.MVCCStatsKey(r.rangeID))
-		r.legacyStats = false
+		r.legacyState = false
 	}
+	return encodeMVCCRecord(r.st, r.stats)
+}
+
+// AppliedState implements apply.StateMachine: the MVCC state and stats
+// go in the applied state record.
+// REQUIRES: the replica's raftMu.
+func (r *Range) AppliedState(index, term uint64) []byte {
+	r.countWriter()
+	r.applied = logstore.LogPosition{Index: index, Term: term}
+	return r.stateRecord()
 }
 
 // skipApplied reports whether entry index, of kind k, had its writes

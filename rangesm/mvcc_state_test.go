@@ -12,15 +12,17 @@ import (
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/rangesm"
 	"github.com/shaledb/shale/storage"
 )
 
-// The MVCC stats are in the MVCC state record; a range written with the
-// old layout (a version 0x01 state record and a stats record of its own)
-// loads its stats from the stats record, and its next write replaces both
-// with one record.
-func TestMVCCStatsInTheStateRecord(t *testing.T) {
+// The MVCC state and stats are in the applied state record; a range
+// written with an old layout (an applied state without them, a version
+// 0x01 MVCC state record and a stats record of its own) loads them from
+// their own records, and its next write moves them into the applied
+// state, deleting those.
+func TestMVCCStateInTheAppliedState(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
 	open := func(boot bool) (*store, func()) {
 		db, err := storage.Open(dir, keys.WithUserVersions(nil))
@@ -54,21 +56,33 @@ func TestMVCCStatsInTheStateRecord(t *testing.T) {
 	if want.Stats.LiveKeys != 2 {
 		t.Fatalf("stats after two puts: %+v", want.Stats)
 	}
-	if _, err := s.db.Get(keys.MVCCStatsKey(user)); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("a stats record of its own was written: %v", err)
+	noOwnRecords := func(what string) {
+		t.Helper()
+		for _, k := range [][]byte{keys.MVCCStateKey(user), keys.MVCCStatsKey(user)} {
+			if _, err := s.db.Get(k); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("%s: record %x: %v", what, k, err)
+			}
+		}
 	}
-	v, err := s.db.Get(keys.MVCCStateKey(user))
-	if err != nil || v[0] != 0x02 {
-		t.Fatalf("state record %x, %v", v, err)
-	}
-	// Rewrite it, with the store stopped, as the old layout: 0x01 through
-	// frontier gc_threshold, and 0x01 stats in the stats record.
+	noOwnRecords("after two puts")
 	s.s.Stop()
-	_, n := binary.Uvarint(v[1:])
+	v, err := s.db.Get(keys.AppliedStateKey(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, m, hasMachine, err := logstore.DecodeAppliedState(v)
+	if err != nil || !hasMachine || m[0] != 0x02 {
+		t.Fatalf("applied state %x: %v", v, err)
+	}
+	// Rewrite it (the store is stopped) as the old layout: the applied
+	// state alone, 0x01 through frontier gc_threshold, and 0x01 stats in
+	// the stats record.
+	_, n := binary.Uvarint(m[1:])
 	cut := 1 + n + 24
-	old := append([]byte{0x01}, v[1:cut]...)
-	stats := append([]byte{0x01}, v[cut:]...)
+	old := append([]byte{0x01}, m[1:cut]...)
+	stats := append([]byte{0x01}, m[cut:]...)
 	b := storage.NewBatch(0)
+	b.Put(keys.AppliedStateKey(user), logstore.EncodeAppliedState(pos, nil))
 	b.Put(keys.MVCCStateKey(user), old)
 	b.Put(keys.MVCCStatsKey(user), stats)
 	if err := s.db.Write(b, storage.Sync); err != nil {
@@ -85,9 +99,7 @@ func TestMVCCStatsInTheStateRecord(t *testing.T) {
 	if want.Stats.LiveKeys != 3 {
 		t.Fatalf("stats after a third put: %+v", want.Stats)
 	}
-	if _, err := s.db.Get(keys.MVCCStatsKey(user)); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("the old stats record outlived the next write: %v", err)
-	}
+	noOwnRecords("after a write over the old layout")
 	stop()
 
 	s, stop = open(false)

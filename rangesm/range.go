@@ -118,11 +118,14 @@ type Range struct {
 	// stats are the MVCC stats as applied so far (mvcc_stats.go);
 	// statsDirty says they changed since they were last staged; wCounted
 	// is the part of w's delta already added to them.
-	// legacyStats says they were read from their own record of the old
-	// layout, which the next staging of the MVCC state deletes.
+	// legacyState says st and stats were read from records of their
+	// own, not the applied state, which the next staging of them
+	// deletes; applied is the applied position they were last staged
+	// with (mvcc_state.go).
 	stats       mvcc.Stats
 	statsDirty  bool
-	legacyStats bool
+	legacyState bool
+	applied     logstore.LogPosition
 	wCounted    mvcc.Stats
 	// intents is the number of entries in the range's lock table as
 	// applied so far, the apply batch included (intent.go).
@@ -198,7 +201,7 @@ func (r *Range) Restore() error {
 	if err != nil {
 		return fmt.Errorf("range %d: %w", r.rangeID, err)
 	}
-	st, stats, legacy, err := loadMVCCState(r.db, r.rangeID)
+	st, stats, applied, legacy, err := loadMVCCState(r.db, r.rangeID)
 	if err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (r *Range) Restore() error {
 	}
 	r.intents = intents
 	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
-	r.stats, r.statsDirty, r.legacyStats = stats, false, legacy
+	r.stats, r.statsDirty, r.legacyState, r.applied = stats, false, legacy, applied
 	r.w = nil
 	r.dedup.clear()
 	// What a snapshot brought was not collected.

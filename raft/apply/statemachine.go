@@ -32,7 +32,8 @@ import (
 //     entry after it, back until a later round, when it is asked again.
 //  2. Apply(ents) stages the entries' writes into Batch and returns what
 //     each entry meant. Replication then adds its own state for the group
-//     (the applied index, the state of new right-hand ranges) to Batch.
+//     (the applied index, with the state machine's AppliedState in the
+//     same record; the state of new right-hand ranges) to Batch.
 //  3. Replication writes Batch (alone, or appended to other ranges' batches
 //     in one engine write) without fsync, then calls Written. The log is
 //     durable and applying is deterministic, so a crash re-applies from
@@ -66,6 +67,14 @@ type StateMachine interface {
 	// state and triggers nothing (client writes): their batch may then
 	// wait for a write shared with other ranges (raft's apply_round.go).
 	Plain(ents []*pb.Entry) bool
+	// AppliedState returns the state machine's state after the entries
+	// Apply just applied, the last of them at index and term, encoded:
+	// replication writes it in the applied state record, in Batch (one
+	// record per range and apply batch instead of one each). nil keeps
+	// none there. The state machine remembers index and term: a batch it
+	// writes early (before it reads the engine) carries its state with
+	// the applied index of the batch before.
+	AppliedState(index, term uint64) []byte
 	// Batch is the batch Apply stages into. Replication adds its own
 	// applied state to it and writes it.
 	Batch() *storage.Batch

@@ -18,7 +18,8 @@ import (
 //	log entry       := 0x01 type:u8 term:fixed64 data      (index is in the key)
 //	hard state      := 0x01 term:fixed64 vote:fixed64 commit:fixed64
 //	truncated state := 0x01 index:fixed64 term:fixed64
-//	applied state   := 0x01 index:fixed64 term:fixed64
+//	applied state   := 0x02 index:uvarint term:uvarint machine:bytes  (machine: the rest)
+//	                 | 0x01 index:fixed64 term:fixed64
 //	replica id      := 0x01 replica_id:fixed64
 //	tombstone       := 0x01 next_replica_id:fixed64
 //	conf state      := raftpb.ConfState, protobuf
@@ -122,6 +123,48 @@ func DecodeLogPosition(what string, b []byte) (LogPosition, error) {
 	var p LogPosition
 	err := decodeUint64s(what, b, &p.Index, &p.Term)
 	return p, err
+}
+
+// appliedStateVersion is the applied state's version with the state
+// machine's state (EncodeAppliedState).
+const appliedStateVersion byte = 0x02
+
+// EncodeAppliedState returns the value encoding of the applied state p
+// with the state machine's own state as of p (opaque here: the range's
+// MVCC state, rangesm), or, if machine is nil, of p alone (version
+// 0x01, as bootstrap and a split's right-hand range write it: the state
+// machine then keeps its state in its own record). One record per range
+// and apply batch instead of two (docs/replication.md, "Per-range state
+// in the engine").
+func EncodeAppliedState(p LogPosition, machine []byte) []byte {
+	if machine == nil {
+		return p.Encode()
+	}
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(machine))
+	b = append(b, appliedStateVersion)
+	b = binary.AppendUvarint(b, p.Index)
+	b = binary.AppendUvarint(b, p.Term)
+	return append(b, machine...)
+}
+
+// DecodeAppliedState decodes an applied state value; hasMachine is false
+// for a version 0x01 value, which holds no state machine state. machine
+// aliases b.
+func DecodeAppliedState(b []byte) (p LogPosition, machine []byte, hasMachine bool, err error) {
+	if len(b) > 0 && b[0] == appliedStateVersion {
+		rest := b[1:]
+		var n int
+		if p.Index, n = binary.Uvarint(rest); n <= 0 {
+			return LogPosition{}, nil, false, corruptf("applied state: bad index")
+		}
+		rest = rest[n:]
+		if p.Term, n = binary.Uvarint(rest); n <= 0 {
+			return LogPosition{}, nil, false, corruptf("applied state: bad term")
+		}
+		return p, rest[n:], true, nil
+	}
+	p, err = DecodeLogPosition("applied state", b)
+	return p, nil, false, err
 }
 
 // EncodeReplicaID returns the value encoding of a replica ID (or, for a

@@ -143,7 +143,7 @@ func TestAppendOverwriteTruncateReload(t *testing.T) {
 
 	// Applied state is replicated state: stage it as apply does.
 	b = storage.NewBatch(0)
-	if err := StageAppliedState(b, rangeID, LogPosition{Index: 30, Term: 1}, &pb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
+	if err := StageAppliedState(b, rangeID, LogPosition{Index: 30, Term: 1}, []byte("machine"), &pb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Write(b, storage.NoSync); err != nil {
@@ -347,7 +347,7 @@ func TestCommitOnlyHardStateNotWritten(t *testing.T) {
 	// The applied state, written by apply, is what the commit index is
 	// raised to on a restart.
 	b = storage.NewBatch(0)
-	if err := StageAppliedState(b, rangeID, LogPosition{Index: 15, Term: 1}, &pb.ConfState{Voters: []uint64{2}}); err != nil {
+	if err := StageAppliedState(b, rangeID, LogPosition{Index: 15, Term: 1}, nil, &pb.ConfState{Voters: []uint64{2}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Write(b, storage.Sync); err != nil {
@@ -368,5 +368,18 @@ func TestCommitOnlyHardStateNotWritten(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAppliedStateEncoding(t *testing.T) {
+	p := LogPosition{Index: 1 << 40, Term: 7}
+	for _, machine := range [][]byte{nil, {}, []byte("the range's state")} {
+		got, m, has, err := DecodeAppliedState(EncodeAppliedState(p, machine))
+		if err != nil || got != p || has != (machine != nil) || string(m) != string(machine) {
+			t.Fatalf("machine %q: decoded %v %q %v %v", machine, got, m, has, err)
+		}
+	}
+	if _, _, _, err := DecodeAppliedState([]byte{0x02, 0x80}); !errors.Is(err, ErrCorruptState) {
+		t.Fatalf("a truncated applied state: %v", err)
 	}
 }

@@ -19,7 +19,7 @@ func LoadAppliedState(r Reader, rangeID uint64) (LogPosition, *pb.ConfState, err
 		return p, nil, err
 	}
 	if v != nil {
-		if p, err = DecodeLogPosition("applied state", v); err != nil {
+		if p, _, _, err = DecodeAppliedState(v); err != nil {
 			return p, nil, fmt.Errorf("range %d: %w", rangeID, err)
 		}
 	}
@@ -67,10 +67,11 @@ func LoadTombstone(r Reader, rangeID uint64) (uint64, error) {
 	return DecodeReplicaID("tombstone", v)
 }
 
-// StageAppliedState stages the applied state (and, if cs is not nil, the
-// ConfState) of rangeID into b.
-func StageAppliedState(b *storage.Batch, rangeID uint64, p LogPosition, cs *pb.ConfState) error {
-	b.Put(keys.AppliedStateKey(rangeID), p.Encode())
+// StageAppliedState stages the applied state, with the state machine's
+// state machine (EncodeAppliedState; nil for none), and, if cs is not
+// nil, the ConfState of rangeID into b.
+func StageAppliedState(b *storage.Batch, rangeID uint64, p LogPosition, machine []byte, cs *pb.ConfState) error {
+	b.Put(keys.AppliedStateKey(rangeID), EncodeAppliedState(p, machine))
 	if cs != nil {
 		v, err := EncodeConfState(cs)
 		if err != nil {
