@@ -31,12 +31,15 @@ import (
 // again), the older goes on.
 
 // GetForUpdate reads key as Get does, after taking its lock: the read of
-// a key the transaction means to write. Take the locks before any other
-// read of the transaction (BatchGetForUpdate for several keys at once,
+// a key the transaction means to write. Best taken before any other read
+// of the transaction, and at once for several keys (BatchGetForUpdate,
 // which takes them in key order and cannot deadlock with another that
-// does the same): the read timestamp is taken at the first read, and a
-// read timestamp taken before a lock was waited for sees the key as it
-// was before the previous holder wrote it, and the commit fails.
+// does the same): the read timestamp is taken at the first read, after
+// the locks. A lock taken after the first read moves the read timestamp
+// forward (refresh) when what was read is unchanged at a fresh one (one
+// more timestamp and a read of those keys again); after a scan, or when
+// a key read changed, it stays, and the commit fails as it would have
+// without the lock.
 func (tx *Tx) GetForUpdate(ctx context.Context, key []byte) (value []byte, found bool, err error) {
 	const op = "Tx.GetForUpdate"
 	if e := tx.enter(op); e != nil {
@@ -81,10 +84,11 @@ const lockRounds = 3
 const lockAttempt = 3 * time.Second
 
 // lock takes the locks of keys not yet held, range by range in key
-// order. A deadlock given up is returned (and set as tx.restart, so the
-// attempt runs again whatever fn does with it).
+// order; taken says whether it took any. A deadlock given up is
+// returned (and set as tx.restart, so the attempt runs again whatever fn
+// does with it).
 // REQUIRES: the caller holds busy.
-func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) error {
+func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) (taken bool, err error) {
 	c := tx.c
 	var want [][]byte
 	for _, k := range keys {
@@ -95,11 +99,11 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) error {
 	slices.SortFunc(want, bytes.Compare)
 	want = slices.CompactFunc(want, bytes.Equal)
 	if len(want) == 0 {
-		return nil
+		return false, nil
 	}
 	if tx.lockID == ([16]byte{}) {
 		if _, err := rand.Read(tx.lockID[:]); err != nil {
-			return &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
+			return false, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
 		}
 		tx.home = append([]byte{}, want[0]...)
 	}
@@ -121,13 +125,14 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) error {
 			return err
 		})
 		if err != nil {
-			return err
+			return taken, err
 		}
 		got := min(int(resp.GetLocked()), n)
 		tx.locked = append(tx.locked, want[:got]...)
+		taken = taken || got > 0
 		if resp.GetDeadlock() {
 			tx.restart = &Error{Op: op, kind: ErrTxnAborted, Msg: "deadlock: " + resp.GetReason()}
-			return tx.restart
+			return taken, tx.restart
 		}
 		want = want[got:]
 		if got < n {
@@ -138,6 +143,54 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) error {
 		}
 		round = 0
 	}
+	return taken, nil
+}
+
+// foundVersion is what a point read found, for refresh to compare: the
+// version, zero when nothing.
+func foundVersion(found bool, version Timestamp) Timestamp {
+	if !found {
+		return Timestamp{}
+	}
+	return version
+}
+
+// refresh moves forward the read timestamp of a transaction that took a
+// lock after its first read: the lock may have been waited for while
+// its previous holder committed, after the read timestamp, so a read at
+// it would see the key as it was and the commit would fail. The
+// transaction takes a fresh timestamp R' and reads again every key it
+// read: each found as it was at R (the same version, or none both
+// times), its reads all hold at R' and R' becomes its read timestamp.
+// Otherwise (a key changed, or the transaction scanned a span, which
+// cannot be checked this way) R stays, and the commit fails or not as
+// it would have. Only point reads of the cluster are checked; the
+// transaction's own writes are not reads.
+// REQUIRES: the caller holds busy.
+func (tx *Tx) refresh(ctx context.Context) error {
+	keys := make([][]byte, 0, len(tx.reads))
+	for _, r := range tx.reads {
+		if r.GetSpan() {
+			return nil
+		}
+		keys = append(keys, r.GetKey())
+	}
+	rts, err := tx.c.txnBegin(ctx)
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		rs, err := tx.c.batchGet(ctx, keys, []ReadOption{AtTimestamp(rts)})
+		if err != nil {
+			return err
+		}
+		for i, r := range rs {
+			if foundVersion(r.Found, r.Version) != tx.pointReads[string(keys[i])] {
+				return nil
+			}
+		}
+	}
+	tx.rts = rts
 	return nil
 }
 

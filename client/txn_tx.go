@@ -48,9 +48,11 @@ type Tx struct {
 	dels       []bufDelete
 	writeBytes int
 	// reads are the keys and spans read from the cluster, for the commit
-	// to validate; pointReads avoids listing a key twice.
+	// to validate; pointReads avoids listing a key twice, and keeps the
+	// version each read found (zero: none), for a locking read's
+	// refresh (txn_lock.go).
 	reads      []*kvpb.TxnRead
-	pointReads map[string]bool
+	pointReads map[string]Timestamp
 
 	// Locking reads (txn_lock.go): the attempt's ID once it took a lock
 	// (its commit across ranges uses it too), its home key, its age, the
@@ -156,14 +158,16 @@ func inSpan(key, start, end []byte) bool {
 	return bytes.Compare(key, start) >= 0 && (len(end) == 0 || bytes.Compare(key, end) < 0)
 }
 
-func (tx *Tx) readPoint(key []byte) {
-	if tx.pointReads[string(key)] {
+// readPoint notes a read of key from the cluster, which found version
+// (zero: nothing).
+func (tx *Tx) readPoint(key []byte, version Timestamp) {
+	if _, ok := tx.pointReads[string(key)]; ok {
 		return
 	}
 	if tx.pointReads == nil {
-		tx.pointReads = map[string]bool{}
+		tx.pointReads = map[string]Timestamp{}
 	}
-	tx.pointReads[string(key)] = true
+	tx.pointReads[string(key)] = version
 	tx.reads = append(tx.reads, &kvpb.TxnRead{Key: key})
 }
 
@@ -189,7 +193,7 @@ func (tx *Tx) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	tx.readPoint(append([]byte{}, key...))
+	tx.readPoint(append([]byte{}, key...), foundVersion(r.Found, r.Version))
 	return r.Value, r.Found, nil
 }
 
@@ -226,8 +230,14 @@ func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate 
 	}
 	if len(remote) > 0 {
 		if forUpdate {
-			if err := tx.lock(ctx, op, remote); err != nil {
+			taken, err := tx.lock(ctx, op, remote)
+			if err != nil {
 				return nil, err
+			}
+			if taken && !tx.rts.IsZero() {
+				if err := tx.refresh(ctx); err != nil {
+					return nil, err
+				}
 			}
 		}
 		rts, err := tx.snapshot(ctx)
@@ -241,8 +251,8 @@ func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate 
 		for j, r := range rs {
 			out[at[j]] = r
 		}
-		for _, k := range remote {
-			tx.readPoint(append([]byte{}, k...))
+		for j, k := range remote {
+			tx.readPoint(append([]byte{}, k...), foundVersion(rs[j].Found, rs[j].Version))
 		}
 	}
 	return out, nil

@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	raftpb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/storage"
@@ -146,7 +148,11 @@ func BenchmarkProposeRanges(b *testing.B) {
 
 func benchProposeRanges(b *testing.B, ranges, clients int) {
 	var eng engineBytes
-	c := newBenchCluster(b, func(cfg *Config) { cfg.Testing.OnEngineWrite = eng.count })
+	var sent sentMessages
+	c := newBenchCluster(b, func(cfg *Config) {
+		cfg.Testing.OnEngineWrite = eng.count
+		cfg.Testing.OnSend = sent.count
+	})
 	ctx := context.Background()
 	const space = 1 << 20 // key indexes; range j starts at j*space/ranges
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key%07d", i)) }
@@ -200,6 +206,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 	}
 	logWrites0 := logWrites()
 	eng.reset()
+	sent.reset()
 	leaderChanges0 := sum(func(m *Metrics) prometheus.Counter { return m.leaderChanges })
 	base := make([]float64, len(counters))
 	for i, k := range counters {
@@ -244,6 +251,61 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 	}
 	b.ReportMetric((logWrites()-logWrites0)/float64(b.N), "log-writes/op")
 	eng.report(b)
+	sent.report(b)
+}
+
+// sentMessages counts the Raft messages the nodes send by kind: appends
+// with entries, appends without (a leader telling a follower its commit
+// index moved), their answers, heartbeats and their answers.
+type sentMessages struct {
+	n [sentKinds]atomic.Int64
+}
+
+const (
+	sentApp = iota
+	sentAppEmpty
+	sentAppResp
+	sentHeartbeat
+	sentHeartbeatResp
+	sentOther
+	sentKinds
+)
+
+func (m *sentMessages) reset() {
+	for i := range sentKinds {
+		m.n[i].Store(0)
+	}
+}
+
+func (m *sentMessages) count(_ uint64, msgs []*raftrpcpb.RangeMessage) {
+	for _, rm := range msgs {
+		k := sentOther
+		switch msg := rm.GetMessage(); msg.GetType() {
+		case raftpb.MsgApp:
+			k = sentApp
+			if len(msg.GetEntries()) == 0 {
+				k = sentAppEmpty
+			}
+		case raftpb.MsgAppResp:
+			k = sentAppResp
+		case raftpb.MsgHeartbeat:
+			k = sentHeartbeat
+		case raftpb.MsgHeartbeatResp:
+			k = sentHeartbeatResp
+		}
+		if rm.GetMessage() != nil {
+			m.n[k].Add(1)
+		}
+	}
+}
+
+func (m *sentMessages) report(b *testing.B) {
+	// heartbeats/op (the metric) counts the heartbeats.
+	for i, unit := range []string{"app/op", "app-empty/op", "app-resp/op", "", "hb-resp/op"} {
+		if unit != "" {
+			b.ReportMetric(float64(m.n[i].Load())/float64(b.N), unit)
+		}
+	}
 }
 
 // engineBytes counts, by kind of record, the records and bytes (key and

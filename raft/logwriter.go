@@ -170,6 +170,9 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 	}
 	for node, msgs := range byNode {
 		s.metrics.messagesSent.Add(float64(len(msgs)))
+		if f := s.cfg.Testing.OnSend; f != nil {
+			f(s.cfg.NodeID, msgs)
+		}
 		s.transport.Send(node, msgs)
 	}
 	for r := range touched {

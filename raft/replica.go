@@ -63,6 +63,10 @@ type Replica struct {
 	lastRaftState etcdraft.StateType
 	lastTerm      uint64
 	lastLeader    uint64
+	// campaignedWith: this replica's election was started by another's
+	// (campaign_together.go), so it starts no others: one silent node's
+	// ranges campaign together once, not once per range.
+	campaignedWith bool
 	// snaps are incoming snapshots stepped into Raft this round.
 	snaps []*incomingSnapshot
 	// peerNodes maps replica IDs to nodes as learned from incoming
@@ -141,15 +145,20 @@ type Replica struct {
 		qfrom   []uint64
 		// leaderDead: the ticker found the node of this sleeping
 		// follower's leader not live.
-		leaderDead  bool
-		props       []*proposal
-		reads       []*readWaiter
-		ticks       int
-		snaps       []*incomingSnapshot
-		snapStatus  []snapStatus
-		unreachable []uint64
-		transferTo  uint64
-		inspect     []func(*Replica)
+		leaderDead bool
+		// campaignFrom: another replica of this node started an election
+		// in place of a leader on node campaignFrom, which is not live
+		// (campaign_together.go); campaign too if this replica still
+		// follows a leader there.
+		campaignFrom uint64
+		props        []*proposal
+		reads        []*readWaiter
+		ticks        int
+		snaps        []*incomingSnapshot
+		snapStatus   []snapStatus
+		unreachable  []uint64
+		transferTo   uint64
+		inspect      []func(*Replica)
 		// removedBy is a newer descriptor, reported by a peer, that no
 		// longer holds this replica.
 		removedBy *kvpb.RangeDescriptor

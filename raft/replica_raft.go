@@ -25,6 +25,8 @@ func (r *Replica) handleInboxLocked() {
 	ticks := r.in.ticks
 	snaps, statuses, unreachable := r.in.snaps, r.in.snapStatus, r.in.unreachable
 	transferTo, inspect, removedBy := r.in.transferTo, r.in.inspect, r.in.removedBy
+	campaignFrom := r.in.campaignFrom
+	r.in.campaignFrom = 0
 	r.in.msgs, r.in.from, r.in.props, r.in.reads = nil, nil, nil, nil
 	r.in.quiesce, r.in.qfrom, r.in.leaderDead = nil, nil, false
 	r.in.ticks, r.in.snaps, r.in.snapStatus, r.in.unreachable = 0, nil, nil, nil
@@ -36,7 +38,7 @@ func (r *Replica) handleInboxLocked() {
 	// follower told to sleep does when it can, and otherwise takes the
 	// quiesce heartbeat as an ordinary one.
 	work := len(msgs) > 0 || len(props) > 0 || len(reads) > 0 || len(snaps) > 0 || len(statuses) > 0 ||
-		len(unreachable) > 0 || transferTo != 0 || len(inspect) > 0 || removedBy != nil
+		len(unreachable) > 0 || transferTo != 0 || len(inspect) > 0 || removedBy != nil || campaignFrom != 0
 	now := r.store.now()
 	if r.asleep.Load() {
 		if !work && !leaderDead && r.quiesceRepeatLocked(qmsgs) {
@@ -97,6 +99,9 @@ func (r *Replica) handleInboxLocked() {
 	}
 	if transferTo != 0 {
 		r.rn.TransferLeader(transferTo)
+	}
+	if campaignFrom != 0 {
+		r.campaignWithLocked(campaignFrom)
 	}
 	st := r.rn.BasicStatus()
 	r.proposeAllLocked(props, st)

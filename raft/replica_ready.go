@@ -163,6 +163,11 @@ func (r *Replica) noteLeadershipLocked() {
 	}
 	r.failStaleProposalsLocked(bs)
 	r.failReadsLocked(r.notLeaderErrorFrom(bs))
+	if r.lastRaftState == etcdraft.StateFollower && r.lastLeader != 0 && !r.campaignedWith &&
+		(bs.RaftState == etcdraft.StatePreCandidate || bs.RaftState == etcdraft.StateCandidate) {
+		r.campaignTogetherLocked(r.lastLeader) // campaign_together.go
+	}
+	r.campaignedWith = false
 	if bs.RaftState == etcdraft.StateLeader {
 		r.store.cfg.Logger.Info("became leader", "range", r.rangeID, "replica", r.replicaID, "term", bs.GetTerm())
 		r.store.metrics.leaderChanges.Inc()

@@ -122,6 +122,9 @@ func (s *Store) processRound(reps []*Replica) {
 	s.appendQ.push(works)
 	for node, msgs := range byNode {
 		s.metrics.messagesSent.Add(float64(len(msgs)))
+		if f := s.cfg.Testing.OnSend; f != nil {
+			f(s.cfg.NodeID, msgs)
+		}
 		s.transport.Send(node, msgs)
 	}
 }

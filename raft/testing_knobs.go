@@ -5,6 +5,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -24,6 +25,10 @@ type TestingKnobs struct {
 	// benchmark counts what each write costs the engine. It must not keep
 	// or change b.
 	OnEngineWrite func(nodeID uint64, b *storage.Batch)
+	// OnSend, if set, is called with every group of Raft messages the
+	// store hands to the transport for one peer node: a benchmark counts
+	// them by kind. It must not keep or change msgs.
+	OnSend func(nodeID uint64, msgs []*raftrpcpb.RangeMessage)
 	// Bug plants one bug (BugNone: none).
 	Bug PlantedBug
 }

@@ -18,7 +18,10 @@ import (
 // locks and holds them until T2 is seen waiting for them (the nodes'
 // lock-wait counter), then commits; T2 then takes the locks, reads what
 // T1 committed and commits. Each function runs once: with optimistic
-// reads T2 would have read the old balances and run again.
+// reads T2 would have read the old balances and run again. In the third
+// case T2 reads another key before locking, one key at a time: its read
+// timestamp, older than T1's commit, moves forward when it takes the
+// locks (Tx.GetForUpdate's refresh).
 func TestTxnLockingReadsSerialize(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client()
@@ -27,9 +30,16 @@ func TestTxnLockingReadsSerialize(t *testing.T) {
 	if _, _, err := cl.Split(ctx, []byte("lk/m")); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ name, x, y string }{
-		{"one range", "lk/a", "lk/b"},
-		{"two ranges", "lk/c", "lk/z"},
+	for _, tc := range []struct {
+		name, x, y string
+		// readFirst: T2 reads another key first, then locks one key at
+		// a time (its read timestamp is older than T1's commit: the
+		// locks move it forward).
+		readFirst bool
+	}{
+		{"one range", "lk/a", "lk/b", false},
+		{"two ranges", "lk/c", "lk/z", false},
+		{"locking after a read", "lk/d", "lk/y", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x, y := []byte(tc.x), []byte(tc.y)
@@ -65,6 +75,20 @@ func TestTxnLockingReadsSerialize(t *testing.T) {
 				defer wg.Done()
 				errs <- cl.Txn(ctx, func(tx *client.Tx) error {
 					runs2.Add(1)
+					if tc.readFirst {
+						if _, _, err := tx.Get(ctx, []byte("lk/other")); err != nil {
+							return err
+						}
+						yv, _, err := tx.GetForUpdate(ctx, y)
+						if err != nil {
+							return err
+						}
+						xv, _, err := tx.GetForUpdate(ctx, x)
+						if err != nil {
+							return err
+						}
+						return putTransfer(tx, y, x, yv, xv, 1)
+					}
 					rs, err := tx.BatchGetForUpdate(ctx, [][]byte{y, x})
 					if err != nil {
 						return err

@@ -20,6 +20,10 @@
 
 namespace shale {
 
+namespace {
+std::atomic<uint64_t> next_db_id{1};
+}  // namespace
+
 DBImpl::DBImpl(const Options& options, const std::string& dbname)
     : options_(options),
       env_(options.env != nullptr ? options.env : Env::Default()),
@@ -28,7 +32,8 @@ DBImpl::DBImpl(const Options& options, const std::string& dbname)
       picker_(options_, &icmp_),
       bg_work_cv_(&mutex_),
       bg_done_cv_(&mutex_),
-      wal_sync_cv_(&mutex_) {
+      wal_sync_cv_(&mutex_),
+      id_(next_db_id.fetch_add(1, std::memory_order_relaxed)) {
   filter_policy_ = NewInternalFilterPolicy(options_);
   if (options_.block_cache_size > 0) {
     block_cache_.reset(NewLRUCache(options_.block_cache_size));
@@ -376,6 +381,7 @@ Status DBImpl::ShutDown() {
     log_file_.reset();
   }
   retired_wals_.clear();  // closes them; no sync is running any more
+  ScrapeLocalSuperVersions();
   if (super_version_ != nullptr) {
     ReleaseSuperVersionLocked(super_version_);
     super_version_ = nullptr;

@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "db/compaction.h"
@@ -285,6 +286,20 @@ class DBImpl {
   // ---- db_impl_read.cc
   SuperVersion* AcquireSuperVersion() LOCKS_EXCLUDED(mutex_);
   void ReleaseSuperVersion(SuperVersion* sv) LOCKS_EXCLUDED(mutex_);
+  // A point read's SuperVersion: the one this thread's slot holds when it
+  // is still current (no lock, no reference count touched), else the
+  // current one, taken under mutex_ into the slot. *slot is what
+  // ReturnLocalSuperVersion needs (null: sv was referenced as by
+  // AcquireSuperVersion, e.g. for a read nested in another).
+  SuperVersion* GetLocalSuperVersion(std::atomic<void*>** slot)
+      LOCKS_EXCLUDED(mutex_);
+  void ReturnLocalSuperVersion(SuperVersion* sv, std::atomic<void*>* slot)
+      LOCKS_EXCLUDED(mutex_);
+  // This thread's slot (registered in local_svs_ on first use).
+  std::atomic<void*>* LocalSuperVersionSlot() LOCKS_EXCLUDED(mutex_);
+  // Empties every thread's slot, dropping the references they hold, so a
+  // replaced SuperVersion is not kept alive by idle threads.
+  void ScrapeLocalSuperVersions() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseSuperVersionLocked(SuperVersion* sv)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void InstallSuperVersion() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -366,6 +381,20 @@ class DBImpl {
   uint64_t next_memtable_id_ GUARDED_BY(mutex_) = 1;
   // What readers see; replaced under mutex_.
   SuperVersion* super_version_ GUARDED_BY(mutex_) = nullptr;
+  // super_version_'s number: each installed SuperVersion gets the next.
+  // Read lock-free by point reads to tell whether a cached one is current.
+  std::atomic<uint64_t> super_version_number_{0};
+  // Per-thread cached SuperVersions (RocksDB's thread-local SuperVersion):
+  // a slot holds one reference to a SuperVersion, or kSuperVersionInUse
+  // while its thread reads with it, or null. A point read takes its
+  // thread's slot's SuperVersion by one atomic exchange and puts it back by
+  // one compare-and-swap, instead of taking mutex_ and changing the
+  // reference count twice. InstallSuperVersion empties every slot (under
+  // mutex_), so a slot holds the current SuperVersion or nothing. Slots
+  // live as long as the DB; threads find theirs through a thread_local
+  // cache keyed by id_.
+  std::unordered_map<std::thread::id, std::unique_ptr<std::atomic<void*>>>
+      local_svs_ GUARDED_BY(mutex_);
 
   // The WAL being written. Used by the write leader without mutex_ while it
   // appends; replaced under mutex_ only by the write leader.
@@ -427,6 +456,8 @@ class DBImpl {
   // wal_good_length_ (its last complete record) and starts a new WAL.
   bool wal_failed_ GUARDED_BY(mutex_) = false;
   uint64_t wal_good_length_ GUARDED_BY(mutex_) = 0;
+
+  const uint64_t id_;  // unique per DBImpl in the process, never reused
 };
 
 }  // namespace shale

@@ -39,6 +39,7 @@ struct DBImpl::SuperVersion {
   std::vector<MemTable*> imm;  // immutable memtables, newest first
   Version* current = nullptr;
   std::atomic<int> refs{1};
+  uint64_t number = 0;  // DBImpl::super_version_number_ when installed
 };
 
 // Collects what a log::Reader reports while a WAL is replayed.

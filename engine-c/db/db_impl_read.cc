@@ -46,9 +46,102 @@ void DBImpl::InstallSuperVersion() {
   }
   sv->current = versions_->current();
   sv->current->Ref();
+  sv->number = super_version_number_.load(std::memory_order_relaxed) + 1;
   SuperVersion* old = super_version_;
   super_version_ = sv;
+  // A point read that finds the old one in its slot after this store sees
+  // the numbers differ and takes the new one; those that took it before
+  // read what was current when they took their sequence number.
+  super_version_number_.store(sv->number, std::memory_order_seq_cst);
+  ScrapeLocalSuperVersions();
   if (old != nullptr) ReleaseSuperVersionLocked(old);
+}
+
+namespace {
+
+// A slot's value while its thread reads with the SuperVersion it held.
+char super_version_in_use;
+void* const kSuperVersionInUse = &super_version_in_use;
+
+// Each thread's slots for the last few DBs it read, by DB id (ids are
+// never reused, so an entry of a closed DB is never matched again).
+struct LocalSlotCache {
+  static constexpr int kEntries = 4;
+  uint64_t ids[kEntries] = {};
+  std::atomic<void*>* slots[kEntries] = {};
+  unsigned next = 0;  // the entry to replace on a miss
+};
+thread_local LocalSlotCache local_slot_cache;
+
+}  // namespace
+
+std::atomic<void*>* DBImpl::LocalSuperVersionSlot() {
+  LocalSlotCache& c = local_slot_cache;
+  for (int i = 0; i < LocalSlotCache::kEntries; i++) {
+    if (c.ids[i] == id_) return c.slots[i];
+  }
+  std::atomic<void*>* slot;
+  {
+    MutexLock l(&mutex_);
+    auto& p = local_svs_[std::this_thread::get_id()];
+    if (p == nullptr) p = std::make_unique<std::atomic<void*>>(nullptr);
+    slot = p.get();
+  }
+  const unsigned i = c.next++ % LocalSlotCache::kEntries;
+  c.ids[i] = id_;
+  c.slots[i] = slot;
+  return slot;
+}
+
+void DBImpl::ScrapeLocalSuperVersions() {
+  mutex_.AssertHeld();
+  for (auto& [tid, slot] : local_svs_) {
+    void* p = slot->exchange(nullptr, std::memory_order_acq_rel);
+    // A slot in use is left to its thread: its compare-and-swap back
+    // fails on the null, and it drops the reference itself.
+    if (p != nullptr && p != kSuperVersionInUse) {
+      ReleaseSuperVersionLocked(static_cast<SuperVersion*>(p));
+    }
+  }
+}
+
+DBImpl::SuperVersion* DBImpl::GetLocalSuperVersion(std::atomic<void*>** slot) {
+  std::atomic<void*>* s = LocalSuperVersionSlot();
+  void* p = s->exchange(kSuperVersionInUse, std::memory_order_acquire);
+  if (p == kSuperVersionInUse) {
+    // A read inside a read of this thread (a callback that reads): the
+    // slot is the outer read's.
+    *slot = nullptr;
+    return AcquireSuperVersion();
+  }
+  *slot = s;
+  SuperVersion* sv = static_cast<SuperVersion*>(p);
+  if (sv != nullptr &&
+      sv->number == super_version_number_.load(std::memory_order_seq_cst)) {
+    return sv;
+  }
+  // Empty or stale (replaced, and not yet scraped): the slot takes a
+  // reference to the current one.
+  MutexLock l(&mutex_);
+  if (sv != nullptr) ReleaseSuperVersionLocked(sv);
+  sv = super_version_;
+  sv->refs.fetch_add(1, std::memory_order_relaxed);
+  return sv;
+}
+
+void DBImpl::ReturnLocalSuperVersion(SuperVersion* sv,
+                                     std::atomic<void*>* slot) {
+  if (slot != nullptr) {
+    void* expected = kSuperVersionInUse;
+    if (slot->compare_exchange_strong(expected, sv,
+                                      std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+      return;
+    }
+    // Scraped while in use: sv was replaced, and the slot's reference is
+    // dropped here.
+  }
+  ReleaseSuperVersion(sv);
 }
 
 DBImpl::SuperVersion* DBImpl::AcquireSuperVersion() {
@@ -90,10 +183,11 @@ Status DBImpl::GetFromSources(const ReadOptions& options, SuperVersion* sv,
 Status DBImpl::Get(const ReadOptions& options, const Slice& key, char* buf,
                    size_t cap, size_t* value_len) {
   const SequenceNumber seq = ReadSequence(options);
-  SuperVersion* sv = AcquireSuperVersion();
+  std::atomic<void*>* slot;
+  SuperVersion* sv = GetLocalSuperVersion(&slot);
   GetContext ctx(&icmp_, key, seq, nullptr, buf, cap);
   Status s = GetFromSources(options, sv, key, &ctx);
-  ReleaseSuperVersion(sv);
+  ReturnLocalSuperVersion(sv, slot);
   *value_len = 0;
   if (!s.ok()) return s;
   switch (ctx.state()) {
@@ -119,10 +213,11 @@ Status DBImpl::Get(const ReadOptions& options, const Slice& key, char* buf,
 Status DBImpl::Get(const ReadOptions& options, const Slice& key,
                    std::string* value) {
   const SequenceNumber seq = ReadSequence(options);
-  SuperVersion* sv = AcquireSuperVersion();
+  std::atomic<void*>* slot;
+  SuperVersion* sv = GetLocalSuperVersion(&slot);
   GetContext ctx(&icmp_, key, seq, value, nullptr, 0);
   Status s = GetFromSources(options, sv, key, &ctx);
-  ReleaseSuperVersion(sv);
+  ReturnLocalSuperVersion(sv, slot);
   if (!s.ok()) return s;
   switch (ctx.state()) {
     case GetContext::kFound:
@@ -207,7 +302,8 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
   pending.reserve(n);
 
   // One SuperVersion (memtables and Version) for the whole batch.
-  SuperVersion* sv = AcquireSuperVersion();
+  std::atomic<void*>* slot;
+  SuperVersion* sv = GetLocalSuperVersion(&slot);
   for (size_t j = 0; j < n; j++) {
     MultiGetSlot& slot = slots[order[j]];
     bool done = sv->mem->Get(slot.lookup, &slot.ctx);
@@ -220,7 +316,7 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
   if (!pending.empty()) {
     sv->current->MultiGet(ToTableReadOptions(options), &pending);
   }
-  ReleaseSuperVersion(sv);
+  ReturnLocalSuperVersion(sv, slot);
 
   uint64_t found = 0, bytes = 0;
   for (size_t i = 0; i < n; i++) {
@@ -264,7 +360,8 @@ void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
     return;
   }
   const SequenceNumber seq = ReadSequence(options);
-  SuperVersion* sv = AcquireSuperVersion();
+  std::atomic<void*>* slot;
+  SuperVersion* sv = GetLocalSuperVersion(&slot);
   const TableReadOptions tro = ToTableReadOptions(options);
   const Slice vprefix(options_.versioned_key_prefix);
   std::string upper;
@@ -292,7 +389,7 @@ void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
         SeekPrefixOne(sv, seq, tro, target, prefix,
                       upper.empty() ? nullptr : &upper_slice, arg, i, callback);
   }
-  ReleaseSuperVersion(sv);
+  ReturnLocalSuperVersion(sv, slot);
 }
 
 namespace {

@@ -136,6 +136,39 @@ TEST_F(DBSeekPrefixTest, FindsTheNewestVersionAtOrBelowTheTarget) {
   }
 }
 
+// A callback that reads the database from inside SeekPrefix: the inner
+// Get runs while the outer read holds this thread's SuperVersion slot.
+struct NestedRead {
+  DBImpl* db;
+  std::string inner;  // what the nested Get found
+  Status inner_status;
+};
+
+void GetInside(void* arg, size_t /*i*/, const Slice& /*key*/,
+               const Slice& /*value*/) {
+  auto* n = static_cast<NestedRead*>(arg);
+  n->inner_status = n->db->Get(ReadOptions(), "plain", &n->inner);
+}
+
+TEST_F(DBSeekPrefixTest, ReadInsideACallback) {
+  ASSERT_TRUE(Put(Versioned(Key(1), 10), "v10").ok());
+  ASSERT_TRUE(Put("plain", "p1").ok());
+  for (int round = 0; round < 3; round++) {
+    NestedRead n{db_.get(), "", Status()};
+    const std::string target = Versioned(Key(1), 99);
+    const Slice t(target);
+    Status st;
+    db_->SeekPrefix(ReadOptions(), 1, &t, &st, &n, &GetInside);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(n.inner_status.ok()) << n.inner_status.ToString();
+    EXPECT_EQ("p" + std::to_string(round + 1), n.inner);
+    // The outer read's slot is back in use by plain reads afterwards.
+    EXPECT_EQ("p" + std::to_string(round + 1), Get("plain"));
+    ASSERT_TRUE(Put("plain", "p" + std::to_string(round + 2)).ok());
+    if (round == 1) ASSERT_TRUE(db_->Flush(true).ok());
+  }
+}
+
 TEST_F(DBSeekPrefixTest, TakesTheSmallestKeyOverSourcesWrittenOutOfOrder) {
   // A newer version written first sits in an older source: the read is
   // decided by the smallest key at or after the target over every source

@@ -42,6 +42,10 @@ class InternalFilterPolicy final : public FilterPolicy {
   bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
     return user_policy_->ProbeMayMatch(probe, filter);
   }
+  void ProbesMayMatch(const uint64_t* probes, int n, const Slice& filter,
+                      bool* may_match) const override {
+    user_policy_->ProbesMayMatch(probes, n, filter, may_match);
+  }
   Slice FilterKey(const Slice& table_key) const override {
     return user_policy_->FilterKey(
         table_key.size() >= 8 ? ExtractUserKey(table_key) : table_key);

@@ -119,6 +119,8 @@ Status TableCache::FindTable(FileMetaData* f, Ref* ref, bool allow_pin) {
     if (f->pinned.compare_exchange_strong(expected, handle,
                                           std::memory_order_acq_rel)) {
       ref->Set(cache_.get(), handle, false);
+      f->pinned_table.store(ref->entry()->table.get(),
+                            std::memory_order_release);
       return Status::OK();
     }
     cache_->Release(handle);
@@ -160,7 +162,8 @@ Status TableCache::KeyMayMatch(const TableReadOptions& options, FileMetaData* f,
 
 Status TableCache::MultiGet(const TableReadOptions& options, FileMetaData* f,
                             size_t n, const Slice* keys, void* arg,
-                            TableGetCallback callback, Status* statuses) {
+                            TableGetCallback callback, Status* statuses,
+                            FilterProbe* const* probes) {
   Ref ref;
   Status s = FindTable(f, &ref);
   if (!s.ok()) {
@@ -168,7 +171,7 @@ Status TableCache::MultiGet(const TableReadOptions& options, FileMetaData* f,
     return s;
   }
   return ref.entry()->table->MultiGet(options, n, keys, arg, callback,
-                                      statuses);
+                                      statuses, probes);
 }
 
 Status TableCache::GetRangeTombstones(
@@ -203,6 +206,7 @@ void TableCache::Evict(uint64_t file_number) {
 }
 
 void TableCache::Unpin(FileMetaData* f) {
+  f->pinned_table.store(nullptr, std::memory_order_relaxed);
   void* pinned = f->pinned.exchange(nullptr, std::memory_order_acq_rel);
   if (pinned != nullptr) cache_->Release(static_cast<Cache::Handle*>(pinned));
 }

@@ -54,7 +54,7 @@ class TableCache {
   // Table::MultiGet on the file.
   Status MultiGet(const TableReadOptions& options, FileMetaData* f, size_t n,
                   const Slice* keys, void* arg, TableGetCallback callback,
-                  Status* statuses);
+                  Status* statuses, FilterProbe* const* probes = nullptr);
 
   // The file's range tombstones (nullptr when it has none).
   Status GetRangeTombstones(

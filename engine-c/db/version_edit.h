@@ -45,6 +45,8 @@ namespace shale {
 constexpr uint32_t kManifestFormatVersion = 1;
 
 // What the engine knows about one SST file.
+class Table;
+
 struct FileMetaData {
   uint64_t number = 0;
   uint64_t file_size = 0;
@@ -69,6 +71,10 @@ struct FileMetaData {
   // (max_open_files = -1) so that reads skip the cache lookup. Set once,
   // by compare-and-swap, and released by TableCache::Unpin.
   std::atomic<void*> pinned{nullptr};
+  // The table of that pinned handle, set once the pin is taken and cleared
+  // before it is released: a point read goes to the table straight from
+  // here, without the table cache.
+  std::atomic<const Table*> pinned_table{nullptr};
 
   FileMetaData() = default;
   FileMetaData(const FileMetaData& f) { *this = f; }

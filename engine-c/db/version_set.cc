@@ -174,7 +174,12 @@ bool Version::GetFromFile(const TableReadOptions& options, FileMetaData* f,
     }
   }
   Saver saver{ctx};
-  *s = tc->Get(options, f, key.internal_key(), &saver, &SaveEntry, probe);
+  // A pinned table is read straight, without the table cache.
+  if (const Table* t = f->pinned_table.load(std::memory_order_acquire)) {
+    *s = t->Get(options, key.internal_key(), &saver, &SaveEntry, probe);
+  } else {
+    *s = tc->Get(options, f, key.internal_key(), &saver, &SaveEntry, probe);
+  }
   if (!s->ok() || saver.decided) return true;
   return ctx->DecidedByTombstone();
 }
@@ -216,7 +221,9 @@ void Version::MultiGet(const TableReadOptions& options,
   std::vector<Slice> ikeys;
   std::vector<Saver> savers;
   std::vector<Status> statuses;
+  std::vector<FilterProbe*> probes;
   batch.reserve(keys->size());
+  probes.reserve(keys->size());
   ikeys.reserve(keys->size());
   savers.reserve(keys->size());
   statuses.reserve(keys->size());
@@ -245,12 +252,20 @@ void Version::MultiGet(const TableReadOptions& options,
     ikeys.resize(n);
     savers.clear();
     statuses.resize(n);
+    probes.resize(n);
     for (size_t i = 0; i < n; i++) {
       ikeys[i] = batch[i]->lookup->internal_key();
       savers.push_back(Saver{batch[i]->ctx});
+      probes[i] = &batch[i]->probe;
     }
-    tc->MultiGet(options, f, n, ikeys.data(), savers.data(), &SaveEntry,
-                 statuses.data());
+    // A pinned table is read straight, without the table cache.
+    if (const Table* t = f->pinned_table.load(std::memory_order_acquire)) {
+      t->MultiGet(options, n, ikeys.data(), savers.data(), &SaveEntry,
+                  statuses.data(), probes.data());
+    } else {
+      tc->MultiGet(options, f, n, ikeys.data(), savers.data(), &SaveEntry,
+                   statuses.data(), probes.data());
+    }
     for (size_t i = 0; i < n; i++) {
       MultiGetKey* k = batch[i];
       if (!statuses[i].ok()) {

@@ -32,6 +32,7 @@
 #include "db/version_edit.h"
 #include "log/log_writer.h"
 #include "table/options.h"
+#include "table/table.h"
 #include "util/iterator.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
@@ -64,6 +65,7 @@ struct MultiGetKey {
   GetContext* ctx;
   bool done = false;
   Status status;
+  FilterProbe probe;  // the key is hashed for the first filter only
 };
 
 class Version {

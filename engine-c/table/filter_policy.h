@@ -58,6 +58,10 @@ class FilterPolicy {
                              const Slice& /*filter*/) const {
     return true;
   }
+  // Batched ProbeMayMatch: sets may_match[i] for probes[0, n), prefetching
+  // as KeysMayMatch does.
+  virtual void ProbesMayMatch(const uint64_t* probes, int n,
+                              const Slice& filter, bool* may_match) const;
 };
 
 // A cache-line-blocked Bloom filter with bits_per_key bits per key

@@ -271,8 +271,12 @@ Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
   const Rep* r = rep_.get();
   if (r->has_filter) {
     FilterRef filter;
-    Status fs = r->GetFilter(options, &filter);
-    if (!fs.ok()) return fs;
+    if (r->filter != nullptr) {
+      filter.SetBorrowed(r->filter->slice());  // GetFilter without the call
+    } else {
+      Status fs = r->GetFilter(options, &filter);
+      if (!fs.ok()) return fs;
+    }
     Record(r->options.statistics, kBloomFilterChecked);
     const FilterPolicy* policy = r->options.filter_policy;
     FilterProbe local;
@@ -324,7 +328,7 @@ Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
 
 Status Table::MultiGet(const TableReadOptions& options, size_t n,
                        const Slice* keys, void* arg, TableGetCallback callback,
-                       Status* statuses) const {
+                       Status* statuses, FilterProbe* const* probes) const {
   const Rep* r = rep_.get();
   const Comparator* cmp = r->options.comparator;
   for (size_t i = 0; i < n; i++) statuses[i] = Status::OK();
@@ -336,17 +340,18 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
   };
 
   FilterRef filter;
-  if (r->has_filter) {
+  if (r->filter != nullptr) {
+    filter.SetBorrowed(r->filter->slice());
+  } else if (r->has_filter) {
     Status s = r->GetFilter(options, &filter);
     if (!s.ok()) return fail_all(s);
   }
+  // The index is set up for the first key the filter lets through: most
+  // batches a table sees from a MultiGet of random keys are one or two keys
+  // that its filter rules out.
   BlockRef index;
-  Status s = r->GetIndexBlock(options, &index);
-  if (!s.ok()) return fail_all(s);
-
   BlockIter index_iter;
-  index.block()->InitIter(cmp, r->global_seqno, &r->file_name,
-                          r->index_handle.offset(), &index_iter);
+  bool have_index = false;
   BlockRef data;
   BlockIter data_iter;
   uint64_t data_offset = ~uint64_t{0};  // offset of the block in data
@@ -356,16 +361,36 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
   // together (prefetched) before any data block is touched.
   constexpr size_t kChunk = 32;
   Slice filter_keys[kChunk];
+  uint64_t hashes[kChunk];
   bool may_match[kChunk];
   const FilterPolicy* policy = r->options.filter_policy;
   for (size_t base = 0; base < n; base += kChunk) {
     const size_t m = std::min(kChunk, n - base);
     if (r->has_filter) {
-      for (size_t i = 0; i < m; i++) {
-        filter_keys[i] = policy->FilterKey(keys[base + i]);
+      // By hash when every key's probe is (or can be) prepared by this
+      // table's policy: keys carried over from another table are not hashed
+      // again.
+      bool by_hash = probes != nullptr;
+      for (size_t i = 0; by_hash && i < m; i++) {
+        FilterProbe* p = probes[base + i];
+        if (p->policy != policy) {
+          p->policy = policy;
+          p->by_hash =
+              policy->PrepareProbe(policy->FilterKey(keys[base + i]), &p->hash);
+        }
+        by_hash = p->by_hash;
+        hashes[i] = p->hash;
       }
-      policy->KeysMayMatch(filter_keys, static_cast<int>(m), filter.filter(),
-                           may_match);
+      if (by_hash) {
+        policy->ProbesMayMatch(hashes, static_cast<int>(m), filter.filter(),
+                               may_match);
+      } else {
+        for (size_t i = 0; i < m; i++) {
+          filter_keys[i] = policy->FilterKey(keys[base + i]);
+        }
+        policy->KeysMayMatch(filter_keys, static_cast<int>(m),
+                             filter.filter(), may_match);
+      }
       size_t useful = 0;
       for (size_t i = 0; i < m; i++) useful += may_match[i] ? 0 : 1;
       Record(r->options.statistics, kBloomFilterChecked, m);
@@ -378,6 +403,14 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
       if (!may_match[i]) continue;
       const size_t k = base + i;
       const Slice& key = keys[k];
+      if (!have_index) {
+        // No key has been answered yet: an error fails them all.
+        Status s = r->GetIndexBlock(options, &index);
+        if (!s.ok()) return fail_all(s);
+        index.block()->InitIter(cmp, r->global_seqno, &r->file_name,
+                                r->index_handle.offset(), &index_iter);
+        have_index = true;
+      }
       // Keys are sorted: every block before the index position holds only
       // entries < the previous key <= key, so the index needs re-seeking
       // only when key is past the current separator.

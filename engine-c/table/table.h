@@ -104,9 +104,11 @@ class Table {
   // for every key first (prefetching its cache lines) and reads each data
   // block at most once for all keys that fall in it. Errors are reported per
   // key in statuses[i] (which must have n entries); the result is the first
-  // error, or OK.
+  // error, or OK. probes (may be null) holds a FilterProbe per key, carried
+  // from table to table as Get's is, so a key is hashed for one filter only.
   Status MultiGet(const TableReadOptions& options, size_t n, const Slice* keys,
-                  void* arg, TableGetCallback callback, Status* statuses) const;
+                  void* arg, TableGetCallback callback, Status* statuses,
+                  FilterProbe* const* probes = nullptr) const;
 
   // The approximate byte offset in the file of the data for key (for size
   // estimates of key spans).

@@ -43,6 +43,10 @@ class VersionSuffixFilterPolicy final : public FilterPolicy {
   bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
     return inner_->ProbeMayMatch(probe, filter);
   }
+  void ProbesMayMatch(const uint64_t* probes, int n, const Slice& filter,
+                      bool* may_match) const override {
+    inner_->ProbesMayMatch(probes, n, filter, may_match);
+  }
   Slice FilterKey(const Slice& key) const override {
     return StripVersionSuffix(inner_->FilterKey(key), prefix_);
   }

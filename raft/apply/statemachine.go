@@ -32,7 +32,8 @@ import (
 //     entry after it, back until a later round, when it is asked again.
 //  2. Apply(ents) stages the entries' writes into Batch and returns what
 //     each entry meant. Replication then adds its own state for the group
-//     (the applied index, the state of new right-hand ranges) to Batch.
+//     (the applied index, with the state machine's AppliedState in the
+//     same record; the state of new right-hand ranges) to Batch.
 //  3. Replication writes Batch (alone, or appended to other ranges' batches
 //     in one engine write) without fsync, then calls Written. The log is
 //     durable and applying is deterministic, so a crash re-applies from
