@@ -201,6 +201,51 @@ func BenchmarkWriterPutRound(b *testing.B) {
 	}
 }
 
+// BenchmarkWriterPutRoundMemtable is BenchmarkWriterPutRound with every
+// version still in the memtable, as in the cluster benchmarks of
+// docs/benchmarks.md (100,000 keys never fill a memtable: a node reads no
+// block there), beside range tombstones outside the keyspace like the
+// Raft log's truncations. Counted the same way, with
+// -test.bench WriterPutRoundMemtable.
+func BenchmarkWriterPutRoundMemtable(b *testing.B) {
+	db, err := storage.Open(filepath.Join(b.TempDir(), "db"), &storage.Options{
+		SplitVersionSuffix: true, VersionedKeyPrefix: testKeyspace.Prefix,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const keys, round = 20_000, 16
+	value := make([]byte, 100)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key%08d", i)) }
+	batch := storage.NewBatch(0)
+	w := testKeyspace.NewWriter(db, batch)
+	for i := 0; i < keys; i++ {
+		if err := w.Put(key(i), hlc.Timestamp{WallTime: 1}, value); err != nil {
+			b.Fatal(err)
+		}
+		if i%100 == 99 {
+			// A truncation of a log below the keyspace's prefix.
+			batch.DeleteRange([]byte(fmt.Sprintf("\x01log%08d", i-99)), []byte(fmt.Sprintf("\x01log%08d", i)))
+		}
+	}
+	if err := db.Write(batch, storage.NoSync); err != nil {
+		b.Fatal(err)
+	}
+	ks := make([][]byte, round)
+	seq := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range ks {
+			seq = (seq + 7919) % keys
+			ks[j] = key(seq)
+		}
+		if err := writerRound(db, ks, value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // writerRound writes a version of each of ks into a batch it drops.
 //
 //go:noinline

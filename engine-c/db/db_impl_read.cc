@@ -411,11 +411,14 @@ class PrefixPointSearch {
 
   static void OfferFromTable(void* arg, size_t, const Slice& ikey,
                              const Slice& value) {
-    static_cast<PrefixPointSearch*>(arg)->Offer(ikey, value);
+    // A table's block may leave the cache after the call: copy.
+    static_cast<PrefixPointSearch*>(arg)->Offer(ikey, value, /*copy=*/true);
   }
 
-  // Offers a source's first entry at or after the lookup key.
-  void Offer(const Slice& ikey, const Slice& value) {
+  // Offers a source's first entry at or after the lookup key; copy says
+  // whether its slices must be copied to outlive the call (a memtable's
+  // entries live as long as the read's reference to it).
+  void Offer(const Slice& ikey, const Slice& value, bool copy) {
     if (undecided_) return;
     ParsedInternalKey p;
     if (!ParseInternalKey(ikey, &p)) {
@@ -439,19 +442,23 @@ class PrefixPointSearch {
     found_ = true;
     seq_found_ = p.sequence;
     type_ = p.type;
-    user_key_len_ = p.user_key.size();
-    entry_.assign(p.user_key.data(), p.user_key.size());
-    entry_.append(value.data(), value.size());
+    if (copy) {
+      entry_.assign(p.user_key.data(), p.user_key.size());
+      entry_.append(value.data(), value.size());
+      user_key_ = Slice(entry_.data(), p.user_key.size());
+      value_ = Slice(entry_.data() + p.user_key.size(), value.size());
+    } else {
+      user_key_ = p.user_key;
+      value_ = value;
+    }
   }
 
   bool undecided() const { return undecided_; }
   bool found() const { return found_; }
   SequenceNumber sequence() const { return seq_found_; }
   ValueType type() const { return type_; }
-  Slice user_key() const { return Slice(entry_.data(), user_key_len_); }
-  Slice value() const {
-    return Slice(entry_.data() + user_key_len_, entry_.size() - user_key_len_);
-  }
+  const Slice& user_key() const { return user_key_; }
+  const Slice& value() const { return value_; }
 
  private:
   const InternalKeyComparator* const icmp_;
@@ -463,8 +470,8 @@ class PrefixPointSearch {
   bool found_ = false;
   SequenceNumber seq_found_ = 0;
   ValueType type_ = kTypeValue;
-  size_t user_key_len_ = 0;
-  std::string entry_;  // the user key, then the value
+  Slice user_key_, value_;  // the entry found: a memtable's, or entry_'s
+  std::string entry_;       // a table entry's user key, then its value
 };
 
 }  // namespace
@@ -479,12 +486,14 @@ bool DBImpl::SeekPrefixPoint(SuperVersion* sv, SequenceNumber seq,
                            upper, seq);
   RangeDelAggregator range_del(&icmp_, seq);
   Slice ikey, value;
-  if (sv->mem->FirstAtOrAfter(lookup, &ikey, &value)) search.Offer(ikey, value);
+  if (sv->mem->FirstAtOrAfter(lookup, &ikey, &value))
+    search.Offer(ikey, value, /*copy=*/false);
   if (sv->mem->num_range_deletes() > 0) {
     range_del.AddTombstones(sv->mem->GetFragmentedTombstones());
   }
   for (MemTable* m : sv->imm) {
-    if (m->FirstAtOrAfter(lookup, &ikey, &value)) search.Offer(ikey, value);
+    if (m->FirstAtOrAfter(lookup, &ikey, &value))
+      search.Offer(ikey, value, /*copy=*/false);
     if (m->num_range_deletes() > 0) {
       range_del.AddTombstones(m->GetFragmentedTombstones());
     }
