@@ -133,8 +133,7 @@ void DBImpl::ReturnLocalSuperVersion(SuperVersion* sv,
                                      std::atomic<void*>* slot) {
   if (slot != nullptr) {
     void* expected = kSuperVersionInUse;
-    if (slot->compare_exchange_strong(expected, sv,
-                                      std::memory_order_release,
+    if (slot->compare_exchange_strong(expected, sv, std::memory_order_release,
                                       std::memory_order_relaxed)) {
       return;
     }

@@ -170,8 +170,8 @@ Status TableCache::MultiGet(const TableReadOptions& options, FileMetaData* f,
     for (size_t i = 0; i < n; i++) statuses[i] = s;
     return s;
   }
-  return ref.entry()->table->MultiGet(options, n, keys, arg, callback,
-                                      statuses, probes);
+  return ref.entry()->table->MultiGet(options, n, keys, arg, callback, statuses,
+                                      probes);
 }
 
 Status TableCache::GetRangeTombstones(

@@ -388,8 +388,8 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
         for (size_t i = 0; i < m; i++) {
           filter_keys[i] = policy->FilterKey(keys[base + i]);
         }
-        policy->KeysMayMatch(filter_keys, static_cast<int>(m),
-                             filter.filter(), may_match);
+        policy->KeysMayMatch(filter_keys, static_cast<int>(m), filter.filter(),
+                             may_match);
       }
       size_t useful = 0;
       for (size_t i = 0; i < m; i++) useful += may_match[i] ? 0 : 1;
