@@ -46,7 +46,10 @@ type Writer struct {
 	// that several writes to one key in one batch see each other.
 	pending map[string]pendingVersion
 	scratch []byte
-	delta   Stats
+	// stored is the buffer a version's value is encoded into (the batch
+	// copies it).
+	stored []byte
+	delta  Stats
 	// OnChange, if set, is called with each version written, as History
 	// would report it (with the previous value). A later write of the
 	// same key at the same version replaces the earlier one in the batch:
@@ -100,6 +103,26 @@ func (w *Writer) account(newest pendingVersion, ok, replace, live bool, size int
 // Snapshot, or a DB whose writes are serialized with this one).
 func (ks Keyspace) NewWriter(r Reader, b *storage.Batch) *Writer {
 	return &Writer{ks: ks, r: r, b: b, pending: make(map[string]pendingVersion)}
+}
+
+// resetMaxPending is the most keys a Writer's bookkeeping may have held for
+// Reset to keep its memory: clearing a map costs its capacity, so one
+// grown by a large batch is dropped rather than cleared for every later
+// (small) one.
+const resetMaxPending = 1024
+
+// Reset makes w a Writer adding versions to b over r, as NewWriter would,
+// forgetting every earlier write (and OnChange), but keeping the memory of
+// its bookkeeping: a replica applies one batch after another, and a new
+// Writer's map grew again, by doublings, for every batch (the largest
+// allocation of a put's apply).
+func (w *Writer) Reset(r Reader, b *storage.Batch) {
+	if len(w.pending) > resetMaxPending {
+		w.pending = make(map[string]pendingVersion)
+	} else {
+		clear(w.pending)
+	}
+	w.r, w.b, w.delta, w.OnChange = r, b, Stats{}, nil
 }
 
 // newest returns key's newest version (tombstones included), from this
@@ -168,9 +191,9 @@ func (w *Writer) PutLeased(key []byte, ts hlc.Timestamp, value []byte, lease uin
 		created = newest.created
 	}
 	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
-	stored := appendLiveValue(nil, created, lease, value)
-	w.b.Put(w.scratch, stored)
-	size := int64(len(w.scratch) + len(stored))
+	w.stored = appendLiveValue(w.stored[:0], created, lease, value)
+	w.b.Put(w.scratch, w.stored)
+	size := int64(len(w.scratch) + len(w.stored))
 	w.account(newest, ok, fromBatch && newest.ts == ts, true, size)
 	pv := pendingVersion{ts: ts, live: true, created: created, lease: lease, bytes: size, value: value}
 	w.noteChange(key, &pv, newest, ok && fromBatch && newest.ts == ts)
@@ -207,7 +230,8 @@ func (w *Writer) Delete(key []byte, ts hlc.Timestamp) (deleted bool, err error) 
 		return false, nil
 	}
 	w.scratch = w.ks.engineKey(w.scratch[:0], key, ts)
-	w.b.Put(w.scratch, appendTombstone(nil))
+	w.stored = appendTombstone(w.stored[:0])
+	w.b.Put(w.scratch, w.stored)
 	size := int64(len(w.scratch) + 1)
 	w.account(newest, ok, fromBatch && newest.ts == ts, false, size)
 	pv := pendingVersion{ts: ts, live: false, bytes: size}

@@ -127,6 +127,9 @@ type Range struct {
 	legacyState bool
 	applied     logstore.LogPosition
 	wCounted    mvcc.Stats
+	// wSpare is the last batch's Writer, whose memory the next batch's
+	// reuses (dropWriter).
+	wSpare *mvcc.Writer
 	// intents is the number of entries in the range's lock table as
 	// applied so far, the apply batch included (intent.go).
 	intents int
@@ -139,7 +142,12 @@ type Range struct {
 // REQUIRES: the replica's raftMu.
 func (r *Range) writer() *mvcc.Writer {
 	if r.w == nil {
-		r.w = keys.UserKeyspace.NewWriter(r.db, r.ov.batch)
+		if r.wSpare != nil {
+			r.w, r.wSpare = r.wSpare, nil
+			r.w.Reset(r.db, r.ov.batch)
+		} else {
+			r.w = keys.UserKeyspace.NewWriter(r.db, r.ov.batch)
+		}
 		r.wCounted = mvcc.Stats{}
 	}
 	if r.feed.collecting {
@@ -155,7 +163,7 @@ func (r *Range) writer() *mvcc.Writer {
 // REQUIRES: the replica's raftMu.
 func (r *Range) flush() error {
 	r.stageMVCCState()
-	r.w = nil
+	r.dropWriter()
 	return r.ov.flush()
 }
 
@@ -177,7 +185,7 @@ func (r *Range) Batch() *storage.Batch { return r.ov.batch }
 // the MVCC state it carried is published to readers.
 func (r *Range) Written() {
 	r.ov.reset()
-	r.w = nil
+	r.dropWriter()
 	r.publish()
 }
 
@@ -186,6 +194,16 @@ func (r *Range) Written() {
 func (r *Range) Rest() {
 	if r.ov.batch.Empty() {
 		r.ov.release()
+	}
+	r.wSpare = nil
+}
+
+// dropWriter ends the batch's Writer; the next batch's reuses its memory
+// (mvcc.Writer.Reset) unless the range comes to rest first.
+// REQUIRES: the replica's raftMu.
+func (r *Range) dropWriter() {
+	if r.w != nil {
+		r.wSpare, r.w = r.w, nil
 	}
 }
 
@@ -218,7 +236,7 @@ func (r *Range) Restore() error {
 	r.intents = intents
 	r.desc, r.frozen, r.st, r.stDirty = desc, frozen, st, false
 	r.stats, r.statsDirty, r.legacyState, r.applied = stats, false, legacy, applied
-	r.w = nil
+	r.w, r.wSpare = nil, nil
 	r.dedup.clear()
 	// What a snapshot brought was not collected.
 	r.feed.incomplete = true
