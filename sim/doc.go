@@ -67,8 +67,9 @@
 // TestTranscript runs the scripted scenarios of testdata/transcript
 // (cockroachdb/datadriven): proposal outcomes, leases and read barriers
 // step by step, on a network whose only faults are the script's
-// partitions, each command's printed outcome compared with the file's
-// (docs/testing.md, "Transcript tests").
+// partitions and a disk that never stalls, each command's printed
+// outcome compared with the file's (docs/testing.md, "Transcript
+// tests").
 //
 // # What is not simulated
 //

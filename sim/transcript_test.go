@@ -3,10 +3,10 @@ package sim
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"testing/cryptotest"
@@ -20,6 +20,11 @@ import (
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
 )
+
+// flagTranscriptSeed replaces the seed of every transcript that does not
+// pin its own (start seed=S): the outcomes such a transcript prints should
+// not depend on it, only the order of the steps that lead to them.
+var flagTranscriptSeed = flag.Uint64("transcript-seed", 0, "run every transcript with this seed instead of its own")
 
 // TestTranscript runs the transcripts in testdata/transcript (the
 // datadriven style of etcd-io/raft's testdata): scripted scenarios on the
@@ -58,13 +63,23 @@ type transcript struct {
 	runs  int
 	s     *Sim
 	names map[string]uint64
+	bound []string // names bound by leader as=, in order
 	ops   map[string]*tOp
 	// valid is whether each node held a valid lease after the last
 	// step; events lists the changes not yet printed; overlap: two
 	// leases were seen at once.
 	valid   map[uint64]bool
-	events  []string
+	events  []leaseEvent
 	overlap bool
+}
+
+// leaseEvent is a node's lease beginning or lapsing, or a broken lease
+// invariant (bug). Names are resolved when it is printed, so that a lease
+// that began while its leader was being elected is named after it.
+type leaseEvent struct {
+	node  uint64
+	began bool
+	bug   string
 }
 
 // tOp is a client call running on its own goroutine.
@@ -94,7 +109,7 @@ func (h *transcript) cmd(t *testing.T, d *datadriven.TestData) string {
 		return h.leader(d)
 	case "run":
 		h.runFor(h.dur(d, "d", 0))
-		return "ok" + h.notes()
+		return h.notes() + "ok"
 	case "isolate":
 		id := h.node(d, "node")
 		for _, nd := range h.s.nodes {
@@ -111,6 +126,14 @@ func (h *transcript) cmd(t *testing.T, d *datadriven.TestData) string {
 		return h.start1(d, "propose", h.propose)
 	case "read":
 		return h.start1(d, "read", h.read)
+	case "transfer":
+		to := h.node(d, "to")
+		return h.start1(d, "transfer", func(ctx context.Context, st *raft.Store, d *datadriven.TestData) string {
+			if err := st.TransferLeader(ctx, keys.FirstUserRangeID, to); err != nil {
+				return outcome(err)
+			}
+			return "transferred"
+		})
 	case "await":
 		return h.await(d)
 	case "lease-status":
@@ -126,17 +149,29 @@ func (h *transcript) start(d *datadriven.TestData) string {
 	n := 3
 	d.MaybeScanArgs(h.t, "n", &n)
 	seed := uint64(1)
+	if *flagTranscriptSeed != 0 {
+		seed = *flagTranscriptSeed
+	}
+	// A transcript that pins its seed keeps it.
 	d.MaybeScanArgs(h.t, "seed", &seed)
+	var bug string
+	d.MaybeScanArgs(h.t, "bug", &bug)
+	planted, ok := bugs[bug]
+	if !ok && bug != "" {
+		d.Fatalf(h.t, "unknown bug %q", bug)
+	}
 	h.runs++
 	root := filepath.Join(h.root, fmt.Sprint("run", h.runs))
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		d.Fatalf(h.t, "%v", err)
 	}
-	h.s = newSim(h.t, Options{Seed: seed, Nodes: n}, root)
+	h.s = newSim(h.t, Options{Seed: seed, Nodes: n, Bug: planted}, root)
 	h.names = map[string]uint64{}
+	h.bound = nil
 	h.ops = map[string]*tOp{}
 	h.valid = map[uint64]bool{}
 	h.events, h.overlap = nil, false
+	h.s.steadyDisk = true
 	h.s.bootstrap()
 	return fmt.Sprintf("started %d voters", n)
 }
@@ -156,7 +191,7 @@ func (h *transcript) status(id uint64) (raft.RaftStatus, bool) {
 }
 
 // leader runs until a node other than those named by not= leads the
-// first user range, and binds as= (L) to it and, the first time, F1, F2,
+// first user range and has applied the entries of its log, and binds as= (L) to it and, the first time, F1, F2,
 // ... to the other voters in ID order.
 func (h *transcript) leader(d *datadriven.TestData) string {
 	var not []string
@@ -173,7 +208,9 @@ func (h *transcript) leader(d *datadriven.TestData) string {
 			if excluded[nd.id] {
 				continue
 			}
-			if st, ok := h.status(nd.id); ok && st.State == "leader" {
+			// Its own empty entry (the last in its log at election)
+			// applied: a leader may use a lease only from then on.
+			if st, ok := h.status(nd.id); ok && st.State == "leader" && st.Applied >= st.LastIndex {
 				found = nd.id
 				return true
 			}
@@ -181,11 +218,12 @@ func (h *transcript) leader(d *datadriven.TestData) string {
 		return false
 	})
 	if found == 0 {
-		return "no leader within 10s" + h.notes()
+		return h.notes() + "no leader within 10s"
 	}
 	as := "L"
 	d.MaybeScanArgs(h.t, "as", &as)
 	h.names[as] = found
+	h.bound = append(h.bound, as)
 	if len(not) == 0 {
 		f := 0
 		for _, nd := range h.s.nodes[:h.s.opts.Nodes] {
@@ -195,68 +233,80 @@ func (h *transcript) leader(d *datadriven.TestData) string {
 			}
 		}
 	}
-	return as + " leads" + h.notes()
+	return h.notes() + as + " leads"
 }
 
-// until runs the simulator until cond holds or max simulated time passed.
+// until runs the simulator until cond holds or maxD of simulated time passed.
 // After every step it notes the named nodes whose lease lapsed or began,
-// and any moment at which two nodes held a valid lease at once (which
-// would let both serve reads: a bug).
-func (h *transcript) until(max time.Duration, cond func() bool) {
-	limit := h.s.clock.Now().Add(max)
+// and any moment at which two nodes held a valid lease at once, or a
+// lease of one term was valid while a later term had a leader (either
+// would let a stale read be served: a bug).
+func (h *transcript) until(maxD time.Duration, cond func() bool) {
+	limit := h.s.clock.Now().Add(maxD)
 	h.s.loop(func() bool {
 		var holders []uint64
+		var leaseTerm, leaderTerm uint64
 		for _, nd := range h.s.nodes {
 			st, _ := h.status(nd.id)
 			if st.LeaseValid {
 				holders = append(holders, nd.id)
+				leaseTerm = st.Term
+			}
+			if st.State == "leader" {
+				leaderTerm = max(leaderTerm, st.Term)
 			}
 			if was := h.valid[nd.id]; was != st.LeaseValid {
 				h.valid[nd.id] = st.LeaseValid
-				if name := h.nameOf(nd.id); name != "" {
-					if st.LeaseValid {
-						h.events = append(h.events, name+"'s lease began")
-					} else {
-						h.events = append(h.events, name+"'s lease lapsed")
-					}
-				}
+				h.events = append(h.events, leaseEvent{node: nd.id, began: st.LeaseValid})
 			}
 		}
 		if len(holders) > 1 && !h.overlap {
 			h.overlap = true
-			h.events = append(h.events, fmt.Sprintf("BUG: %d nodes hold a valid lease at once", len(holders)))
+			h.events = append(h.events, leaseEvent{bug: fmt.Sprintf("BUG: %d nodes hold a valid lease at once", len(holders))})
+		}
+		if len(holders) == 1 && leaderTerm > leaseTerm && !h.overlap {
+			h.overlap = true
+			h.events = append(h.events, leaseEvent{bug: "BUG: a lease of an old term is valid while a later term has a leader"})
 		}
 		return cond() || !h.s.clock.Now().Before(limit)
 	})
 }
 
 // notes returns (and forgets) the lease events seen since the last
-// command, one per line.
+// command, one per line, in the order they happened (before the
+// command's own outcome, which came last).
 func (h *transcript) notes() string {
-	if len(h.events) == 0 {
-		return ""
+	var b strings.Builder
+	for _, e := range h.events {
+		switch name := h.nameOf(e.node); {
+		case e.bug != "":
+			b.WriteString(e.bug + "\n")
+		case name == "":
+			// A node the script does not name (the spare).
+		case e.began:
+			b.WriteString(name + "'s lease began\n")
+		default:
+			b.WriteString(name + "'s lease lapsed\n")
+		}
 	}
-	out := "\n" + strings.Join(h.events, "\n")
 	h.events = nil
-	return out
+	return b.String()
 }
 
+// nameOf is the name last bound to node id by leader as=, else its
+// follower name, else "".
 func (h *transcript) nameOf(id uint64) string {
-	var names []string
+	for i := len(h.bound) - 1; i >= 0; i-- {
+		if h.names[h.bound[i]] == id {
+			return h.bound[i]
+		}
+	}
 	for n, v := range h.names {
-		if v == id && !strings.HasPrefix(n, "F") {
-			names = append(names, n)
+		if v == id {
+			return n
 		}
 	}
-	if len(names) == 0 {
-		for n, v := range h.names {
-			if v == id {
-				names = append(names, n)
-			}
-		}
-	}
-	slices.Sort(names)
-	return strings.Join(names, "/")
+	return ""
 }
 
 func (h *transcript) runFor(d time.Duration) {
@@ -343,9 +393,9 @@ func (h *transcript) wait(o *tOp, max time.Duration) string {
 	}
 	h.until(max, take)
 	if !take() {
-		return "pending" + h.notes()
+		return h.notes() + "pending"
 	}
-	return o.out + h.notes()
+	return h.notes() + o.out
 }
 
 func (h *transcript) await(d *datadriven.TestData) string {
