@@ -62,6 +62,15 @@
 // inside the Store (the simulator sorts what it sees). TestSameSeedSameTrace
 // checks that two runs of one seed give the same trace.
 //
+// # Transcripts
+//
+// TestTranscript runs the scripted scenarios of testdata/transcript
+// (cockroachdb/datadriven): proposal outcomes, leases and read barriers
+// step by step, on a network whose only faults are the script's
+// partitions and a disk that never stalls, each command's printed
+// outcome compared with the file's (docs/testing.md, "Transcript
+// tests").
+//
 // # What is not simulated
 //
 // Loss of unsynced engine writes other than the Raft log's: apply

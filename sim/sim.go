@@ -175,6 +175,10 @@ type Sim struct {
 
 	wl      *workload
 	checker *checker
+
+	// steadyDisk: no fsync stalls (the transcripts' runs, whose only
+	// faults are the ones their script asks for).
+	steadyDisk bool
 }
 
 func newSim(t *testing.T, opts Options, root string) *Sim {
@@ -445,9 +449,9 @@ func (s *Sim) enabled() []action {
 }
 
 // fsyncLatency draws how long a log write takes: mostly a millisecond or
-// two, sometimes a stall.
+// two, sometimes a stall (never on a steady disk).
 func (s *Sim) fsyncLatency() time.Duration {
-	if s.rng.Float64() < 0.02 {
+	if s.rng.Float64() < 0.02 && !s.steadyDisk {
 		return 20*time.Millisecond + time.Duration(s.rng.Int64N(int64(100*time.Millisecond)))
 	}
 	return time.Duration(s.rng.Int64N(int64(2 * time.Millisecond)))

@@ -279,6 +279,10 @@ func newEtcdWatchSystem(b *testing.B) *etcdWatchSystem {
 		if bin, err = exec.LookPath("etcd"); err != nil {
 			b.Skip("no etcd binary (set SHALE_ETCD_BIN, or scripts/deps --bench)")
 		}
+	} else if !filepath.IsAbs(bin) {
+		// go test runs in tests/, and the docs' commands give the path from
+		// the repository root (SHALE_ETCD_BIN=build/etcd37/etcd).
+		bin = filepath.Join("..", bin)
 	}
 	dir := b.TempDir()
 	port := func() string {
