@@ -155,12 +155,7 @@ func (n *Node) lockKey(ctx context.Context, r *raft.Replica, key []byte, self *l
 	defer t.leave()
 	gen := r.Descriptor().GetGeneration()
 	start := time.Now()
-	deadline := start.Add(lockWaitMax)
-	if d, ok := ctx.Deadline(); ok {
-		if late := start.Add(d.Sub(start) * 3 / 4); late.Before(deadline) {
-			deadline = late
-		}
-	}
+	deadline := waitDeadline(ctx, start)
 	nextPush := start.Add(lockPushAfter)
 	poll := time.NewTimer(lockPoll)
 	defer poll.Stop()

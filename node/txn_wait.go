@@ -119,16 +119,7 @@ func (n *Node) waitOnLock(ctx context.Context, r *raft.Replica, t *lockTicket, s
 	rid, key := t.rangeID, []byte(t.key)
 	gen := r.Descriptor().GetGeneration()
 	start := time.Now()
-	deadline := start.Add(lockWaitMax)
-	if d, ok := ctx.Deadline(); ok {
-		// Answer well before the caller gives up on the attempt (a
-		// client's attempt lasts Options.AttemptTimeout, 1s by default):
-		// an attempt that times out is retried elsewhere and its node
-		// avoided, which is worse than a conflict answered.
-		if late := start.Add(d.Sub(start) * 3 / 4); late.Before(deadline) {
-			deadline = late
-		}
-	}
+	deadline := waitDeadline(ctx, start)
 	nextPush := start.Add(lockPushAfter)
 	poll := time.NewTimer(lockPoll)
 	defer poll.Stop()
@@ -505,4 +496,19 @@ func (l *lockQueues) wakeRange(rangeID uint64) {
 			ws[0].signal()
 		}
 	}
+}
+
+// waitDeadline is when a wait begun at start in a queue on the leader
+// gives up: lockWaitMax after start, or earlier, three quarters of the
+// way to the caller's deadline. It answers well before the caller gives
+// up on the attempt: an attempt that times out is retried elsewhere and
+// its node avoided, which is worse than a conflict answered.
+func waitDeadline(ctx context.Context, start time.Time) time.Time {
+	deadline := start.Add(lockWaitMax)
+	if d, ok := ctx.Deadline(); ok {
+		if late := start.Add(d.Sub(start) * 3 / 4); late.Before(deadline) {
+			deadline = late
+		}
+	}
+	return deadline
 }
