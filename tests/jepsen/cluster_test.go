@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,12 +159,15 @@ func startClusterBin(t testing.TB, bin, dir string, n int, smallDisks bool, flag
 
 func (c *cluster) newNode(id uint64) *node {
 	ip := ipPrefix + strconv.FormatUint(id, 10)
-	nd := &node{id: id, ip: ip,
-		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
+	// The node's ports are held for the whole test, and every start
+	// inherits listeners on them (clusterharness.Port).
+	grpcPort, httpPort := reservePort(c.t, ip), reservePort(c.t, ip)
+	nd := &node{id: id, ip: ip, grpcAddr: grpcPort.Addr(), httpAddr: httpPort.Addr(),
+		dataDir: filepath.Join(c.dir, fmt.Sprint("node", id)),
 	}
 	nd.proc = clusterharness.NewProc(nd.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
+	nd.proc.Inherit(clusterharness.Socket{Flag: "--listen-fd", Port: grpcPort},
+		clusterharness.Socket{Flag: "--http-fd", Port: httpPort})
 	if c.smallDisks && c.smallDiskErr == "" {
 		c.smallDiskErr = mountSmallDisk(c.t, nd.dataDir)
 	}
@@ -176,12 +178,14 @@ func (c *cluster) newNode(id uint64) *node {
 	return nd
 }
 
-func freePortOn(t testing.TB, ip string) int {
+// reservePort holds a port on ip until the test ends.
+func reservePort(t testing.TB, ip string) *clusterharness.Port {
 	t.Helper()
-	port, err := clusterharness.FreePortOn(ip)
+	port, err := clusterharness.ReservePort(ip)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { port.Close() })
 	return port
 }
 
