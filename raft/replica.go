@@ -79,6 +79,9 @@ type Replica struct {
 	// notices are the commit notices stepped this round, whose answers
 	// are dropped (commit_notice.go).
 	notices []commitNotice
+	// held are commit notices this leader holds back until their
+	// follower's acknowledgement arrives (commit_notice.go).
+	held []heldNotice
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool

@@ -156,6 +156,9 @@ func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
 	}
 	rw.out = append(rw.out, r.wakeOut...)
 	r.wakeOut = nil
+	if rw.err == nil && !r.removed {
+		rw.out = r.holdNoticesLocked(rw.out, s.ticks.Load()) // commit_notice.go
+	}
 	for _, m := range r.quiesceOut {
 		if rm := r.rangeMessageLocked(m); rm != nil {
 			rm.RangeDescriptor = nil // the follower holds the range already
