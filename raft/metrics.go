@@ -79,7 +79,7 @@ func newMetrics() *Metrics {
 		noSpaceWrites:        counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
 		appendsRefused:       counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
 
-		diskStalls:     counter("disk_stalls_total", "Raft log writes that took longer than the disk-stall threshold (counted when noticed, while still in progress or once done)."),
+		diskStalls:     counter("disk_stalls_total", "Raft log fsyncs stuck for longer than the disk-stall threshold, counting only time the node was running (counted when noticed, while still in progress or once done)."),
 		stallTransfers: counter("leadership_shed_disk_stall_total", "Leadership transfers a leader on a stalled disk started."),
 		quiescent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem,
 			Name: "quiescent_replicas", Help: "Replicas on this node whose range is at rest: they neither tick nor heartbeat."}),

@@ -360,6 +360,15 @@ func (r *Replica) IsLeader() bool {
 	return r.mu.state == etcdraft.StateLeader
 }
 
+// Term returns the replica's current term and whether it leads in it: the
+// State and Term of Status without copying the status (and its
+// descriptor).
+func (r *Replica) Term() (term uint64, leader bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.term, r.mu.state == etcdraft.StateLeader
+}
+
 // notLeaderError describes the leader as this replica knows it.
 func (r *Replica) notLeaderError() error {
 	r.mu.RLock()

@@ -559,6 +559,7 @@ func (s *Store) tickReplicas() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.ticks.Add(1)
+	s.observeLogWrite(s.now()) // before the replicas ask DiskStalled
 	peers := s.heartbeatPeersLocked()
 	s.sendNodeHeartbeats(peers)
 	dead := s.noteSilencesLocked(peers)

@@ -23,9 +23,9 @@ import (
 	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
-// The cluster runs real shale processes. Node i listens on 127.0.26.i and
-// dials its peers from that address, so iptables rules on the pair of
-// addresses cut exactly the links a nemesis names. Clients connect from
+// The cluster runs real shale processes. Node i listens on 127.0.26.i (or
+// on $SHALE_TEST_NET.i) and dials its peers from that address, so iptables
+// rules on the pair of addresses cut exactly the links a nemesis names. Clients connect from
 // 127.0.0.1 and are never cut off: like Jepsen's clients, they may talk to
 // a node on the minority side.
 //
@@ -36,9 +36,17 @@ const (
 	raftTick = 50 * time.Millisecond
 	// electionTimeout is the longest randomized election timeout.
 	electionTimeout = 20 * raftTick
-	// ipPrefix is the /24 of the nodes' addresses (the role's 26xxx).
-	ipPrefix = "127.0.26."
 )
+
+// ipPrefix is the /24 of the nodes' addresses: 127.0.26. (the role's
+// 26xxx), or $SHALE_TEST_NET's (say 127.0.5) so that runs on a shared
+// machine, and their iptables partitions, stay off each other's nodes.
+var ipPrefix = func() string {
+	if v := os.Getenv("SHALE_TEST_NET"); v != "" {
+		return v + "."
+	}
+	return "127.0.26."
+}()
 
 type node struct {
 	id       uint64
