@@ -199,6 +199,9 @@ type Replica struct {
 		// frozenInto: a freeze for a merge into this range is applied
 		// (merge.go); 0 when not frozen.
 		frozenInto uint64
+		// held: the index of the first committed entry whose apply is
+		// held back (merge.go, the gate); 0 when none is.
+		held uint64
 	}
 }
 
@@ -401,6 +404,11 @@ type RaftStatus struct {
 	// Quiescent: the range is at rest here (quiesce.go): no ticks.
 	Quiescent  bool
 	Descriptor *kvpb.RangeDescriptor
+	// Held is the index of the first committed entry held back from
+	// applying by the state machine's gate (a merge waiting for its
+	// right-hand range, merge.go) or a test's TestingKnobs.HoldApply; 0
+	// when none is.
+	Held uint64
 }
 
 // Status returns the replica's published state.
@@ -421,6 +429,7 @@ func (r *Replica) Status() RaftStatus {
 		LeaseValid:   r.leaseValidRLocked(r.store.now()),
 		Quiescent:    r.asleep.Load(),
 		Descriptor:   apply.CloneDescriptor(r.mu.desc),
+		Held:         r.mu.held,
 	}
 }
 

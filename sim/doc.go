@@ -65,9 +65,11 @@
 // # Transcripts
 //
 // TestTranscript runs the scripted scenarios of testdata/transcript
-// (cockroachdb/datadriven): proposal outcomes, leases and read barriers
-// step by step, on a network whose only faults are the script's
-// partitions and a disk that never stalls, each command's printed
+// (cockroachdb/datadriven): proposal outcomes, leases, read barriers and
+// the merge gate step by step, on a network whose only faults are the
+// script's partitions and a disk that never stalls (and, for the merge
+// gate, a replica whose apply the script holds behind its log:
+// raft.TestingKnobs.HoldApply), each command's printed
 // outcome compared with the file's (docs/testing.md, "Transcript
 // tests").
 //

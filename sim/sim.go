@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -179,6 +180,32 @@ type Sim struct {
 	// steadyDisk: no fsync stalls (the transcripts' runs, whose only
 	// faults are the ones their script asks for).
 	steadyDisk bool
+	// holds, when not nil, are the replicas whose apply a transcript
+	// holds back (raft.TestingKnobs.HoldApply); set before bootstrap.
+	holds *applyHolds
+}
+
+// applyHolds are the replicas (node, range) whose committed entries may
+// not apply yet.
+type applyHolds struct {
+	mu   sync.Mutex
+	held map[replicaKey]bool
+}
+
+func (h *applyHolds) set(k replicaKey, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.held[k] = true
+	} else {
+		delete(h.held, k)
+	}
+}
+
+func (h *applyHolds) holds(nodeID, rangeID uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[replicaKey{nodeID, rangeID}]
 }
 
 func newSim(t *testing.T, opts Options, root string) *Sim {
@@ -313,6 +340,9 @@ func (s *Sim) startNode(nd *node) {
 		Fatal: func(msg string, err error) {
 			panic(errAbort{fmt.Sprintf("node %d fatal: %s: %v", nd.id, msg, err)})
 		},
+	}
+	if s.holds != nil {
+		cfg.Testing.HoldApply = s.holds.holds
 	}
 	cfg.NewTransport = func(h raft.TransportHandlers) (raft.Transport, error) {
 		nd.tr = &simTransport{net: s.net, node: nd.id, h: h}
