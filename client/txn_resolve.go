@@ -275,12 +275,23 @@ func (g *txnGroup) txnKeys() [][]byte {
 // COMMITTED first. It returns the folds the write to a range holding ks
 // can carry: those of transactions whose COMMITTED applied.
 func (tx *Tx) awaitCommitted(ctx context.Context, ks [][]byte) ([]fold, error) {
+	// Bounded: a COMMITTED that does not come (a node cut off) leaves
+	// the intent to readers, and this commit may meet it, as before.
+	var bound <-chan time.Time
 	for _, f := range tx.c.resolutions.holding(ks) {
+		if bound == nil {
+			t := time.NewTimer(tx.c.opts.RequestTimeout)
+			defer t.Stop()
+			bound = t.C
+		}
 		select {
 		case <-f.t.committed:
+			continue
+		case <-bound:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		break
 	}
 	// Again: each COMMITTED resolved its record range's intents.
 	var out []fold
