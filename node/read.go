@@ -207,7 +207,7 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	}
 	var kv mvcc.KeyValue
 	var found bool
-	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, desc, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kv, found, err = rd.WithCommitted(committed).Get(req.GetKey(), ts)
 		return err
 	})
@@ -259,7 +259,7 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	}
 	_, multiRange := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
 	var page rangesm.ScanPage
-	ts, idx, err := s.n.readPast(ctx, "Scan", req.GetHeader(), r, multiRange, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Scan", req.GetHeader(), r, desc, multiRange, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		page, err = rd.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
 			Limit: limit, MaxBytes: maxBytes})
 		return err
@@ -308,7 +308,7 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	}
 	var kvs []mvcc.KeyValue
 	var found []bool
-	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, desc, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kvs, found, err = rd.WithCommitted(committed).MultiGet(req.Keys, ts)
 		return err
 	})

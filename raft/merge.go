@@ -148,23 +148,8 @@ func (r *Replica) FrozenError() error {
 func (r *Replica) finishMergesLocked() {
 	s := r.store
 	for _, rr := range r.merges {
-		s.mu.Lock()
-		if s.mu.replicas[rr.rangeID] == rr {
-			delete(s.mu.replicas, rr.rangeID)
-		}
-		s.setAwake(rr, false)
-		s.mu.Unlock()
-		rr.uncountLogBytesLocked()
-		rr.ls.ReleaseCache()
-		rr.failProposalsLocked("range merged", nil)
-		rr.failReadsLocked(unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
+		rr.retireLocked("range merged", unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
 		rr.rn = nil
-		rr.mu.Lock()
-		rr.mu.destroyed = true
-		rr.mu.state = 0
-		rr.mu.leaseExpiry = time.Time{}
-		rr.releaseWaitersLocked()
-		rr.mu.Unlock()
 		rr.raftMu.Unlock()
 		s.metrics.merges.Inc()
 		s.cfg.Logger.Info("range merged", "range", r.rangeID, "right", rr.rangeID)

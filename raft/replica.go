@@ -76,6 +76,9 @@ type Replica struct {
 	// appSentTick maps followers to the store tick at which this leader
 	// last sent them an append (heartbeat_skip.go).
 	appSentTick map[uint64]uint64
+	// notices are the commit notices stepped this round, whose answers
+	// are dropped (commit_notice.go).
+	notices []commitNotice
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool
@@ -140,6 +143,8 @@ type Replica struct {
 		sync.Mutex
 		msgs []*pb.Message
 		from []uint64 // from[i] is the node msgs[i] came from
+		// notices are those of msgs marked commit_only (commit_notice.go).
+		notices []*pb.Message
 		// quiesce holds quiesce heartbeats (quiesce.go), qfrom their nodes.
 		quiesce []*pb.Message
 		qfrom   []uint64
@@ -350,6 +355,15 @@ func (r *Replica) IsLeader() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.mu.state == etcdraft.StateLeader
+}
+
+// Term returns the replica's current term and whether it leads in it: the
+// State and Term of Status without copying the status (and its
+// descriptor).
+func (r *Replica) Term() (term uint64, leader bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.term, r.mu.state == etcdraft.StateLeader
 }
 
 // notLeaderError describes the leader as this replica knows it.

@@ -109,20 +109,11 @@ func decodeIntent(key, v []byte) (Intent, error) {
 	}
 	in.Provisional = p
 	rest := v[fixed:]
-	field := func() ([]byte, bool) {
-		n, m := binary.Uvarint(rest)
-		if m <= 0 || n > uint64(len(rest)-m) {
-			return nil, false
-		}
-		f := append([]byte{}, rest[m:m+int(n)]...)
-		rest = rest[m+int(n):]
-		return f, true
-	}
 	var ok bool
-	if in.Record, ok = field(); !ok {
+	if in.Record, ok = takeField(&rest); !ok {
 		return bad("bad record key")
 	}
-	if in.Value, ok = field(); !ok || len(rest) != 0 {
+	if in.Value, ok = takeField(&rest); !ok || len(rest) != 0 {
 		return bad("bad value")
 	}
 	return in, nil
@@ -732,4 +723,16 @@ func (r *Range) checkTxnKeys(cmd *command.Command) (command.Result, bool) {
 		}
 	}
 	return command.Result{}, true
+}
+
+// takeField cuts a field (its length as a uvarint, then its bytes) off the
+// front of *rest and returns a copy of it; false if *rest is too short.
+func takeField(rest *[]byte) ([]byte, bool) {
+	n, m := binary.Uvarint(*rest)
+	if m <= 0 || n > uint64(len(*rest)-m) {
+		return nil, false
+	}
+	f := append([]byte{}, (*rest)[m:m+int(n)]...)
+	*rest = (*rest)[m+int(n):]
+	return f, true
 }

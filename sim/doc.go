@@ -60,7 +60,10 @@
 // show); the engine's internals (its background flushes and compactions
 // run on its own threads: they change no result); Go's map iteration
 // inside the Store (the simulator sorts what it sees). TestSameSeedSameTrace
-// checks that two runs of one seed give the same trace.
+// checks that two runs of one seed give the same trace. The trace (every
+// step, delivery and outcome, as text, and its hash) is built only when
+// Options.Log is set: a replay (-seed) and that test set it; the many
+// seeds of TestSimulation do not, which saves their cost.
 //
 // # Transcripts
 //
