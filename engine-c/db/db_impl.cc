@@ -88,6 +88,11 @@ Status DBImpl::Open(const Options& options, const std::string& dbname,
     if (s.ok()) {
       db->InstallSuperVersion();
       db->DeleteObsoleteFiles();
+      // Every table is opened now rather than by the first read of it.
+      Version* v = db->versions_->current();
+      for (int level = 0; level < v->num_levels(); level++) {
+        for (FileMetaData* f : v->files(level)) db->table_cache_->Preload(f);
+      }
       db->StartBackgroundThreads();
     }
   }
