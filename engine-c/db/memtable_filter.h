@@ -26,7 +26,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <cstdlib>
 #include <new>
 
 #include "util/hash.h"
@@ -39,7 +39,12 @@ class MemTableFilter {
   // A filter of bytes bytes (rounded to whole 64-byte lines, at least one).
   explicit MemTableFilter(size_t bytes)
       : num_lines_(bytes / kLineBytes > 0 ? bytes / kLineBytes : 1),
-        words_(NewLines(num_lines_)) {}
+        raw_(static_cast<char*>(
+            std::calloc(num_lines_ * kLineBytes + kLineBytes, 1))),
+        words_(Align(raw_)) {
+    if (raw_ == nullptr) throw std::bad_alloc();
+  }
+  ~MemTableFilter() { std::free(raw_); }
   MemTableFilter(const MemTableFilter&) = delete;
   MemTableFilter& operator=(const MemTableFilter&) = delete;
 
@@ -49,10 +54,10 @@ class MemTableFilter {
   void Add(const Slice& key) {
     const uint32_t h = KeyHash(key);
     const uint64_t x = Mix(h);
-    std::atomic<uint64_t>* line = Line(h);
+    uint64_t* line = Line(h);
     for (int j = 0; j < kProbes; j++) {
       const uint32_t bit = (x >> (9 * j)) & (kLineBits - 1);
-      std::atomic<uint64_t>& w = line[bit >> 6];
+      std::atomic_ref<uint64_t> w(line[bit >> 6]);
       const uint64_t mask = uint64_t{1} << (bit & 63);
       // One writer: a plain read-modify-write, no locked instruction.
       const uint64_t old = w.load(std::memory_order_relaxed);
@@ -64,10 +69,11 @@ class MemTableFilter {
   bool MayContain(const Slice& key) const {
     const uint32_t h = KeyHash(key);
     const uint64_t x = Mix(h);
-    const std::atomic<uint64_t>* line = Line(h);
+    uint64_t* line = Line(h);
     for (int j = 0; j < kProbes; j++) {
       const uint32_t bit = (x >> (9 * j)) & (kLineBits - 1);
-      if ((line[bit >> 6].load(std::memory_order_relaxed) &
+      if ((std::atomic_ref<uint64_t>(line[bit >> 6])
+               .load(std::memory_order_relaxed) &
            (uint64_t{1} << (bit & 63))) == 0) {
         return false;
       }
@@ -102,31 +108,25 @@ class MemTableFilter {
   }
 
   // The line of a key's hash: its high bits pick it.
-  std::atomic<uint64_t>* Line(uint32_t h) const {
+  uint64_t* Line(uint32_t h) const {
     const uint64_t line = (static_cast<uint64_t>(h) * num_lines_) >> 32;
-    return words_.get() + line * kWordsPerLine;
+    return words_ + line * kWordsPerLine;
   }
 
-  struct AlignedDelete {
-    void operator()(std::atomic<uint64_t>* p) const {
-      // The words are trivially destructible: only the memory goes.
-      ::operator delete (static_cast<void*>(p), std::align_val_t{kLineBytes});
-    }
-  };
-  using Words = std::unique_ptr<std::atomic<uint64_t>[], AlignedDelete>;
-
-  // Zeroed lines, each on a cache line of its own.
-  static Words NewLines(size_t num_lines) {
-    const size_t n = num_lines * kWordsPerLine;
-    void* raw =
-        ::operator new (n * sizeof(uint64_t), std::align_val_t{kLineBytes});
-    auto* words = static_cast<std::atomic<uint64_t>*>(raw);
-    for (size_t i = 0; i < n; i++) new (&words[i]) std::atomic<uint64_t>(0);
-    return Words(words);
+  // The first line boundary in raw (which has a line to spare).
+  static uint64_t* Align(char* raw) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(raw);
+    return reinterpret_cast<uint64_t*>((p + kLineBytes - 1) &
+                                       ~uintptr_t{kLineBytes - 1});
   }
 
   const size_t num_lines_;
-  const Words words_;
+  // calloc: a large filter comes as untouched zero pages, so a memtable
+  // that holds few keys does not make its whole filter resident.
+  char* const raw_;
+  // The lines, read and written through std::atomic_ref (readers run
+  // concurrently with the writer).
+  uint64_t* const words_;
 };
 
 }  // namespace shale
