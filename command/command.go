@@ -594,12 +594,12 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		dst = appendMutationBody(dst, &c.Mutations[0])
 	case KindBatch:
 		var err error
-		if dst, err = appendMutations(dst, c.Mutations); err != nil {
+		if dst, err = appendMutations(dst, c.Mutations, false); err != nil {
 			return nil, err
 		}
 	case KindLeaseBatch:
 		var err error
-		if dst, err = appendLeaseMutations(dst, c.Mutations); err != nil {
+		if dst, err = appendMutations(dst, c.Mutations, true); err != nil {
 			return nil, err
 		}
 	case KindTxnCommit, KindTxnWrite:
@@ -636,7 +636,7 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			break
 		}
 		var err error
-		if dst, err = appendMutations(dst, c.Mutations); err != nil {
+		if dst, err = appendMutations(dst, c.Mutations, false); err != nil {
 			return nil, err
 		}
 		if t := &c.TxnWrite; c.Kind == KindTxnWrite && t.Stage {
@@ -872,42 +872,30 @@ const txnReadSpan byte = 1 << 0
 // txnResolveCommitted flags a resolution of a committed transaction.
 const txnResolveCommitted byte = 1 << 0
 
-// appendMutations appends the mutations of a batch or transaction: at
-// least one, each a put, delete or delete_range.
-func appendMutations(dst []byte, muts []Mutation) ([]byte, error) {
+// appendMutations appends the mutations of a batch or transaction (at
+// least one, each a put, delete or delete_range) or, with leases, of a
+// lease_batch (the same, with at least one leased put among them).
+func appendMutations(dst []byte, muts []Mutation, leases bool) ([]byte, error) {
+	what := "batch"
+	if leases {
+		what = "lease batch"
+	}
 	if len(muts) == 0 {
-		return nil, errors.New("command: empty batch")
+		return nil, fmt.Errorf("command: empty %s", what)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(muts)))
-	for i := range muts {
-		m := &muts[i]
-		switch m.Kind {
-		case KindPut, KindDelete, KindDeleteRange:
-		default:
-			return nil, fmt.Errorf("command: batch mutation %d has kind %v", i, m.Kind)
-		}
-		dst = append(dst, byte(m.Kind))
-		dst = appendMutationBody(dst, m)
-	}
-	return dst, nil
-}
-
-// appendLeaseMutations appends the mutations of a lease_batch: at least
-// one leased put among puts, deletes and delete_ranges.
-func appendLeaseMutations(dst []byte, muts []Mutation) ([]byte, error) {
 	leased := 0
 	dst = binary.AppendUvarint(dst, uint64(len(muts)))
 	for i := range muts {
 		m := &muts[i]
-		switch m.Kind {
-		case KindPut, KindDelete, KindDeleteRange:
-		case KindLeasePut:
+		switch {
+		case m.Kind == KindPut || m.Kind == KindDelete || m.Kind == KindDeleteRange:
+		case m.Kind == KindLeasePut && leases:
 			if m.Lease == 0 || !m.Deadline.Valid() || m.Deadline.IsZero() {
 				return nil, fmt.Errorf("command: leased put %d with lease %d and deadline %s", i, m.Lease, m.Deadline)
 			}
 			leased++
 		default:
-			return nil, fmt.Errorf("command: lease batch mutation %d has kind %v", i, m.Kind)
+			return nil, fmt.Errorf("command: %s mutation %d has kind %v", what, i, m.Kind)
 		}
 		dst = append(dst, byte(m.Kind))
 		if m.Kind == KindLeasePut {
@@ -916,7 +904,7 @@ func appendLeaseMutations(dst []byte, muts []Mutation) ([]byte, error) {
 		}
 		dst = appendMutationBody(dst, m)
 	}
-	if leased == 0 {
+	if leases && leased == 0 {
 		return nil, errors.New("command: a lease batch without a leased put")
 	}
 	return dst, nil
@@ -972,9 +960,9 @@ func Decode(data []byte, c *Command) error {
 	case KindPut, KindDelete, KindDeleteRange:
 		c.Mutations = []Mutation{d.mutationBody(c.Kind)}
 	case KindBatch:
-		c.Mutations = d.mutations()
+		c.Mutations = d.mutations(false)
 	case KindLeaseBatch:
-		c.Mutations = d.leaseMutations()
+		c.Mutations = d.mutations(true)
 	case KindTxnCommit, KindTxnWrite:
 		if v == version1 {
 			d.fail("%v in a version 1 command", c.Kind)
@@ -1011,7 +999,7 @@ func Decode(data []byte, c *Command) error {
 		if d.err == nil && c.Kind == KindTxnWrite && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
 			d.buf = d.buf[1:] // no mutations: a range the transaction only read
 		} else if d.err == nil {
-			c.Mutations = d.mutations()
+			c.Mutations = d.mutations(false)
 			if t := &c.TxnWrite; d.err == nil && c.Kind == KindTxnWrite && t.Stage {
 				t.StageBound = d.timestamp()
 				t.Heartbeat = int64(d.fixed64())
@@ -1320,37 +1308,18 @@ func (d *decoder) descriptor() *kvpb.RangeDescriptor {
 	return desc
 }
 
-// mutations reads a batch's or transaction's mutations (at least one).
-func (d *decoder) mutations() []Mutation {
+// mutations reads a batch's or transaction's mutations (at least one)
+// or, with leases, a lease_batch's (at least one leased put among them).
+func (d *decoder) mutations(leases bool) []Mutation {
+	what := "batch"
+	if leases {
+		what = "lease batch"
+	}
 	n := d.uvarint()
 	// Every mutation takes at least two bytes; refuse counts the data
 	// cannot hold before allocating for them.
 	if n == 0 || n > uint64(len(d.buf))/2 {
-		d.fail("batch count %d for %d bytes", n, len(d.buf))
-		return nil
-	}
-	muts := make([]Mutation, n)
-	for i := range muts {
-		k := Kind(d.byte())
-		switch k {
-		case KindPut, KindDelete, KindDeleteRange:
-		default:
-			d.fail("batch mutation %d has kind %v", i, k)
-		}
-		if d.err != nil {
-			break
-		}
-		muts[i] = d.mutationBody(k)
-	}
-	return muts
-}
-
-// leaseMutations reads a lease_batch's mutations (at least one leased
-// put).
-func (d *decoder) leaseMutations() []Mutation {
-	n := d.uvarint()
-	if n == 0 || n > uint64(len(d.buf))/2 {
-		d.fail("lease batch count %d for %d bytes", n, len(d.buf))
+		d.fail("%s count %d for %d bytes", what, n, len(d.buf))
 		return nil
 	}
 	muts := make([]Mutation, n)
@@ -1359,16 +1328,16 @@ func (d *decoder) leaseMutations() []Mutation {
 		k := Kind(d.byte())
 		var id uint64
 		var deadline hlc.Timestamp
-		switch k {
-		case KindPut, KindDelete, KindDeleteRange:
-		case KindLeasePut:
+		switch {
+		case k == KindPut || k == KindDelete || k == KindDeleteRange:
+		case k == KindLeasePut && leases:
 			id, deadline = d.uvarint(), d.timestamp()
 			if d.err == nil && id == 0 {
 				d.fail("leased put %d with lease 0", i)
 			}
 			leased++
 		default:
-			d.fail("lease batch mutation %d has kind %v", i, k)
+			d.fail("%s mutation %d has kind %v", what, i, k)
 		}
 		if d.err != nil {
 			break
@@ -1380,7 +1349,7 @@ func (d *decoder) leaseMutations() []Mutation {
 		muts[i] = d.mutationBody(body)
 		muts[i].Kind, muts[i].Lease, muts[i].Deadline = k, id, deadline
 	}
-	if d.err == nil && leased == 0 {
+	if d.err == nil && leases && leased == 0 {
 		d.fail("a lease batch without a leased put")
 	}
 	return muts

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -85,6 +86,10 @@ type Config struct {
 	// path, such as a shared volume. Requests name directories inside it.
 	// Empty: the node serves no backup requests.
 	BackupDir string
+
+	// raftTesting are the replication layer's testing hooks, set by this
+	// package's tests only.
+	raftTesting raft.TestingKnobs
 }
 
 // DefaultDiskReserve is the default disk reserve: room for a memtable's

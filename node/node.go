@@ -222,6 +222,7 @@ func New(cfg Config) (*Node, error) {
 		LocalIP:                   n.localIP(),
 		TransportCredentials:      n.peerCredentials,
 		Logger:                    n.log,
+		Testing:                   cfg.raftTesting,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("node: opening the replicas: %w", err), db.Close())

@@ -202,7 +202,7 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	}
 	var kv mvcc.KeyValue
 	var found bool
-	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, desc, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kv, found, err = rd.Get(req.GetKey(), ts)
 		return err
 	})
@@ -254,7 +254,7 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	}
 	_, multiRange := rangeBoundaryResume(desc, req.GetStartKey(), req.GetEndKey(), req.GetReverse())
 	var page rangesm.ScanPage
-	ts, idx, err := s.n.readPast(ctx, "Scan", req.GetHeader(), r, multiRange, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "Scan", req.GetHeader(), r, desc, multiRange, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		page, err = rd.Scan(rangesm.ScanOptions{Start: start, End: end, Timestamp: ts, Reverse: req.GetReverse(), KeysOnly: req.GetKeysOnly(),
 			Limit: limit, MaxBytes: maxBytes})
 		return err
@@ -299,7 +299,7 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	// is the whole read (every key in this range), served as a Get is.
 	var kvs []mvcc.KeyValue
 	var found []bool
-	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
+	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, desc, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
 		kvs, found, err = rd.MultiGet(req.Keys, ts)
 		return err
 	})

@@ -64,7 +64,18 @@ const maxIntentRounds = 4
 // pushed highest, on another range: docs/transactions.md, "Pushed
 // intents"), and the resolution that took the intent away raised F to
 // that commit timestamp; read at the old F, its write would be missed.
-func (n *Node) readPast(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, multiRange bool,
+//
+// desc is the descriptor the caller checked the read's keys against. A
+// read is answered only if the range's descriptor is still at its
+// generation after the read, and the range is not frozen for a merge:
+// the read looks for intents in the range's lock table under its ID, and
+// a split moves its right-hand half's intents to the new range's, a
+// merge the right-hand range's to the left-hand range's. Replication
+// publishes a shrinking descriptor before the move reaches the engine
+// and a growing one after (raft/apply.go), so a read that saw neither
+// change before or after looked where the intents were; otherwise it is
+// answered with the new descriptor, and the client reads again.
+func (n *Node) readPast(ctx context.Context, op string, h *kvpb.RequestHeader, r *raft.Replica, desc *kvpb.RangeDescriptor, multiRange bool,
 	read func(rangesm.Reader, hlc.Timestamp) error) (hlc.Timestamp, uint64, error) {
 	for again := 0; ; again++ {
 		ts, idx, atFrontier, err := n.readTimestamp(ctx, op, h, r, multiRange)
@@ -72,6 +83,14 @@ func (n *Node) readPast(ctx context.Context, op string, h *kvpb.RequestHeader, r
 			return ts, idx, err
 		}
 		err = n.readPastIntents(ctx, r, ts, atFrontier, func(rd rangesm.Reader) error { return read(rd, ts) })
+		if err == nil {
+			if r.Frozen() {
+				return ts, idx, n.raftError(op, r.FrozenError())
+			}
+			if d := r.Descriptor(); d.GetGeneration() != desc.GetGeneration() {
+				return ts, idx, n.keyMismatch(h.GetRangeId(), d, op+": the range split or merged during the read")
+			}
+		}
 		if !errors.Is(err, errDecideAgain) {
 			if err != nil {
 				err = readError(op, err)

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -35,14 +36,38 @@ type applied struct {
 // applyCommittedLocked applies ents and returns the proposals to notify
 // once the batch is written.
 // REQUIRES: raftMu.
+//
+// A split ends its batch: the entries after it are applied into a batch
+// of their own. A later entry may write the batch early to read the
+// engine (the state machine's flush), which would put the split's move
+// of the right-hand half's intents in the engine before the shorter
+// descriptor is published, and a read or resolution served meanwhile
+// would look for those intents under this range's ID and miss them
+// (docs/transactions.md, "The lock table"). Ended there, the split's
+// descriptor is published before its batch is written, as a shrinking
+// descriptor must be; a growing one (a merge) is published after
+// (stageCommittedLocked).
 func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error) {
+	if i := splitEnd(ents); i < len(ents) {
+		acks, confChanged, err := r.applyCommittedLocked(ents[:i])
+		if err != nil {
+			return nil, false, err
+		}
+		more, changed, err := r.applyCommittedLocked(ents[i:])
+		return append(acks, more...), confChanged || changed, err
+	}
 	leader := r.rn.BasicStatus().RaftState == etcdraft.StateLeader
-	acks, confChanged, pos, cs, err := r.stageCommittedLocked(ents)
+	acks, confChanged, pos, cs, grown, err := r.stageCommittedLocked(ents)
 	if err != nil {
 		return nil, false, err
 	}
 	if err := r.writeApplyBatchLocked(); err != nil {
 		return nil, false, fmt.Errorf("writing applied entries up to %d: %w", pos.Index, err)
+	}
+	if grown {
+		// Published once the batch holding what the range took over
+		// (the right-hand range's intents) is in the engine.
+		r.syncDescriptorLocked()
 	}
 	r.ls.SetApplied(pos, cs)
 	r.resolveOutlivedLocked(pos.Term)
@@ -55,6 +80,20 @@ func (r *Replica) applyCommittedLocked(ents []*pb.Entry) ([]applied, bool, error
 		r.finishMergesLocked()
 	}
 	return acks, confChanged, nil
+}
+
+// splitEnd returns the index just past the first split in ents that is
+// not their last entry, or len(ents).
+func splitEnd(ents []*pb.Entry) int {
+	for i, e := range ents[:max(len(ents)-1, 0)] {
+		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		if k, ok := command.PeekKind(e.GetData()); ok && k == command.KindSplit {
+			return i + 1
+		}
+	}
+	return len(ents)
 }
 
 // writeApplyBatchLocked writes the state machine's batch on its own.
@@ -73,9 +112,13 @@ func (r *Replica) writeApplyBatchLocked() error {
 // stageCommittedLocked applies ents into the state machine's batch, with
 // the new applied state, without writing it; it returns the proposals to
 // notify once the batch is written, whether a configuration change
-// applied, and the applied position and configuration to publish then.
+// applied, the applied position and configuration to publish then, and
+// whether the descriptor grew (a merge), in which case the new
+// descriptor is published only after the batch is written: until the
+// right-hand range's intents are in this range's lock table in the
+// engine, no read or resolution of their keys may be served here.
 // REQUIRES: raftMu.
-func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logstore.LogPosition, *pb.ConfState, error) {
+func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logstore.LogPosition, *pb.ConfState, bool, error) {
 	st := r.rn.BasicStatus()
 	if st.RaftState == etcdraft.StateLeader && !r.appliedInTermLocked() {
 		for _, e := range ents {
@@ -96,25 +139,29 @@ func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logst
 			rr.raftMu.Unlock()
 		}
 		r.merges = r.merges[:0]
-		return nil, false, logstore.LogPosition{}, nil, err
+		return nil, false, logstore.LogPosition{}, nil, false, err
 	}
 	var acks []applied
-	confChanged := false
+	confChanged, grown := false, false
 	var cs *pb.ConfState
 	for i := range res {
 		a, e := &res[i], ents[i]
-		if a.DescriptorChanged {
-			r.syncDescriptorLocked()
+		if a.DescriptorChanged && !grown {
+			if grows(r.desc, r.sm.Descriptor()) {
+				grown = true // published after the write, with what follows
+			} else {
+				r.syncDescriptorLocked()
+			}
 		}
 		if a.Split != nil {
 			if err := r.stageRightHandRaftStateLocked(a.Split); err != nil {
-				return nil, false, logstore.LogPosition{}, nil, err
+				return nil, false, logstore.LogPosition{}, nil, false, err
 			}
 			r.splits = append(r.splits, a.Split)
 		}
 		if a.ConfChange != nil {
 			if cs, err = r.applyConfChangeLocked(e, a); err != nil {
-				return nil, false, logstore.LogPosition{}, nil, err
+				return nil, false, logstore.LogPosition{}, nil, false, err
 			}
 			confChanged = true
 		}
@@ -129,9 +176,25 @@ func (r *Replica) stageCommittedLocked(ents []*pb.Entry) ([]applied, bool, logst
 	pos := logstore.LogPosition{Index: last.GetIndex(), Term: last.GetTerm()}
 	machine := r.sm.AppliedState(pos.Index, pos.Term)
 	if err := logstore.StageAppliedState(r.sm.Batch(), r.rangeID, pos, machine, cs); err != nil {
-		return nil, false, pos, nil, err
+		return nil, false, pos, nil, false, err
 	}
-	return acks, confChanged, pos, cs, nil
+	return acks, confChanged, pos, cs, grown, nil
+}
+
+// grows reports whether next covers a key cur does not (a merge's
+// descriptor); an uninitialized cur grows into any next.
+func grows(cur, next *kvpb.RangeDescriptor) bool {
+	if cur == nil || next == nil {
+		return next != nil
+	}
+	if bytes.Compare(next.GetStartKey(), cur.GetStartKey()) < 0 {
+		return true
+	}
+	ce, ne := cur.GetEndKey(), next.GetEndKey()
+	if len(ce) == 0 {
+		return false
+	}
+	return len(ne) == 0 || bytes.Compare(ne, ce) > 0
 }
 
 // appliedInTermLocked reports whether this leader has applied an entry of

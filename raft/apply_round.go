@@ -71,7 +71,7 @@ func newApplyGroups(s *Store, n int) []*applyGroup {
 func (r *Replica) stageMessageLocked(m *pb.Message) error {
 	start := r.store.now()
 	ents := m.GetEntries()
-	acks, _, pos, _, err := r.stageCommittedLocked(ents)
+	acks, _, pos, _, _, err := r.stageCommittedLocked(ents) // client writes: no descriptor changes
 	if err != nil {
 		return fmt.Errorf("range %d: applying entries: %w", r.rangeID, err)
 	}

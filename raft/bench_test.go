@@ -138,6 +138,10 @@ func histCount(h interface{ Write(*dto.Metric) error }) float64 {
 // from the per-range state records (engineBytes).
 //
 //	go test ./raft -run '^$' -bench ProposeRanges -benchtime 20000x
+//
+// SHALE_BENCH_ANSWER_NOTICES=1 has followers answer commit notices as
+// Raft does (TestingKnobs.AnswerCommitNotices), to measure what not
+// answering them saves.
 func BenchmarkProposeRanges(b *testing.B) {
 	for _, ranges := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("ranges=%d", ranges), func(b *testing.B) {
@@ -152,6 +156,7 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 	c := newBenchCluster(b, func(cfg *Config) {
 		cfg.Testing.OnEngineWrite = eng.count
 		cfg.Testing.OnSend = sent.count
+		cfg.Testing.AnswerCommitNotices = os.Getenv("SHALE_BENCH_ANSWER_NOTICES") == "1"
 	})
 	ctx := context.Background()
 	const space = 1 << 20 // key indexes; range j starts at j*space/ranges
@@ -256,7 +261,9 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 
 // sentMessages counts the Raft messages the nodes send by kind: appends
 // with entries, appends without (a leader telling a follower its commit
-// index moved), their answers, heartbeats and their answers.
+// index moved), their answers, heartbeats and their answers, and of the
+// appends without entries the commit notices, which are not answered
+// (commit_notice.go).
 type sentMessages struct {
 	n [sentKinds]atomic.Int64
 }
@@ -268,6 +275,7 @@ const (
 	sentHeartbeat
 	sentHeartbeatResp
 	sentOther
+	sentNotice // of sentAppEmpty, those marked commit_only
 	sentKinds
 )
 
@@ -296,12 +304,15 @@ func (m *sentMessages) count(_ uint64, msgs []*raftrpcpb.RangeMessage) {
 		if rm.GetMessage() != nil {
 			m.n[k].Add(1)
 		}
+		if rm.GetCommitOnly() {
+			m.n[sentNotice].Add(1)
+		}
 	}
 }
 
 func (m *sentMessages) report(b *testing.B) {
 	// heartbeats/op (the metric) counts the heartbeats.
-	for i, unit := range []string{"app/op", "app-empty/op", "app-resp/op", "", "hb-resp/op"} {
+	for i, unit := range []string{"app/op", "app-empty/op", "app-resp/op", "", "hb-resp/op", "", "notices/op"} {
 		if unit != "" {
 			b.ReportMetric(float64(m.n[i].Load())/float64(b.N), unit)
 		}

@@ -15,10 +15,10 @@ import (
 // followers commit without it, it keeps its lease (a quorum still
 // confirms it), and nobody elects anyone else. But it applies nothing it
 // has not made durable itself, so every write and lease read it serves
-// waits for its disk. So when a log write has taken longer than
+// waits for its disk. So when a log write has been stuck for longer than
 // Config.DiskStallThreshold (noticed on the tick, while the write still
 // hangs), the node counts its disk as stalled, and until
-// stallHoldTimeouts election timeouts after the last slow write ends:
+// stallHoldTimeouts election timeouts after the last stuck write ends:
 //
 //   - its leaders stop serving lease reads and stop extending or renewing
 //     their leases, and the reads waiting to apply on them fail at once
@@ -31,11 +31,41 @@ import (
 //     write hangs: its own vote waits for that write, but it can between
 //     two slow writes) hands the leadership on again at its next tick.
 //
-// Safety does not depend on any of this: a transfer is Raft's own, and
+// Safety does not depend on any of this: a transfer is Raft's, and
 // dropping a lease only sends reads through a ReadIndex round.
+//
+// # A stalled disk, not a busy node
+//
+// Moving leaders off a disk that is merely slow, or off a node that is
+// merely busy, costs an election's worth of unavailability for nothing, so
+// the detector counts only what the disk is to blame for:
+//
+//   - Only the disk's own work is timed: the fsync of the log (SyncWAL),
+//     or the synced write of a batch carrying a snapshot. The unsynced
+//     append before the fsync is not: it waits for the engine's write queue
+//     and, under a heavy write load, for its write stalls (too many L0
+//     files, a full memtable), which are the engine keeping up, not the
+//     disk hanging; a disk that hangs hangs the fsync that follows.
+//   - A write's wait is measured from its start, but only in time the node
+//     was seen running: the ticker credits the write in flight with the
+//     time since its last look, at most stallCreditTicks ticks at once. A
+//     node starved of CPU, paused (SIGSTOP, a VM freeze) or in a long GC
+//     pause ticks late, and the time it could not run is not the disk's:
+//     a late tick credits only stallCreditTicks ticks, and so does the end
+//     of a write after a late wake-up.
+//   - The threshold is well above a loaded fsync: the election timeout,
+//     and never below minDiskStallThreshold (1 s, the duration at which
+//     etcd calls an fdatasync slow; CockroachDB logs a slow disk
+//     operation at a few seconds and kills the node at 20 s). A healthy
+//     disk under a heavy write load syncs in tens to hundreds of
+//     milliseconds; a stalled one does not return at all.
+//
+// TestDiskStallCountsOnlyTimeTheNodeRan (the accounting) and
+// tests/TestClusterDiskLoadIsNoStall (a cluster under a heavy write load
+// beside a process that keeps the same disk busy) hold these.
 
 // minDiskStallThreshold is the smallest default DiskStallThreshold.
-const minDiskStallThreshold = 500 * time.Millisecond
+const minDiskStallThreshold = time.Second
 
 // stallHoldTimeouts is how many election timeouts after its last slow
 // write a disk still counts as stalled: a disk that is slow on every write
@@ -43,15 +73,26 @@ const minDiskStallThreshold = 500 * time.Millisecond
 // leadership back.
 const stallHoldTimeouts = 2
 
-// diskStall is what the log writer records for stall detection. Every
-// read asks it (a leader on a stalled disk uses no lease), so it is
-// lock-free: times are nanoseconds since base, on the Store's clock (its
-// monotonic reading, for the wall clock).
+// stallCreditTicks is the most waiting one look of the ticker credits a
+// write in flight with, in ticks: a tick later than that means the node
+// itself did not run.
+const stallCreditTicks = 2
+
+// diskStall is what the log writer and the ticker record for stall
+// detection. Every read asks it (a leader on a stalled disk uses no lease),
+// so it is lock-free: times are nanoseconds since base, on the Store's
+// clock (its monotonic reading, for the wall clock). One goroutine (the
+// log writer) begins and ends writes, one (the ticker) observes them.
 type diskStall struct {
 	base time.Time
-	// writing: when the write in progress started, plus one (0: none).
+	// writing: when the write in flight started, plus one (0: none).
 	writing atomic.Int64
-	// counted: the write in progress was already counted as a stall.
+	// waited: how long the write in flight has been seen waiting while
+	// the node ran (observe).
+	waited atomic.Int64
+	// seen: when the ticker last looked.
+	seen atomic.Int64
+	// counted: the write in flight was already counted as a stall.
 	counted atomic.Bool
 	// until: the disk counts as stalled until then.
 	until atomic.Int64
@@ -59,43 +100,101 @@ type diskStall struct {
 
 func (d *diskStall) since(now time.Time) int64 { return int64(now.Sub(d.base)) }
 
-// beginLogWrite records that a log write starts at now.
-func (s *Store) beginLogWrite(now time.Time) {
-	s.stall.counted.Store(false)
-	s.stall.writing.Store(s.stall.since(now) + 1)
+// begin records that a disk write starts at t.
+func (d *diskStall) begin(t int64) {
+	d.waited.Store(0)
+	d.counted.Store(false)
+	d.writing.Store(t + 1)
 }
 
-// endLogWrite records that the log write in progress ended at now.
+// credit adds to the write in flight (started at w-1) the waiting seen at
+// t: the time since the later of its start and the ticker's last look, at
+// most maxGap.
+func (d *diskStall) credit(t, w, maxGap int64) int64 {
+	from := max(d.seen.Load(), w-1)
+	return d.waited.Add(min(max(t-from, 0), maxGap))
+}
+
+// observe is the ticker's look at t. It reports whether the write in
+// flight has now waited longer than thr for the first time.
+func (d *diskStall) observe(t, thr, maxGap int64) bool {
+	w := d.writing.Load()
+	var waited int64
+	if w != 0 {
+		waited = d.credit(t, w, maxGap)
+	}
+	d.seen.Store(t)
+	return w != 0 && waited > thr && d.counted.CompareAndSwap(false, true)
+}
+
+// end records that the write in flight ended at t. It reports whether
+// the write counts as a stall (it waited longer than thr, counting what
+// the node saw of it since the ticker's last look), in which case the
+// disk stays stalled for hold more, and whether it was not counted yet.
+func (d *diskStall) end(t, thr, hold, maxGap int64) (stalled, newly bool) {
+	w := d.writing.Load()
+	if w == 0 {
+		return false, false
+	}
+	waited := d.credit(t, w, maxGap)
+	d.writing.Store(0)
+	if waited <= thr {
+		return false, false
+	}
+	d.until.Store(t + hold)
+	return true, d.counted.CompareAndSwap(false, true)
+}
+
+// stalled reports whether the disk counts as stalled at t.
+func (d *diskStall) stalled(t, thr int64) bool {
+	if d.writing.Load() != 0 && d.waited.Load() > thr {
+		return true
+	}
+	return t < d.until.Load()
+}
+
+// stallCredit is the most one look credits, in nanoseconds.
+func (s *Store) stallCredit() int64 { return int64(stallCreditTicks * s.cfg.TickInterval) }
+
+// beginLogWrite records that a disk write of the log writer starts at now.
+func (s *Store) beginLogWrite(now time.Time) { s.stall.begin(s.stall.since(now)) }
+
+// endLogWrite records that the disk write in flight ended at now.
 func (s *Store) endLogWrite(now time.Time) {
 	thr := s.cfg.DiskStallThreshold
-	t := s.stall.since(now)
-	if w := s.stall.writing.Swap(0); w != 0 && thr > 0 && t-(w-1) > int64(thr) {
-		if s.stall.counted.CompareAndSwap(false, true) {
-			s.metrics.diskStalls.Inc()
-		}
-		s.stall.until.Store(t + int64(stallHoldTimeouts*s.cfg.electionTimeout()))
+	if thr <= 0 {
+		s.stall.writing.Store(0)
+		return
+	}
+	hold := int64(stallHoldTimeouts * s.cfg.electionTimeout())
+	if _, newly := s.stall.end(s.stall.since(now), int64(thr), hold, s.stallCredit()); newly {
+		s.metrics.diskStalls.Inc()
+	}
+}
+
+// observeLogWrite is the ticker's look at the disk write in flight.
+func (s *Store) observeLogWrite(now time.Time) {
+	thr := s.cfg.DiskStallThreshold
+	if thr <= 0 {
+		return
+	}
+	if s.stall.observe(s.stall.since(now), int64(thr), s.stallCredit()) {
+		s.metrics.diskStalls.Inc()
+		s.cfg.Logger.Warn("Raft log write stalled: shedding leadership and leases",
+			"waiting", time.Duration(s.stall.waited.Load()).Round(time.Millisecond), "threshold", thr)
 	}
 }
 
 // DiskStalled reports whether this node's disk counts as stalled at now: a
-// log write in progress for longer than Config.DiskStallThreshold, or one
-// that took that long ended less than stallHoldTimeouts election timeouts
-// ago.
+// log write in flight seen waiting for longer than
+// Config.DiskStallThreshold, or one that did ended less than
+// stallHoldTimeouts election timeouts ago.
 func (s *Store) DiskStalled(now time.Time) bool {
 	thr := s.cfg.DiskStallThreshold
 	if thr <= 0 {
 		return false
 	}
-	t := s.stall.since(now)
-	if w := s.stall.writing.Load(); w != 0 && t-(w-1) > int64(thr) {
-		if s.stall.counted.CompareAndSwap(false, true) {
-			s.metrics.diskStalls.Inc()
-			s.cfg.Logger.Warn("Raft log write stalled: shedding leadership and leases",
-				"waiting", time.Duration(t-(w-1)).Round(time.Millisecond), "threshold", thr)
-		}
-		return true
-	}
-	return t < s.stall.until.Load()
+	return s.stall.stalled(s.stall.since(now), int64(thr))
 }
 
 // shedForStallLocked is the leader's part on a stalled disk: drop the

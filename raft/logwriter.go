@@ -118,11 +118,10 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 		start := s.now()
 		// A full disk is waited out (diskfull.go): nothing of this
 		// batch is acknowledged until it is written.
-		// Each try is timed for stall detection (diskstall.go); a wait
-		// for space between tries is not a stall.
+		// Each try's disk work is timed for stall detection
+		// (writeDurably, diskstall.go); a wait for space between tries is
+		// not a stall.
 		if err := s.retryNoSpace("the Raft log", func() error {
-			s.beginLogWrite(s.now())
-			defer func() { s.endLogWrite(s.now()) }()
 			return s.writeDurably(b, sync, snap)
 		}); err != nil {
 			s.fatal("writing the Raft log", err)
@@ -192,16 +191,28 @@ func (s *Store) writeAppends(works []*appendWork, b *storage.Batch) {
 // storage, the responses) sees it before SyncWAL returns. A batch carrying
 // a snapshot keeps the synced write: it replaces range data that readers
 // of the engine could otherwise see before it is durable.
+//
+// Stall detection (diskstall.go) times the disk's work only: the fsync
+// (SyncWAL) or the synced write of a snapshot. The unsynced write before
+// the fsync waits for the engine's write queue and its write stalls,
+// which a heavy write load causes on a healthy disk.
 func (s *Store) writeDurably(b *storage.Batch, sync, snap bool) error {
 	if f := s.cfg.Testing.OnEngineWrite; f != nil {
 		f(s.cfg.NodeID, b)
 	}
-	if !sync || snap {
-		return s.cfg.Engine.Write(b, storage.WriteOptions{Sync: sync})
+	if !sync {
+		return s.cfg.Engine.Write(b, storage.NoSync)
+	}
+	if snap {
+		s.beginLogWrite(s.now())
+		defer func() { s.endLogWrite(s.now()) }()
+		return s.cfg.Engine.Write(b, storage.WriteOptions{Sync: true})
 	}
 	if err := s.cfg.Engine.Write(b, storage.NoSync); err != nil {
 		return err
 	}
+	s.beginLogWrite(s.now())
+	defer func() { s.endLogWrite(s.now()) }()
 	return s.cfg.Engine.SyncWAL()
 }
 

@@ -148,23 +148,8 @@ func (r *Replica) FrozenError() error {
 func (r *Replica) finishMergesLocked() {
 	s := r.store
 	for _, rr := range r.merges {
-		s.mu.Lock()
-		if s.mu.replicas[rr.rangeID] == rr {
-			delete(s.mu.replicas, rr.rangeID)
-		}
-		s.setAwake(rr, false)
-		s.mu.Unlock()
-		rr.uncountLogBytesLocked()
-		rr.ls.ReleaseCache()
-		rr.failProposalsLocked("range merged", nil)
-		rr.failReadsLocked(unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
+		rr.retireLocked("range merged", unavailablef(rr.rangeID, "range %d was merged into range %d", rr.rangeID, r.rangeID))
 		rr.rn = nil
-		rr.mu.Lock()
-		rr.mu.destroyed = true
-		rr.mu.state = 0
-		rr.mu.leaseExpiry = time.Time{}
-		rr.releaseWaitersLocked()
-		rr.mu.Unlock()
 		rr.raftMu.Unlock()
 		s.metrics.merges.Inc()
 		s.cfg.Logger.Info("range merged", "range", r.rangeID, "right", rr.rangeID)
@@ -180,15 +165,19 @@ func (r *Replica) applyOrDeferLocked(m *pb.Message) error {
 	// The gate is the state machine's (apply.StateMachine.MayApply).
 	if len(r.deferredApply) > 0 || !r.mayApplyLocked(m.GetEntries()) {
 		r.deferredApply = append(r.deferredApply, m)
+		r.publishHeldLocked()
 		return nil
 	}
 	return r.applyMessageLocked(m)
 }
 
 // mayApplyLocked reports whether the state machine lets every entry of
-// ents apply now.
+// ents apply now (and a test's TestingKnobs.HoldApply does not hold them).
 // REQUIRES: raftMu.
 func (r *Replica) mayApplyLocked(ents []*pb.Entry) bool {
+	if h := r.store.cfg.Testing.HoldApply; h != nil && h(r.store.cfg.NodeID, r.rangeID) {
+		return false
+	}
 	for _, e := range ents {
 		if !r.sm.MayApply(e) {
 			return false
@@ -212,7 +201,23 @@ func (r *Replica) applyDeferredLocked() error {
 	if len(r.deferredApply) == 0 {
 		r.deferredApply = nil
 	}
+	r.publishHeldLocked()
 	return nil
+}
+
+// publishHeldLocked publishes the index of the first committed entry held
+// back (RaftStatus.Held).
+// REQUIRES: raftMu.
+func (r *Replica) publishHeldLocked() {
+	var held uint64
+	if len(r.deferredApply) > 0 {
+		if ents := r.deferredApply[0].GetEntries(); len(ents) > 0 {
+			held = ents[0].GetIndex()
+		}
+	}
+	r.mu.Lock()
+	r.mu.held = held
+	r.mu.Unlock()
 }
 
 // Merge merges range leftID with its right-hand neighbour and returns the

@@ -19,23 +19,26 @@ type Metrics struct {
 	messagesReceived  prometheus.Counter
 	messagesDropped   prometheus.Counter
 	messagesCoalesced prometheus.Counter
-	heartbeatsSent    prometheus.Counter
-	heartbeatsSkipped prometheus.Counter
-	batchesSent       prometheus.Counter
-	leaderChanges     prometheus.Counter
-	snapshotsSent     prometheus.Counter
-	snapshotsReceived prometheus.Counter
-	splits            prometheus.Counter
-	merges            prometheus.Counter
-	logTruncations    prometheus.Counter
-	dedupHits         prometheus.Counter
-	noSpaceWrites     prometheus.Counter
-	appendsRefused    prometheus.Counter
-	diskStalls        prometheus.Counter
-	stallTransfers    prometheus.Counter
-	quiescent         prometheus.Gauge
-	quiesces          prometheus.Counter
-	wakes             prometheus.Counter
+	// noticeAnswersDropped: answers to commit notices not sent
+	// (commit_notice.go).
+	noticeAnswersDropped prometheus.Counter
+	heartbeatsSent       prometheus.Counter
+	heartbeatsSkipped    prometheus.Counter
+	batchesSent          prometheus.Counter
+	leaderChanges        prometheus.Counter
+	snapshotsSent        prometheus.Counter
+	snapshotsReceived    prometheus.Counter
+	splits               prometheus.Counter
+	merges               prometheus.Counter
+	logTruncations       prometheus.Counter
+	dedupHits            prometheus.Counter
+	noSpaceWrites        prometheus.Counter
+	appendsRefused       prometheus.Counter
+	diskStalls           prometheus.Counter
+	stallTransfers       prometheus.Counter
+	quiescent            prometheus.Gauge
+	quiesces             prometheus.Counter
+	wakes                prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -55,27 +58,28 @@ func newMetrics() *Metrics {
 		logWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem,
 			Name: "log_write_seconds", Help: "Time to write (and fsync) one log batch.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
-		entriesApplied:    counter("entries_applied_total", "Committed entries applied."),
-		applyWrites:       counter("apply_writes_total", "Engine writes made to apply committed entries: one per round for the client writes of all its ranges, plus one per apply of anything else."),
-		rangeApplies:      counter("range_applies_total", "Batches of committed entries applied (one per range and Ready)."),
-		messagesSent:      counter("messages_sent_total", "Raft messages handed to the transport."),
-		messagesReceived:  counter("messages_received_total", "Raft messages received from peers."),
-		messagesDropped:   counter("messages_dropped_total", "Raft messages that could not be delivered."),
-		heartbeatsSent:    counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
-		heartbeatsSkipped: counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
-		batchesSent:       counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
-		messagesCoalesced: counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
-		leaderChanges:     counter("leader_changes_seen_total", "Times a replica on this node became leader."),
-		snapshotsSent:     counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
-		snapshotsReceived: counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
-		splits:            counter("range_splits_total", "Range splits this node proposed and saw applied."),
-		merges:            counter("range_merges_total", "Ranges merged into their left-hand neighbour on this node."),
-		logTruncations:    counter("log_truncations_total", "Raft log truncations."),
-		dedupHits:         counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
-		noSpaceWrites:     counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
-		appendsRefused:    counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
+		entriesApplied:       counter("entries_applied_total", "Committed entries applied."),
+		applyWrites:          counter("apply_writes_total", "Engine writes made to apply committed entries: one per round for the client writes of all its ranges, plus one per apply of anything else."),
+		rangeApplies:         counter("range_applies_total", "Batches of committed entries applied (one per range and Ready)."),
+		messagesSent:         counter("messages_sent_total", "Raft messages handed to the transport."),
+		messagesReceived:     counter("messages_received_total", "Raft messages received from peers."),
+		messagesDropped:      counter("messages_dropped_total", "Raft messages that could not be delivered."),
+		heartbeatsSent:       counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
+		heartbeatsSkipped:    counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
+		batchesSent:          counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
+		messagesCoalesced:    counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
+		noticeAnswersDropped: counter("commit_notice_answers_dropped_total", "Answers to commit notices (appends without entries that only carry the commit index, to a follower the leader knows holds their index) not sent."),
+		leaderChanges:        counter("leader_changes_seen_total", "Times a replica on this node became leader."),
+		snapshotsSent:        counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
+		snapshotsReceived:    counter("snapshots_received_total", "Snapshots received (before Raft's verdict)."),
+		splits:               counter("range_splits_total", "Range splits this node proposed and saw applied."),
+		merges:               counter("range_merges_total", "Ranges merged into their left-hand neighbour on this node."),
+		logTruncations:       counter("log_truncations_total", "Raft log truncations."),
+		dedupHits:            counter("dedup_hits_total", "Client writes answered from a dedup record instead of applied again."),
+		noSpaceWrites:        counter("no_space_writes_total", "Engine writes (log appends, applies) that found the disk full and waited for space instead of failing."),
+		appendsRefused:       counter("appends_refused_disk_full_total", "Appends with entries and snapshots from peers refused because this node's disk is full (Raft resends them)."),
 
-		diskStalls:     counter("disk_stalls_total", "Raft log writes that took longer than the disk-stall threshold (counted when noticed, while still in progress or once done)."),
+		diskStalls:     counter("disk_stalls_total", "Raft log fsyncs stuck for longer than the disk-stall threshold, counting only time the node was running (counted when noticed, while still in progress or once done)."),
 		stallTransfers: counter("leadership_shed_disk_stall_total", "Leadership transfers a leader on a stalled disk started."),
 		quiescent: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem,
 			Name: "quiescent_replicas", Help: "Replicas on this node whose range is at rest: they neither tick nor heartbeat."}),
@@ -102,7 +106,7 @@ func (m *Metrics) Rests() (quiesces, wakes int) {
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
 		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {

@@ -76,6 +76,9 @@ type Replica struct {
 	// appSentTick maps followers to the store tick at which this leader
 	// last sent them an append (heartbeat_skip.go).
 	appSentTick map[uint64]uint64
+	// notices are the commit notices stepped this round, whose answers
+	// are dropped (commit_notice.go).
+	notices []commitNotice
 	// removed: a configuration change removed this replica; the round
 	// destroys it once the Ready is handled and logWrites is zero.
 	removed bool
@@ -140,6 +143,8 @@ type Replica struct {
 		sync.Mutex
 		msgs []*pb.Message
 		from []uint64 // from[i] is the node msgs[i] came from
+		// notices are those of msgs marked commit_only (commit_notice.go).
+		notices []*pb.Message
 		// quiesce holds quiesce heartbeats (quiesce.go), qfrom their nodes.
 		quiesce []*pb.Message
 		qfrom   []uint64
@@ -199,6 +204,9 @@ type Replica struct {
 		// frozenInto: a freeze for a merge into this range is applied
 		// (merge.go); 0 when not frozen.
 		frozenInto uint64
+		// held: the index of the first committed entry whose apply is
+		// held back (merge.go, the gate); 0 when none is.
+		held uint64
 	}
 }
 
@@ -349,6 +357,15 @@ func (r *Replica) IsLeader() bool {
 	return r.mu.state == etcdraft.StateLeader
 }
 
+// Term returns the replica's current term and whether it leads in it: the
+// State and Term of Status without copying the status (and its
+// descriptor).
+func (r *Replica) Term() (term uint64, leader bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.mu.term, r.mu.state == etcdraft.StateLeader
+}
+
 // notLeaderError describes the leader as this replica knows it.
 func (r *Replica) notLeaderError() error {
 	r.mu.RLock()
@@ -401,6 +418,11 @@ type RaftStatus struct {
 	// Quiescent: the range is at rest here (quiesce.go): no ticks.
 	Quiescent  bool
 	Descriptor *kvpb.RangeDescriptor
+	// Held is the index of the first committed entry held back from
+	// applying by the state machine's gate (a merge waiting for its
+	// right-hand range, merge.go) or a test's TestingKnobs.HoldApply; 0
+	// when none is.
+	Held uint64
 }
 
 // Status returns the replica's published state.
@@ -421,6 +443,7 @@ func (r *Replica) Status() RaftStatus {
 		LeaseValid:   r.leaseValidRLocked(r.store.now()),
 		Quiescent:    r.asleep.Load(),
 		Descriptor:   apply.CloneDescriptor(r.mu.desc),
+		Held:         r.mu.held,
 	}
 }
 

@@ -3,6 +3,7 @@ package raft
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	etcdraft "go.etcd.io/raft/v3"
@@ -19,7 +20,7 @@ import (
 // REQUIRES: raftMu.
 func (r *Replica) handleInboxLocked() {
 	r.in.Lock()
-	msgs, from := r.in.msgs, r.in.from
+	msgs, from, notices := r.in.msgs, r.in.from, r.in.notices
 	qmsgs, qfrom, leaderDead := r.in.quiesce, r.in.qfrom, r.in.leaderDead
 	props, reads := r.in.props, r.in.reads
 	ticks := r.in.ticks
@@ -28,6 +29,7 @@ func (r *Replica) handleInboxLocked() {
 	campaignFrom := r.in.campaignFrom
 	r.in.campaignFrom = 0
 	r.in.msgs, r.in.from, r.in.props, r.in.reads = nil, nil, nil, nil
+	r.in.notices = nil
 	r.in.quiesce, r.in.qfrom, r.in.leaderDead = nil, nil, false
 	r.in.ticks, r.in.snaps, r.in.snapStatus, r.in.unreachable = 0, nil, nil, nil
 	r.in.transferTo, r.in.inspect, r.in.removedBy = 0, nil, nil
@@ -76,8 +78,12 @@ func (r *Replica) handleInboxLocked() {
 		if from[i] != 0 {
 			r.peerNodes[m.GetFrom()] = from[i]
 		}
-		if err := r.rn.Step(m); err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
+		err := r.rn.Step(m)
+		if err != nil && !errors.Is(err, etcdraft.ErrStepPeerNotFound) {
 			r.store.cfg.Logger.Debug("raft refused a message", "range", r.rangeID, "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
+		}
+		if err == nil && len(notices) > 0 && slices.Contains(notices, m) {
+			r.noteCommitNoticeLocked(m) // commit_notice.go
 		}
 	}
 	for _, in := range snaps {

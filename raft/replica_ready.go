@@ -66,6 +66,10 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case etcdraft.LocalAppendThread:
+				if resps, dropped := r.dropNoticeAnswersLocked(m.GetResponses()); dropped > 0 { // commit_notice.go
+					m.Responses = resps
+					r.store.metrics.noticeAnswersDropped.Add(float64(dropped))
+				}
 				w := &appendWork{r: r, m: m}
 				if m.GetSnapshot() != nil && !etcdraft.IsEmptySnap(m.GetSnapshot()) {
 					w.snap, snap = snap, nil
@@ -84,6 +88,7 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 			}
 		}
 	}
+	r.notices = r.notices[:0] // answered in the first Ready, or never
 	if !r.removed {
 		if err := r.maybeTruncateLocked(); err != nil {
 			return nil, nil, fmt.Errorf("range %d: truncating the log: %w", r.rangeID, err)

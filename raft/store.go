@@ -435,6 +435,19 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	if err := s.writeEngine(b, storage.Sync); err != nil {
 		return err
 	}
+	r.retireLocked("replica removed", unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
+	s.cfg.Logger.Info("removed replica", "range", r.rangeID, "replica", r.replicaID)
+	return nil
+}
+
+// retireLocked takes a replica whose state is deleted (removed from this
+// node, or merged into its left-hand neighbour) out of the store: it
+// leaves the replica map and the awake set, gives back its log bytes and
+// entry cache, and its proposals fail with reason, its reads with
+// readErr, and its applied-index waiters are released.
+// REQUIRES: raftMu.
+func (r *Replica) retireLocked(reason string, readErr error) {
+	s := r.store
 	s.mu.Lock()
 	if s.mu.replicas[r.rangeID] == r {
 		delete(s.mu.replicas, r.rangeID)
@@ -444,16 +457,14 @@ func (s *Store) destroyReplicaLocked(r *Replica) error {
 	r.uncountLogBytesLocked()
 	r.ls.ReleaseCache()
 	r.forgetSleepLocked()
-	r.failProposalsLocked("replica removed", nil)
-	r.failReadsLocked(unavailablef(r.rangeID, "replica removed from node %d", s.cfg.NodeID))
+	r.failProposalsLocked(reason, nil)
+	r.failReadsLocked(readErr)
 	r.mu.Lock()
 	r.mu.destroyed = true
 	r.mu.state = 0
 	r.mu.leaseExpiry = time.Time{}
 	r.releaseWaitersLocked()
 	r.mu.Unlock()
-	s.cfg.Logger.Info("removed replica", "range", r.rangeID, "replica", r.replicaID)
-	return nil
 }
 
 // unownedSpans returns the parts of sp (a data span of r) that no other
@@ -548,6 +559,7 @@ func (s *Store) tickReplicas() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.ticks.Add(1)
+	s.observeLogWrite(s.now()) // before the replicas ask DiskStalled
 	peers := s.heartbeatPeersLocked()
 	s.sendNodeHeartbeats(peers)
 	dead := s.noteSilencesLocked(peers)

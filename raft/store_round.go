@@ -109,6 +109,7 @@ func (s *Store) processRound(reps []*Replica) {
 				continue
 			}
 			if rm := r.rangeMessageLocked(m); rm != nil {
+				rm.CommitOnly = r.markCommitOnlyLocked(m) // commit_notice.go
 				byNode[rm.GetToNodeId()] = append(byNode[rm.GetToNodeId()], rm)
 				if t := m.GetType(); t == pb.MsgHeartbeat || t == pb.MsgHeartbeatResp {
 					heartbeats++

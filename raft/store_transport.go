@@ -62,6 +62,9 @@ func (s *Store) HandleRaftMessages(_ context.Context, batch *raftrpcpb.RaftMessa
 		} else {
 			r.in.msgs = append(r.in.msgs, m)
 			r.in.from = append(r.in.from, rm.GetFromNodeId())
+			if rm.GetCommitOnly() {
+				r.in.notices = append(r.in.notices, m)
+			}
 		}
 		r.in.Unlock()
 		touched[r] = struct{}{}

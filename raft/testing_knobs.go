@@ -29,6 +29,19 @@ type TestingKnobs struct {
 	// store hands to the transport for one peer node: a benchmark counts
 	// them by kind. It must not keep or change msgs.
 	OnSend func(nodeID uint64, msgs []*raftrpcpb.RangeMessage)
+	// AnswerCommitNotices makes leaders send commit notices unmarked, so
+	// that followers answer them as Raft does (commit_notice.go): a
+	// benchmark measures what the marking saves.
+	AnswerCommitNotices bool
+	// HoldApply, if set, is asked before each group of committed entries
+	// of range rangeID applies on node nodeID: true holds them (and every
+	// later group) as the merge gate does (merge.go), until a later round
+	// asks again and it says false. The log is not held: the entries are
+	// appended, acknowledged and committed as usual. A transcript uses it
+	// to keep one replica of a range behind its log (sim's merge.txt). It
+	// runs under the replica's raftMu and must not call back into the
+	// Store.
+	HoldApply func(nodeID, rangeID uint64) bool
 	// Bug plants one bug (BugNone: none).
 	Bug PlantedBug
 }

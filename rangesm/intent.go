@@ -9,6 +9,7 @@ import (
 	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
+	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -108,20 +109,11 @@ func decodeIntent(key, v []byte) (Intent, error) {
 	}
 	in.Provisional = p
 	rest := v[fixed:]
-	field := func() ([]byte, bool) {
-		n, m := binary.Uvarint(rest)
-		if m <= 0 || n > uint64(len(rest)-m) {
-			return nil, false
-		}
-		f := append([]byte{}, rest[m:m+int(n)]...)
-		rest = rest[m+int(n):]
-		return f, true
-	}
 	var ok bool
-	if in.Record, ok = field(); !ok {
+	if in.Record, ok = takeField(&rest); !ok {
 		return bad("bad record key")
 	}
-	if in.Value, ok = field(); !ok || len(rest) != 0 {
+	if in.Value, ok = takeField(&rest); !ok || len(rest) != 0 {
 		return bad("bad value")
 	}
 	return in, nil
@@ -217,6 +209,67 @@ func (r Reader) intentsIn(l Locks, start, end []byte, ts hlc.Timestamp) ([]Inten
 // table as this node has applied it.
 func ReadIntent(db *storage.DB, rangeID uint64, k []byte) (Intent, bool, error) {
 	return Reader{db: db}.lockedKey(Locks{RangeID: rangeID, Held: true}, k)
+}
+
+// TxnIntentsGone reports whether, in one consistent view of this node's
+// engine, range rangeID is here and not frozen for a merge, its
+// descriptor holds every key of ks, and none of them holds an intent of
+// transaction txn. That view is a prefix of the range's log: if it shows
+// the range owning the keys and no intent of txn on them, every intent
+// of txn on them applied at or before that point (in this range, or in
+// one it came from by a split or merge) was resolved by then.
+//
+// The view is what makes the answer safe. Read key by key from the
+// engine and checked against the replica's descriptor in memory, it is
+// not: the lock table and the descriptor change at different moments.
+// A split moves the right-hand half's intents to the new range's lock
+// table in the engine before replication publishes the shorter
+// descriptor (an apply batch written early, to read the engine, writes
+// the split's move with it), and a merge deletes the right-hand range's
+// lock table while that replica's descriptor in memory still covers its
+// keys; in either window a lookup under rangeID misses an intent that
+// still stands under the other range's ID.
+func TxnIntentsGone(db *storage.DB, rangeID uint64, txn command.TxnID, ks [][]byte) (bool, error) {
+	snap, err := db.NewSnapshot()
+	if err != nil {
+		return false, err
+	}
+	defer snap.Close()
+	get := func(k []byte) ([]byte, bool, error) {
+		v, err := snap.Get(k)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, false, nil
+		}
+		return v, err == nil, err
+	}
+	v, found, err := get(keys.DescriptorKey(rangeID))
+	if err != nil || !found {
+		return false, err // merged away, removed, or not initialized
+	}
+	desc, err := logstore.DecodeDescriptor(v)
+	if err != nil {
+		return false, fmt.Errorf("range %d: %w", rangeID, err)
+	}
+	if _, frozen, err := get(keys.FreezeKey(rangeID)); err != nil || frozen {
+		return false, err // its intents may move to the left-hand range
+	}
+	for _, k := range ks {
+		if !keys.ContainsUserKey(desc, k) {
+			return false, nil
+		}
+		v, found, err := get(keys.LockKey(rangeID, k))
+		if err != nil {
+			return false, err
+		}
+		if !found {
+			continue
+		}
+		in, err := decodeIntent(k, v)
+		if err != nil || in.Txn == txn {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // scanIntents returns the intents of range rangeID on [start, end) that
@@ -615,4 +668,16 @@ func (r *Range) checkTxnKeys(cmd *command.Command) (command.Result, bool) {
 		}
 	}
 	return command.Result{}, true
+}
+
+// takeField cuts a field (its length as a uvarint, then its bytes) off the
+// front of *rest and returns a copy of it; false if *rest is too short.
+func takeField(rest *[]byte) ([]byte, bool) {
+	n, m := binary.Uvarint(*rest)
+	if m <= 0 || n > uint64(len(*rest)-m) {
+		return nil, false
+	}
+	f := append([]byte{}, (*rest)[m:m+int(n)]...)
+	*rest = (*rest)[m+int(n):]
+	return f, true
 }

@@ -3,19 +3,13 @@ package rangesm_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
-	"github.com/shaledb/shale/raft"
-	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/rangesm"
-	"github.com/shaledb/shale/storage"
 )
 
 var txnA, txnB = command.TxnID{0xa}, command.TxnID{0xb}
@@ -220,18 +214,7 @@ func TestIntentsMoveWithSplitAndMerge(t *testing.T) {
 	p := s.propose(user, txnWrite(txnA, ts(1000, 0), ts(0, 0), nil, putM("a", "1"), putM("m", "1"), putM("z", "1"))).Version
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var left, right *kvpb.RangeDescriptor
-	var err error
-	for {
-		left, right, err = s.s.Split(ctx, user, []byte("g"))
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	left, right := s.split(ctx, user, "g")
 	l, r := left.GetRangeId(), right.GetRangeId()
 	if nl, nr := s.state(l).Intents, s.state(r).Intents; nl != 1 || nr != 2 {
 		t.Fatalf("after the split: %d intents left, %d right", nl, nr)
@@ -270,31 +253,7 @@ func TestIntentsMoveWithSplitAndMerge(t *testing.T) {
 // Restore) counts it again and reads keep meeting it.
 func TestIntentsSurviveARestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	open := func(boot bool) (*store, func()) {
-		db, err := storage.Open(dir, keys.WithUserVersions(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if boot {
-			if err := raft.Bootstrap(db, "c", 1, []*kvpb.NodeDescriptor{{NodeId: 1, Address: "127.0.0.1:1"}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := raft.NewStore(raft.Config{Engine: db, StateMachines: f, NodeID: 1, ClusterID: "c",
-			TickInterval: 10 * time.Millisecond, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &store{t: t, db: db, s: rs}
-		rs.SetAppliedWaiter(st)
-		rs.Start()
-		return st, func() { rs.Stop(); db.Close() }
-	}
+	open := func(boot bool) (*store, func()) { return openStore(t, dir, boot, rangesm.Config{}) }
 	s, stop := open(true)
 	p := s.propose(user, txnWrite(txnA, ts(1000, 0), ts(0, 0), nil, putM("a", "1"), putM("b", "1"))).Version
 	stop()
@@ -465,18 +424,7 @@ func TestTxnRecordsMoveWithSplitAndMerge(t *testing.T) {
 	s.propose(user, stage(txnB, "m"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var left, right *kvpb.RangeDescriptor
-	var err error
-	for {
-		left, right, err = s.s.Split(ctx, user, []byte("g"))
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	left, right := s.split(ctx, user, "g")
 	l, r := left.GetRangeId(), right.GetRangeId()
 	for _, c := range []struct {
 		rangeID uint64

@@ -3,14 +3,9 @@ package rangesm_test
 import (
 	"encoding/binary"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/logstore"
 	"github.com/shaledb/shale/rangesm"
@@ -24,31 +19,7 @@ import (
 // state, deleting those.
 func TestMVCCStateInTheAppliedState(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
-	open := func(boot bool) (*store, func()) {
-		db, err := storage.Open(dir, keys.WithUserVersions(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if boot {
-			if err := raft.Bootstrap(db, "c", 1, []*kvpb.NodeDescriptor{{NodeId: 1, Address: "127.0.0.1:1"}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := raft.NewStore(raft.Config{Engine: db, StateMachines: f, NodeID: 1, ClusterID: "c",
-			TickInterval: 10 * time.Millisecond, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &store{t: t, db: db, s: rs}
-		rs.SetAppliedWaiter(st)
-		rs.Start()
-		return st, func() { rs.Stop(); db.Close() }
-	}
+	open := func(boot bool) (*store, func()) { return openStore(t, dir, boot, rangesm.Config{}) }
 	s, stop := open(true)
 	s.propose(user, put("a", "1", ts(1000, 0)))
 	s.propose(user, put("b", "22", ts(1001, 0)))

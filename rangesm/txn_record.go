@@ -125,17 +125,8 @@ func decodeTxnRecord(id command.TxnID, v []byte) (TxnRecord, error) {
 	}
 	rec.Timestamp = ts
 	rest := v[fixed:]
-	field := func() ([]byte, bool) {
-		n, m := binary.Uvarint(rest)
-		if m <= 0 || n > uint64(len(rest)-m) {
-			return nil, false
-		}
-		f := append([]byte{}, rest[m:m+int(n)]...)
-		rest = rest[m+int(n):]
-		return f, true
-	}
 	var ok bool
-	if rec.RecordKey, ok = field(); !ok {
+	if rec.RecordKey, ok = takeField(&rest); !ok {
 		return bad("bad record key")
 	}
 	count, m := binary.Uvarint(rest)
@@ -145,7 +136,7 @@ func decodeTxnRecord(id command.TxnID, v []byte) (TxnRecord, error) {
 	rest = rest[m:]
 	rec.Keys = make([][]byte, count)
 	for i := range rec.Keys {
-		if rec.Keys[i], ok = field(); !ok {
+		if rec.Keys[i], ok = takeField(&rest); !ok {
 			return bad("bad key")
 		}
 	}

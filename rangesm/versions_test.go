@@ -43,12 +43,25 @@ func newStoreObserving(t *testing.T, observe func(hlc.Timestamp)) *store {
 // newStoreConfig is newStore with cfg's Observe and Feed.
 func newStoreConfig(t *testing.T, cfg rangesm.Config) *store {
 	t.Helper()
-	db, err := storage.Open(filepath.Join(t.TempDir(), "db"), keys.WithUserVersions(nil))
+	st, stop := openStore(t, filepath.Join(t.TempDir(), "db"), true, cfg)
+	t.Cleanup(stop)
+	return st
+}
+
+// openStore opens the engine in dir (bootstrapping a one-node cluster in
+// it if boot) and starts a Store on it with cfg's Observe and Feed; stop
+// stops the Store and closes the engine, so that a test can open the same
+// directory again, as after a restart.
+func openStore(t *testing.T, dir string, boot bool, cfg rangesm.Config) (st *store, stop func()) {
+	t.Helper()
+	db, err := storage.Open(dir, keys.WithUserVersions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := raft.Bootstrap(db, "c", 1, []*kvpb.NodeDescriptor{{NodeId: 1, Address: "127.0.0.1:1"}}); err != nil {
-		t.Fatal(err)
+	if boot {
+		if err := raft.Bootstrap(db, "c", 1, []*kvpb.NodeDescriptor{{NodeId: 1, Address: "127.0.0.1:1"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: log, Observe: cfg.Observe, Feed: cfg.Feed})
@@ -60,14 +73,32 @@ func newStoreConfig(t *testing.T, cfg rangesm.Config) *store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &store{t: t, db: db, s: s}
+	st = &store{t: t, db: db, s: s}
 	s.SetAppliedWaiter(st)
 	s.Start()
-	t.Cleanup(func() {
+	return st, func() {
 		s.Stop()
 		db.Close()
-	})
-	return st
+	}
+}
+
+// split splits range rangeID at key, retrying until ctx ends (the
+// range's leader may not be elected yet), and returns the two halves.
+func (s *store) split(ctx context.Context, rangeID uint64, key string) (left, right *kvpb.RangeDescriptor) {
+	s.t.Helper()
+	for {
+		left, right, err := s.s.Split(ctx, rangeID, []byte(key))
+		if err == nil {
+			return left, right
+		}
+		if ctx.Err() != nil {
+			s.t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // WaitApplied implements raft.AppliedWaiter for the one node: merges read
@@ -371,18 +402,7 @@ func TestSplitAndMergeCarryTheFrontier(t *testing.T) {
 	s.propose(user, put("m", "1", ts(2000, 0)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var left, right *kvpb.RangeDescriptor
-	var err error
-	for {
-		left, right, err = s.s.Split(ctx, user, []byte("g"))
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	left, right := s.split(ctx, user, "g")
 	for _, id := range []uint64{left.GetRangeId(), right.GetRangeId()} {
 		if f := s.state(id).Frontier; f != ts(2000, 0) {
 			t.Fatalf("range %d after the split: frontier %s, want 2000,0", id, f)

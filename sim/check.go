@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -89,13 +90,13 @@ func (c *checker) afterStep() {
 			continue
 		}
 		for _, r := range nd.store.Replicas() {
-			st := r.Status()
-			if st.State != "leader" {
+			term, leader := r.Term()
+			if !leader {
 				continue
 			}
-			k := termKey{st.RangeID, st.Term}
+			k := termKey{r.RangeID(), term}
 			if prev, ok := c.leaders[k]; ok && prev != nd.id {
-				c.s.violate("two leaders of range %d in term %d: nodes %d and %d", st.RangeID, st.Term, prev, nd.id)
+				c.s.violate("two leaders of range %d in term %d: nodes %d and %d", r.RangeID(), term, prev, nd.id)
 			}
 			c.leaders[k] = nd.id
 		}
@@ -149,13 +150,19 @@ func (c *checker) checkReplicas(final bool) {
 // spanHash hashes every key and value in spans.
 func spanHash(db *storage.DB, spans ...keys.Span) (uint64, error) {
 	h := fnv.New64a()
+	var n [2 * binary.MaxVarintLen64]byte
 	for _, sp := range spans {
 		it, err := db.NewIter(&storage.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
 		if err != nil {
 			return 0, err
 		}
 		for ok := it.First(); ok; ok = it.Next() {
-			fmt.Fprintf(h, "%d:%x=%d:%x;", len(it.UnsafeKey()), it.UnsafeKey(), len(it.UnsafeValue()), it.UnsafeValue())
+			k, v := it.UnsafeKey(), it.UnsafeValue()
+			b := binary.AppendUvarint(n[:0], uint64(len(k)))
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			h.Write(b)
+			h.Write(k)
+			h.Write(v)
 		}
 		err = it.Error()
 		it.Close()

@@ -26,7 +26,10 @@ func (s *Sim) deliverLater(reqs []sendReq) {
 	now := s.clock.Now()
 	p := s.net.params
 	for _, r := range reqs {
-		desc := describe(r)
+		var desc string
+		if s.opts.Log != nil {
+			desc = describe(r)
+		}
 		if s.net.blocked[link{r.from, r.to}] {
 			s.tracef("partitioned %s", desc)
 			s.fail(r, "partitioned")
@@ -49,7 +52,7 @@ func (s *Sim) deliverLater(reqs []sendReq) {
 			if c > 0 {
 				r.msgs = cloneAll(r.msgs)
 			}
-			s.schedule(now.Add(d), "deliver "+desc, func() { s.deliver(r) })
+			s.schedule(now.Add(d), s.whatf("deliver %s", desc), func() { s.deliver(r) })
 		}
 	}
 }
@@ -101,7 +104,7 @@ func (s *Sim) deliver(r sendReq) {
 			to.held = map[uint64][]sendReq{}
 		}
 		if len(to.held[r.from]) == 0 {
-			s.schedule(s.afterPause(to), fmt.Sprintf("deliver held n%d->n%d", r.from, r.to), func() {
+			s.schedule(s.afterPause(to), s.whatf("deliver held n%d->n%d", r.from, r.to), func() {
 				held := to.held[r.from]
 				delete(to.held, r.from)
 				for _, h := range held {

@@ -60,14 +60,19 @@
 // show); the engine's internals (its background flushes and compactions
 // run on its own threads: they change no result); Go's map iteration
 // inside the Store (the simulator sorts what it sees). TestSameSeedSameTrace
-// checks that two runs of one seed give the same trace.
+// checks that two runs of one seed give the same trace. The trace (every
+// step, delivery and outcome, as text, and its hash) is built only when
+// Options.Log is set: a replay (-seed) and that test set it; the many
+// seeds of TestSimulation do not, which saves their cost.
 //
 // # Transcripts
 //
 // TestTranscript runs the scripted scenarios of testdata/transcript
-// (cockroachdb/datadriven): proposal outcomes, leases and read barriers
-// step by step, on a network whose only faults are the script's
-// partitions and a disk that never stalls, each command's printed
+// (cockroachdb/datadriven): proposal outcomes, leases, read barriers and
+// the merge gate step by step, on a network whose only faults are the
+// script's partitions and a disk that never stalls (and, for the merge
+// gate, a replica whose apply the script holds behind its log:
+// raft.TestingKnobs.HoldApply), each command's printed
 // outcome compared with the file's (docs/testing.md, "Transcript
 // tests").
 //

@@ -136,7 +136,7 @@ func (s *Sim) crashOne() {
 	nd := cands[s.rng.IntN(len(cands))]
 	s.crash(nd)
 	at := s.clock.Now().Add(time.Duration(s.rng.Int64N(int64(400 * time.Millisecond))))
-	s.schedule(at, fmt.Sprintf("restart n%d", nd.id), func() {
+	s.schedule(at, s.whatf("restart n%d", nd.id), func() {
 		if !nd.up {
 			s.startNode(nd)
 		}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -38,7 +40,8 @@ type Options struct {
 	// Bug plants a bug in the replication layer (raft.TestingKnobs).
 	Bug raft.PlantedBug
 	// Log, if set, receives the nodes' log (warnings and up) and the
-	// simulator's trace lines.
+	// simulator's trace lines; without it no trace is built (a seed
+	// costs less) and Result.TraceHash is zero.
 	Log io.Writer
 }
 
@@ -59,7 +62,8 @@ type Result struct {
 	Seed uint64
 	// TraceHash is a hash of every step the run took, every message it
 	// delivered and every outcome it recorded: two runs of one seed must
-	// give the same.
+	// give the same. Only a run with a Log builds its trace (zero
+	// otherwise).
 	TraceHash uint64
 	Steps     int
 	// Ops counts client operations by outcome.
@@ -179,6 +183,32 @@ type Sim struct {
 	// steadyDisk: no fsync stalls (the transcripts' runs, whose only
 	// faults are the ones their script asks for).
 	steadyDisk bool
+	// holds, when not nil, are the replicas whose apply a transcript
+	// holds back (raft.TestingKnobs.HoldApply); set before bootstrap.
+	holds *applyHolds
+}
+
+// applyHolds are the replicas (node, range) whose committed entries may
+// not apply yet.
+type applyHolds struct {
+	mu   sync.Mutex
+	held map[replicaKey]bool
+}
+
+func (h *applyHolds) set(k replicaKey, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.held[k] = true
+	} else {
+		delete(h.held, k)
+	}
+}
+
+func (h *applyHolds) holds(nodeID, rangeID uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[replicaKey{nodeID, rangeID}]
 }
 
 func newSim(t *testing.T, opts Options, root string) *Sim {
@@ -200,13 +230,24 @@ func newSim(t *testing.T, opts Options, root string) *Sim {
 	return s
 }
 
-// tracef adds a line to the trace (and to the log, if any).
+// tracef adds a line to the trace and the log (when there is a log: the
+// trace is built only then).
 func (s *Sim) tracef(format string, args ...any) {
+	if s.opts.Log == nil {
+		return
+	}
 	line := fmt.Sprintf("%d ", s.clock.Now().Sub(epoch).Microseconds()) + fmt.Sprintf(format, args...) + "\n"
 	io.WriteString(s.trace, line)
-	if s.opts.Log != nil {
-		io.WriteString(s.opts.Log, line)
+	io.WriteString(s.opts.Log, line)
+}
+
+// whatf names a step for the trace ("" when there is no trace, since the
+// name would not be used).
+func (s *Sim) whatf(format string, args ...any) string {
+	if s.opts.Log == nil {
+		return ""
 	}
+	return fmt.Sprintf(format, args...)
 }
 
 // violate records a broken invariant.
@@ -314,6 +355,9 @@ func (s *Sim) startNode(nd *node) {
 			panic(errAbort{fmt.Sprintf("node %d fatal: %s: %v", nd.id, msg, err)})
 		},
 	}
+	if s.holds != nil {
+		cfg.Testing.HoldApply = s.holds.holds
+	}
 	cfg.NewTransport = func(h raft.TransportHandlers) (raft.Transport, error) {
 		nd.tr = &simTransport{net: s.net, node: nd.id, h: h}
 		return nd.tr, nil
@@ -385,7 +429,10 @@ func (s *Sim) node(id uint64) *node {
 // schedule adds an event at time at.
 func (s *Sim) schedule(at time.Time, what string, fn func()) {
 	s.seq++
-	s.events = append(s.events, &event{at: at, seq: s.seq, what: what, fn: fn})
+	// Kept in order of time, then of scheduling: a new event goes after
+	// every event due at or before its time.
+	i := sort.Search(len(s.events), func(j int) bool { return s.events[j].at.After(at) })
+	s.events = slices.Insert(s.events, i, &event{at: at, seq: s.seq, what: what, fn: fn})
 }
 
 func (s *Sim) scheduleTick(nd *node, at time.Time) {
@@ -415,33 +462,27 @@ func (s *Sim) enabled() []action {
 		}
 		nd := nd
 		if nd.store.RoundPending() {
-			acts = append(acts, action{fmt.Sprintf("round n%d", nd.id), func() { nd.store.StepRound() }})
+			acts = append(acts, action{s.whatf("round n%d", nd.id), func() { nd.store.StepRound() }})
 		}
 		if nd.store.LogWritePending() {
 			if nd.diskReady.IsZero() {
 				nd.diskReady = now.Add(s.fsyncLatency())
 			}
 			if !nd.diskReady.After(now) {
-				acts = append(acts, action{fmt.Sprintf("logwrite n%d", nd.id), func() {
+				acts = append(acts, action{s.whatf("logwrite n%d", nd.id), func() {
 					nd.diskReady = time.Time{}
 					nd.store.StepLogWrite()
 				}})
 			}
 		}
 	}
-	sort.SliceStable(s.events, func(i, j int) bool {
-		if !s.events[i].at.Equal(s.events[j].at) {
-			return s.events[i].at.Before(s.events[j].at)
-		}
-		return s.events[i].seq < s.events[j].seq
-	})
 	for i, e := range s.events {
 		if e.at.After(now) {
 			break
 		}
 		i, e := i, e
 		acts = append(acts, action{e.what, func() {
-			s.events = append(s.events[:i:i], s.events[i+1:]...)
+			s.events = slices.Delete(s.events, i, i+1)
 			e.fn()
 		}})
 	}
@@ -495,8 +536,8 @@ func (s *Sim) nextTime() (time.Time, bool) {
 			next, ok = t, true
 		}
 	}
-	for _, e := range s.events {
-		consider(e.at)
+	if len(s.events) > 0 {
+		consider(s.events[0].at)
 	}
 	for _, nd := range s.nodes {
 		if nd.up && !nd.diskReady.IsZero() {

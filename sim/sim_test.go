@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 20, "number of seeds TestSimulation runs (from -seed-base)")
+	flagSeeds = flag.Int("seeds", 300, "number of seeds TestSimulation runs (from -seed-base)")
 	flagBase  = flag.Uint64("seed-base", 1, "first seed TestSimulation runs")
 	flagSeed  = flag.Uint64("seed", 0, "run only this seed, with its trace on stderr")
 	flagBug   = flag.String("bug", "", "plant this bug (apply-twice, ack-before-sync, stale-lease) in -seed's run")

@@ -71,6 +71,11 @@ type transcript struct {
 	valid   map[uint64]bool
 	events  []leaseEvent
 	overlap bool
+	// ranges names the ranges of the merge transcripts (left is the
+	// first user range; split binds right); freezeIdx is the index of
+	// the last freeze the script proposed.
+	ranges    map[string]uint64
+	freezeIdx uint64
 }
 
 // leaseEvent is a node's lease beginning or lapsing, or a broken lease
@@ -138,6 +143,8 @@ func (h *transcript) cmd(t *testing.T, d *datadriven.TestData) string {
 		return h.await(d)
 	case "lease-status":
 		return h.leaseStatus(d)
+	case "split", "hold", "release", "freeze", "merge-entry", "merge", "replicas":
+		return h.mergeCmd(d) // transcript_merge_test.go
 	default:
 		d.Fatalf(t, "unknown command %s", d.Cmd)
 		return ""
@@ -171,7 +178,10 @@ func (h *transcript) start(d *datadriven.TestData) string {
 	h.ops = map[string]*tOp{}
 	h.valid = map[uint64]bool{}
 	h.events, h.overlap = nil, false
+	h.ranges = map[string]uint64{"left": keys.FirstUserRangeID}
+	h.freezeIdx = 0
 	h.s.steadyDisk = true
+	h.s.holds = &applyHolds{held: map[replicaKey]bool{}}
 	h.s.bootstrap()
 	return fmt.Sprintf("started %d voters", n)
 }
@@ -179,11 +189,16 @@ func (h *transcript) start(d *datadriven.TestData) string {
 // status is node id's view of the first user range (where the
 // transcripts' keys live until they split it).
 func (h *transcript) status(id uint64) (raft.RaftStatus, bool) {
+	return h.rangeStatus(id, keys.FirstUserRangeID)
+}
+
+// rangeStatus is node id's view of range rangeID.
+func (h *transcript) rangeStatus(id, rangeID uint64) (raft.RaftStatus, bool) {
 	st := h.s.node(id).storeIfUp()
 	if st == nil {
 		return raft.RaftStatus{}, false
 	}
-	r, err := st.Replica(keys.FirstUserRangeID)
+	r, err := st.Replica(rangeID)
 	if err != nil {
 		return raft.RaftStatus{}, false
 	}
@@ -360,8 +375,11 @@ func (h *transcript) dur(d *datadriven.TestData, arg string, def time.Duration) 
 // the simulated clock; none by default), and runs the simulator for up to
 // wait= (1s) for it: it prints the outcome, or "pending" (await as= later).
 func (h *transcript) start1(d *datadriven.TestData, kind string, fn func(ctx context.Context, st *raft.Store, d *datadriven.TestData) string) string {
-	id := h.node(d, "node")
-	nd := h.s.node(id)
+	return h.start1At(d, h.s.node(h.node(d, "node")), kind, fn)
+}
+
+// start1At starts a client call on node nd (start1 on node=).
+func (h *transcript) start1At(d *datadriven.TestData, nd *node, kind string, fn func(ctx context.Context, st *raft.Store, d *datadriven.TestData) string) string {
 	if !nd.up {
 		return "node down"
 	}

@@ -211,7 +211,7 @@ func (w *workload) begin(o *op) {
 	w.ops = append(w.ops, o)
 	w.pending = append(w.pending, o)
 	s.tracef("op %d begin %s %s %s %s", o.id, o.kind, o.key, o.end, o.value)
-	s.schedule(o.deadline, fmt.Sprintf("op %d deadline", o.id), func() {
+	s.schedule(o.deadline, s.whatf("op %d deadline", o.id), func() {
 		if !o.done {
 			o.cancel()
 		}
@@ -279,7 +279,7 @@ func (w *workload) attempt(o *op) {
 		}
 		// The request waits for the paused process.
 		o.stuck = true
-		s.schedule(s.afterPause(nd), fmt.Sprintf("op %d attempt after pause", o.id), func() {
+		s.schedule(s.afterPause(nd), s.whatf("op %d attempt after pause", o.id), func() {
 			o.stuck = false
 			w.attemptOn(o, nd, ch)
 		})

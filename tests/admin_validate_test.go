@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -77,13 +76,8 @@ func TestAdminValidatesBeforeActing(t *testing.T) {
 			t.Errorf("a refused admin request: %v (want a precondition error, not applied)", err)
 		}
 	}
-	// An address where nothing listens: a listener closed at once.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nowhere := lis.Addr().String()
-	lis.Close()
+	// An address where nothing listens: a port held, never listened on.
+	nowhere := reserveAddr(t, "127.0.0.1")
 	check("node add "+nowhere, func(ctx context.Context) error {
 		_, err := cl.AddNode(ctx, &kvpb.NodeDescriptor{Address: nowhere})
 		return err

@@ -17,7 +17,7 @@ import (
 // sees every acknowledged write too (docs/versions.md, "The frontier
 // rule").
 func TestBatchGetInOneRangeTakesNoCloseRound(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,8 +186,10 @@ func TestBenchAgainstEtcd(t *testing.T) {
 		t.Skip("etcd is not installed (scripts/deps --bench installs it)")
 	}
 	dir := t.TempDir()
-	clientAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	// etcd binds its ports itself: held ones (see clusterharness.Port),
+	// which no other process's port-0 bind can take meanwhile.
+	clientAddr := reserveAddr(t, "127.0.0.1")
+	peerURL := "http://" + reserveAddr(t, "127.0.0.1")
 	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		t.Fatal(err)

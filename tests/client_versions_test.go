@@ -18,7 +18,7 @@ import (
 // observed timestamps moving the node's versions up, and bad timestamps
 // refused.
 func TestClientVersions(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{ScanPageSize: 2})

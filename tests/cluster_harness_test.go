@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,8 +43,11 @@ type clusterNode struct {
 	ip       string
 	grpcAddr string
 	httpAddr string
-	dataDir  string
-	proc     *clusterharness.Proc // the process: start, signals, log
+	// grpcPort and httpPort hold the node's addresses for the whole test;
+	// every start inherits listeners on them.
+	grpcPort, httpPort *clusterharness.Port
+	dataDir            string
+	proc               *clusterharness.Proc // the process: start, signals, log
 }
 
 type testCluster struct {
@@ -161,25 +163,41 @@ func newClusterBin(t testing.TB, n int, bin string, sec *clusterCreds, prepare f
 func (c *testCluster) newNode(id uint64) *clusterNode {
 	c.t.Helper()
 	ip := fmt.Sprintf("%s.%d", testNet(), ipBase+id)
-	cn := &clusterNode{id: id, ip: ip,
-		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
+	cn := &clusterNode{id: id, ip: ip, grpcPort: reservePort(c.t, ip), httpPort: reservePort(c.t, ip),
+		dataDir: filepath.Join(c.dir, fmt.Sprint("node", id)),
 	}
-	cn.proc = clusterharness.NewProc(cn.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
+	cn.grpcAddr, cn.httpAddr = cn.grpcPort.Addr(), cn.httpPort.Addr()
+	cn.newProc(filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
 	c.mu.Lock()
 	c.nodes[id] = cn
 	c.mu.Unlock()
 	return cn
 }
 
-func freePortOn(t testing.TB, ip string) int {
+// newProc gives the node a new process handle logging to logPath, whose
+// starts inherit listeners on the node's ports.
+func (cn *clusterNode) newProc(logPath string) {
+	cn.proc = clusterharness.NewProc(cn.httpAddr, logPath)
+	cn.proc.Inherit(clusterharness.Socket{Flag: "--listen-fd", Port: cn.grpcPort},
+		clusterharness.Socket{Flag: "--http-fd", Port: cn.httpPort})
+}
+
+// reservePort holds a port on ip until the test ends (a node's address:
+// see clusterharness.Port).
+func reservePort(t testing.TB, ip string) *clusterharness.Port {
 	t.Helper()
-	port, err := clusterharness.FreePortOn(ip)
+	port, err := clusterharness.ReservePort(ip)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { port.Close() })
 	return port
+}
+
+// reserveAddr is reservePort's host:port.
+func reserveAddr(t testing.TB, ip string) string {
+	t.Helper()
+	return reservePort(t, ip).Addr()
 }
 
 func (c *testCluster) node(id uint64) *clusterNode {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/client"
-	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // Cluster identity (node/identity.go): two clusters started one after the
@@ -44,7 +43,7 @@ func (c *testCluster) restartWith(id uint64) error {
 	args := []string{"--listen", cn.grpcAddr, "--http", cn.httpAddr, "--data-dir", cn.dataDir, "--log-format", "json",
 		"--initial-cluster", c.initial}
 	args = append(args, c.extra...)
-	cn.proc = clusterharness.NewProc(cn.httpAddr, cn.dataDir+".log")
+	cn.newProc(cn.dataDir + ".log")
 	return cn.proc.Start(shale, args, nil, 60*time.Second)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,9 +91,12 @@ func TestComposeSmoke(t *testing.T) {
 	c.env = append(os.Environ(), "COMPOSE_PROJECT_NAME=shalesmoke"+suffix, "SHALE_IMAGE="+c.image,
 		"SHALE_NODES=3", "SHALE_COMPOSE_WAIT=120")
 	for i := range 3 {
-		g, h := freePort(t), freePort(t)
-		c.grpc[i], c.http[i] = fmt.Sprintf("127.0.0.1:%d", g), fmt.Sprintf("127.0.0.1:%d", h)
-		c.env = append(c.env, fmt.Sprintf("SHALE%d_GRPC_PORT=%d", i+1, g), fmt.Sprintf("SHALE%d_HTTP_PORT=%d", i+1, h))
+		// Docker publishes the ports itself: held ones (see
+		// clusterharness.Port), which no other process's port-0 bind can
+		// take meanwhile.
+		g, h := reservePort(t, "127.0.0.1"), reservePort(t, "127.0.0.1")
+		c.grpc[i], c.http[i] = g.Addr(), h.Addr()
+		c.env = append(c.env, fmt.Sprintf("SHALE%d_GRPC_PORT=%s", i+1, portOf(g.Addr())), fmt.Sprintf("SHALE%d_HTTP_PORT=%s", i+1, portOf(h.Addr())))
 	}
 
 	start := time.Now()
@@ -250,4 +254,10 @@ func staleGetAt(addr, key string) (string, bool, error) {
 		return "", false, err
 	}
 	return string(resp.GetValue()), resp.GetFound(), nil
+}
+
+// portOf is the port of a host:port address.
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }

@@ -28,7 +28,7 @@ const (
 // either absent or intact, and that no key appears that was never written.
 func TestKillNineKeepsEveryAcknowledgedWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")
-	node := startNode(t, dir, "", "")
+	node := startNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{RequestTimeout: 5 * time.Second})
@@ -96,7 +96,7 @@ func TestKillNineKeepsEveryAcknowledgedWrite(t *testing.T) {
 		return
 	}
 
-	node = startNode(t, dir, node.grpcAddr, node.httpAddr)
+	node = node.restart()
 	var nAcked, nUncertain, nUncertainPresent int
 	for k, o := range outcomes {
 		v, found, err := c.Get(ctx, []byte(k))

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +192,143 @@ func TestClusterDiskStalledLeaderEndsReadsWaitingToApply(t *testing.T) {
 	if _, _, err := cl.Get(ctx, []byte("k")); err != nil {
 		t.Errorf("reading k after the stalled leader's read failed: %v", err)
 	}
+}
+
+// TestClusterDiskLoadIsNoStall loads the disks and pauses the leader's
+// process, and checks that no node calls its disk stalled
+// (raft/diskstall.go, "A stalled disk, not a busy node"). Every fsync of
+// the leader's node takes 200 ms more (a slow disk: the faults build's
+// delay), the cluster takes a heavy write load, and another process's
+// writer fsyncs 1 MiB at a time to the same file system: fsyncs are slow,
+// never stalled. Then the leader's node is paused (SIGSTOP, as a starved
+// or frozen machine is) for longer than the stall threshold: with its
+// fsyncs that slow it has a log write in flight, which did not see its
+// disk hang. The stall metrics must stay at 0, and every acknowledged
+// write is readable.
+func TestClusterDiskLoadIsNoStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: loads the disk for seconds")
+	}
+	c := newFaultsCluster(t, 3)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leader, _ := c.leader(userRange, 10*time.Second)
+	if err := c.setDiskDelay(leader, "sync", 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.setDiskDelay(leader, "", 0) }()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// The other process's writer: 1 MiB written and fsynced at a time,
+	// beside the nodes' data directories.
+	hogErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f, err := os.Create(filepath.Join(c.dir, "disk-hog"))
+		if err != nil {
+			hogErr <- err
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 1<<20)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%8 == 0 {
+				if _, err := f.Seek(0, io.SeekStart); err != nil {
+					hogErr <- err
+					return
+				}
+			}
+			buf[0] = byte(i)
+			if _, err := f.Write(buf); err != nil {
+				hogErr <- err
+				return
+			}
+			if err := f.Sync(); err != nil {
+				hogErr <- err
+				return
+			}
+		}
+	}()
+	// The write load: 16 writers of 32 KiB values.
+	var mu sync.Mutex
+	acked := map[string]string{}
+	value := strings.Repeat("v", 32<<10)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("load-%02d-%05d", w, i)
+				wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+				err := cl.Put(wctx, []byte(k), []byte(value))
+				wcancel()
+				if err == nil {
+					mu.Lock()
+					acked[k] = value
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Let the load build up, pause the leader's node with writes in
+	// flight for longer than the stall threshold, and keep loading.
+	waitFor := func(n int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			got := len(acked)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, cn := range c.all() {
+			t.Logf("n%d: log syncs %v, disk stalls %v", cn.id, c.metric(cn.id, "shale_raft_log_syncs_total"), c.metric(cn.id, "shale_raft_disk_stalls_total"))
+		}
+		t.Fatalf("fewer than %d writes acknowledged in 30s", n)
+	}
+	waitFor(100)
+	if err := c.node(leader).proc.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the fault's length, not a wait for state
+	if err := c.node(leader).proc.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	waitFor(n + 200)
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-hogErr:
+		t.Fatalf("the disk hog: %v", err)
+	default:
+	}
+
+	for _, cn := range c.all() {
+		stalls := c.metric(cn.id, "shale_raft_disk_stalls_total")
+		shed := c.metric(cn.id, "shale_raft_leadership_shed_disk_stall_total")
+		t.Logf("n%d: log syncs %v, disk stalls %v, leaderships shed %v", cn.id,
+			c.metric(cn.id, "shale_raft_log_syncs_total"), stalls, shed)
+		if stalls != 0 || shed != 0 {
+			t.Errorf("n%d counted %v disk stalls and shed %v leaderships on a busy, healthy disk", cn.id, stalls, shed)
+		}
+	}
+	checkAcked(t, cl, acked)
 }

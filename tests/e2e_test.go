@@ -16,7 +16,7 @@ import (
 // binary: each is refused with ErrInvalidArgument naming its limit, nothing
 // is written, and the node keeps serving.
 func TestBadInputOverTheWire(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// No client-side size checks: the node's own answers are under test.
@@ -83,7 +83,7 @@ func TestBadInputOverTheWire(t *testing.T) {
 // nodes' defaults) the client refuses an oversized key or value itself,
 // with ErrInvalidArgument naming the limit, without a round trip.
 func TestClientRefusesOversizedBeforeSending(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
@@ -131,7 +131,7 @@ func TestClientRefusesOversizedBeforeSending(t *testing.T) {
 // classes against the real binary, including a stopped node.
 func TestClientAgainstRealNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "n")
-	node := startNode(t, dir, "", "")
+	node := startNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{RequestTimeout: 2 * time.Second, ScanPageSize: 3})
@@ -223,7 +223,7 @@ func TestClientAgainstRealNode(t *testing.T) {
 		t.Fatalf("Get from a stopped node = %v", err)
 	}
 	// The client reconnects once the node is back.
-	startNode(t, dir, node.grpcAddr, node.httpAddr)
+	node.restart()
 	if v, found, err := c.Get(ctx, []byte("e")); err != nil || !found || string(v) != "5" {
 		t.Fatalf("Get after restart = %q %v %v", v, found, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // This file runs the real binaries: it builds bin/shale and bin/shalectl
@@ -117,17 +118,6 @@ func repoRootPath() string {
 	return filepath.Dir(wd) // tests/ is one level below the root
 }
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // nodeProc is one running shale process.
 type nodeProc struct {
 	t        *testing.T
@@ -135,22 +125,33 @@ type nodeProc struct {
 	dataDir  string
 	grpcAddr string
 	httpAddr string
+	grpcPort *clusterharness.Port
+	httpPort *clusterharness.Port
+	extra    []string
 	logPath  string
 	exited   chan struct{}
 	exitErr  error
 }
 
-// startNode starts shale on dataDir with the given addresses ("" picks free
-// ports) and waits until /healthz says ok.
-func startNode(t *testing.T, dataDir, grpcAddr, httpAddr string, extra ...string) *nodeProc {
+// startNode starts shale on dataDir, on ports of 127.0.0.1 it holds for
+// the test, and waits until /healthz says ok.
+func startNode(t *testing.T, dataDir string, extra ...string) *nodeProc {
+	t.Helper()
+	return startNodeOn(t, dataDir, nil, nil, extra...)
+}
+
+// startNodeOn is startNode serving on the given held ports (nil: one of
+// 127.0.0.1), which the node inherits listeners on.
+func startNodeOn(t *testing.T, dataDir string, grpcPort, httpPort *clusterharness.Port, extra ...string) *nodeProc {
 	t.Helper()
 	shale, _ := binaries(t)
-	if grpcAddr == "" {
-		grpcAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if grpcPort == nil {
+		grpcPort = reservePort(t, "127.0.0.1")
 	}
-	if httpAddr == "" {
-		httpAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if httpPort == nil {
+		httpPort = reservePort(t, "127.0.0.1")
 	}
+	grpcAddr, httpAddr := grpcPort.Addr(), httpPort.Addr()
 	logPath := filepath.Join(t.TempDir(), "shale.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -159,10 +160,18 @@ func startNode(t *testing.T, dataDir, grpcAddr, httpAddr string, extra ...string
 	args := append([]string{"--node-id", "1", "--listen", grpcAddr, "--http", httpAddr, "--data-dir", dataDir, "--log-format", "json"}, extra...)
 	cmd := exec.Command(shale, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	closeListeners, err := clusterharness.PassListeners(cmd, clusterharness.Socket{Flag: "--listen-fd", Port: grpcPort},
+		clusterharness.Socket{Flag: "--http-fd", Port: httpPort})
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &nodeProc{t: t, cmd: cmd, dataDir: dataDir, grpcAddr: grpcAddr, httpAddr: httpAddr, logPath: logPath, exited: make(chan struct{})}
+	err = cmd.Start()
+	closeListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &nodeProc{t: t, cmd: cmd, dataDir: dataDir, grpcAddr: grpcAddr, httpAddr: httpAddr, grpcPort: grpcPort, httpPort: httpPort,
+		extra: extra, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.exitErr = cmd.Wait()
 		logf.Close()
@@ -187,6 +196,13 @@ func startNode(t *testing.T, dataDir, grpcAddr, httpAddr string, extra ...string
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// restart starts the node again, on the same data directory, addresses
+// and flags, once its process has exited.
+func (p *nodeProc) restart() *nodeProc {
+	p.t.Helper()
+	return startNodeOn(p.t, p.dataDir, p.grpcPort, p.httpPort, p.extra...)
 }
 
 func (p *nodeProc) log() string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaledb/shale/client"
 	"github.com/shaledb/shale/internal/certs"
+	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // TestHTTPOverTLSAndPprofFlag starts a node with --http-tls: `shalectl
@@ -20,13 +21,13 @@ import (
 // gets no page, and pprof answers 404 without --pprof.
 func TestHTTPOverTLSAndPprofFlag(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
-	ip := fmt.Sprintf("127.0.0.%d", ipBase+1)
+	ip := fmt.Sprintf("%s.%d", testNet(), ipBase+1)
 	if out, errOut, code := ctl(t, nil, "certs", "create-cluster", "--certs-dir", dir, "--bind-node-ids", "n1="+ip); code != 0 {
 		t.Fatalf("create-cluster: %s%s", out, errOut)
 	}
 	nd := filepath.Join(dir, "n1")
-	grpcAddr := fmt.Sprintf("%s:%d", ip, freePortOn(t, ip))
-	httpAddr := fmt.Sprintf("%s:%d", ip, freePortOn(t, ip))
+	grpcPort, httpPort := reservePort(t, ip), reservePort(t, ip)
+	grpcAddr, httpAddr := grpcPort.Addr(), httpPort.Addr()
 	shale, _ := binaries(t)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "log"))
 	if err != nil {
@@ -37,7 +38,14 @@ func TestHTTPOverTLSAndPprofFlag(t *testing.T) {
 		"--tls-ca", filepath.Join(nd, certs.CACertFile), "--tls-cert", filepath.Join(nd, certs.NodeCertFile),
 		"--tls-key", filepath.Join(nd, certs.NodeKeyFile), "--http-tls")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	closeListeners, err := clusterharness.PassListeners(cmd, clusterharness.Socket{Flag: "--listen-fd", Port: grpcPort},
+		clusterharness.Socket{Flag: "--http-fd", Port: httpPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	closeListeners()
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {

@@ -48,7 +48,7 @@ func boundCluster(t *testing.T) (c *testCluster, dir string) {
 	dir = filepath.Join(t.TempDir(), "certs")
 	args := []string{"certs", "create-cluster", "--certs-dir", dir, "--bind-node-ids"}
 	for id := 1; id <= 3; id++ {
-		args = append(args, fmt.Sprintf("n%d=127.0.0.%d", id, ipBase+id))
+		args = append(args, fmt.Sprintf("n%d=%s.%d", id, testNet(), ipBase+id))
 	}
 	if out, errOut, code := ctl(t, nil, args...); code != 0 {
 		t.Fatalf("shalectl %v: exit %d\n%s%s", args, code, out, errOut)
@@ -80,7 +80,7 @@ func TestStolenNodeCertificateCannotAnswerAsAnotherNode(t *testing.T) {
 	thief := filepath.Join(dir, "thief")
 	n3 := c.node(3)
 	args := []string{"certs", "create-node", "--certs-dir", dir, "--out", thief, "--node-id", "2",
-		fmt.Sprintf("127.0.0.%d", ipBase+2), n3.ip}
+		fmt.Sprintf("%s.%d", testNet(), ipBase+2), n3.ip}
 	if out, errOut, code := ctl(t, nil, args...); code != 0 {
 		t.Fatalf("shalectl %v: exit %d\n%s%s", args, code, out, errOut)
 	}

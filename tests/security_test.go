@@ -24,6 +24,7 @@ import (
 	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/client"
 	"github.com/shaledb/shale/internal/certs"
+	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
 // The security tests run a TLS cluster of real processes, with
@@ -61,7 +62,7 @@ func newSecurePKI(t *testing.T) *securePKI {
 	p := &securePKI{dir: filepath.Join(t.TempDir(), "certs"), rogue: filepath.Join(t.TempDir(), "rogue")}
 	var hosts []string
 	for id := 1; id <= 9; id++ {
-		hosts = append(hosts, fmt.Sprintf("127.0.0.%d", ipBase+id))
+		hosts = append(hosts, fmt.Sprintf("%s.%d", testNet(), ipBase+id))
 	}
 	for _, d := range []string{p.dir, p.rogue} {
 		for _, args := range [][]string{
@@ -314,18 +315,25 @@ func TestSecureCluster(t *testing.T) {
 		if err := os.WriteFile(bundle, append(theirs, ours...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		rogueIP := fmt.Sprintf("127.0.0.%d", ipBase+9)
+		rogueIP := fmt.Sprintf("%s.%d", testNet(), ipBase+9)
 		rogueLog := filepath.Join(rogueDir, "rogue.log")
 		logf, err := os.Create(rogueLog)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(shale, "--listen", fmt.Sprintf("%s:%d", rogueIP, freePortOn(t, rogueIP)),
-			"--http", fmt.Sprintf("%s:%d", rogueIP, freePortOn(t, rogueIP)), "--data-dir", filepath.Join(rogueDir, "data"),
+		rogueGRPC, rogueHTTP := reservePort(t, rogueIP), reservePort(t, rogueIP)
+		cmd := exec.Command(shale, "--listen", rogueGRPC.Addr(), "--http", rogueHTTP.Addr(), "--data-dir", filepath.Join(rogueDir, "data"),
 			"--join", c.node(1).grpcAddr, "--raft-tick", clusterTick.String(),
 			"--tls-ca", bundle, "--tls-cert", filepath.Join(p.rogue, certs.NodeCertFile), "--tls-key", filepath.Join(p.rogue, certs.NodeKeyFile))
 		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
+		closeListeners, err := clusterharness.PassListeners(cmd, clusterharness.Socket{Flag: "--listen-fd", Port: rogueGRPC},
+			clusterharness.Socket{Flag: "--http-fd", Port: rogueHTTP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Start()
+		closeListeners()
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() }()
@@ -412,7 +420,7 @@ func clusterIDOf(c *testCluster) string {
 // its log; the size limit flags are enforced with InvalidArgument naming
 // the limit, and the node keeps serving.
 func TestLimitsFlagsAndInsecureWarning(t *testing.T) {
-	n := startNode(t, filepath.Join(t.TempDir(), "n"), "", "", "--max-value-size", "1024", "--max-key-size", "64", "--max-write-bytes", "4096")
+	n := startNode(t, filepath.Join(t.TempDir(), "n"), "--max-value-size", "1024", "--max-key-size", "64", "--max-write-bytes", "4096")
 	if !strings.Contains(n.log(), "INSECURE MODE") {
 		t.Errorf("an insecure node does not warn:\n%s", tail(n.log(), 10))
 	}
@@ -499,8 +507,8 @@ func TestSIGHUPReloadsCertificates(t *testing.T) {
 	for _, f := range []string{certs.CACertFile, certs.NodeCertFile, certs.NodeKeyFile} {
 		copyFile(filepath.Join(p.dir, f), filepath.Join(nodeDir, f))
 	}
-	ip := fmt.Sprintf("127.0.0.%d", ipBase+1)
-	n := startNode(t, filepath.Join(t.TempDir(), "data"), fmt.Sprintf("%s:%d", ip, freePortOn(t, ip)), "", p.nodeFlags(nodeDir)...)
+	ip := fmt.Sprintf("%s.%d", testNet(), ipBase+1)
+	n := startNodeOn(t, filepath.Join(t.TempDir(), "data"), reservePort(t, ip), nil, p.nodeFlags(nodeDir)...)
 	serial := func() string {
 		cfg := p.tls(t, p.dir, "root")
 		var got string

@@ -13,7 +13,7 @@ import (
 // `shalectl put KEY -` and another through --file, and reads both back
 // byte for byte with get --raw.
 func TestShalectlValueFromStdinAndFile(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	big := make([]byte, 1<<20)
 	for i := range big {
@@ -67,7 +67,7 @@ func TestShalectlValueFromStdinAndFile(t *testing.T) {
 // and that admin --json prints numbers as numbers and keys by the one
 // layout rule.
 func TestShalectlHexAndJSONLayout(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	out, errOut, code := runCtl(t, ep, "--hex", "split", "00ff")
 	if code != 0 || !strings.Contains(out, "00ff)") || strings.Contains(out, `\x`) {

@@ -10,7 +10,7 @@ import (
 // TestShalectlDebugAndJSON drives shalectl's debug, health and completion
 // commands and the --json forms of the read commands against a real node.
 func TestShalectlDebugAndJSON(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	run := func(args ...string) string {
 		t.Helper()

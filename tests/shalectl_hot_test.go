@@ -19,7 +19,7 @@ import (
 // that `hot ranges` and /metrics show its range's load, and that the
 // spread keys are not called hotspots.
 func TestShalectlHotKeys(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 
 // TestShalectl drives the CLI against a real node.
 func TestShalectl(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	mustRun := func(want string, args ...string) {
 		t.Helper()
@@ -84,7 +84,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := quickStartBlock(t, string(readme))
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	var cmds int
 	lines := strings.Split(block, "\n")
 	for i := 0; i < len(lines); i++ {

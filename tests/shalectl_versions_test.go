@@ -15,7 +15,7 @@ import (
 // reads that form back; a malformed --at is refused before anything is
 // sent.
 func TestShalectlVersions(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	run := func(args ...string) string {
 		t.Helper()

@@ -14,7 +14,7 @@ import (
 // after V under PREFIX, one line each in version order, and nothing
 // outside it; bad input is refused before anything is sent.
 func TestShalectlWatch(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ep := node.grpcAddr
 	cl, err := client.Dial(context.Background(), []string{ep}, nil)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 // concurrently, with whole-bank reads in transactions: every read sees
 // the same total, and the final balances add up.
 func TestTxnAcrossRanges(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
@@ -287,7 +287,7 @@ func TestTxnCoordinatorChild(t *testing.T) {
 func TestTxnCoordinatorKilled(t *testing.T) {
 	for _, mode := range []string{"all", "missing", "pushed"} {
 		t.Run(mode, func(t *testing.T) {
-			node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+			node := startNode(t, filepath.Join(t.TempDir(), "n"))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)
@@ -466,7 +466,7 @@ func TestTxnTransferLoopChild(t *testing.T) {
 // staging, resolving), the keys stay readable and writable by others
 // and the total holds.
 func TestTxnCoordinatorKilledAtRandom(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)

@@ -25,7 +25,7 @@ import (
 // and returns a client whose commits across ranges call knobs.
 func restageSetup(t *testing.T, knobs *client.TxnTestingKnobs) (*client.Client, string, context.Context) {
 	t.Helper()
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{TxnTestingKnobs: knobs})

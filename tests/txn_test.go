@@ -20,7 +20,7 @@ import (
 // increments that lose no update, read-only transactions across ranges,
 // and the bad inputs of the issue, each with nothing applied.
 func TestTxnOneRange(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{ScanPageSize: 2})
@@ -281,7 +281,7 @@ func txnScanAll(t *testing.T, c *client.Client, start, end string) string {
 // choose the branch, its gets answer at the snapshot after its writes,
 // and bad input is refused with nothing applied.
 func TestTxnConditional(t *testing.T) {
-	node := startNode(t, filepath.Join(t.TempDir(), "n"), "", "")
+	node := startNode(t, filepath.Join(t.TempDir(), "n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{node.grpcAddr}, nil)

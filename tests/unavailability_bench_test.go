@@ -533,8 +533,9 @@ func newEtcdUnderFault(b *testing.B, bin string) *etcdUnderFault {
 	for i := 1; i <= 3; i++ {
 		ip := fmt.Sprintf("%s.%d", testNet(), ipBase+50+i)
 		m := &etcdMember{name: fmt.Sprintf("e%d", i),
-			clientURL: fmt.Sprintf("http://%s:%d", ip, freePortOn(b, ip)),
-			peerURL:   fmt.Sprintf("http://%s:%d", ip, freePortOn(b, ip))}
+			// etcd binds held ports itself (see clusterharness.Port).
+			clientURL: "http://" + reserveAddr(b, ip),
+			peerURL:   "http://" + reserveAddr(b, ip)}
 		e.members = append(e.members, m)
 		initial = append(initial, m.name+"="+m.peerURL)
 	}

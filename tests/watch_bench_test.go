@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,14 +284,8 @@ func newEtcdWatchSystem(b *testing.B) *etcdWatchSystem {
 		bin = filepath.Join("..", bin)
 	}
 	dir := b.TempDir()
-	port := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
+	// etcd binds held ports itself (see clusterharness.Port).
+	port := func() string { return reserveAddr(b, "127.0.0.1") }
 	var clientURLs, peerURLs, initial []string
 	for i := range 3 {
 		clientURLs = append(clientURLs, "http://"+port())

@@ -44,7 +44,15 @@ type RangeMessage struct {
 	// stops ticking instead of stepping it; any other follower steps it as
 	// an ordinary heartbeat, and its answer wakes the leader
 	// (docs/replication.md, "Quiescence").
-	Quiesce       bool `protobuf:"varint,6,opt,name=quiesce,proto3" json:"quiesce,omitempty"`
+	Quiesce bool `protobuf:"varint,6,opt,name=quiesce,proto3" json:"quiesce,omitempty"`
+	// commit_only marks an append without entries that only tells the
+	// follower the leader's commit index, sent when the leader already holds
+	// the follower's acknowledgement of every entry up to the append's index:
+	// the follower's answer would tell the leader nothing, so the follower
+	// does not send it (docs/replication.md, "Commit notices"). A receiver
+	// that does not know the field answers as Raft does; nothing else
+	// changes.
+	CommitOnly    bool `protobuf:"varint,7,opt,name=commit_only,json=commitOnly,proto3" json:"commit_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -117,6 +125,13 @@ func (x *RangeMessage) GetRangeDescriptor() *kvpb.RangeDescriptor {
 func (x *RangeMessage) GetQuiesce() bool {
 	if x != nil {
 		return x.Quiesce
+	}
+	return false
+}
+
+func (x *RangeMessage) GetCommitOnly() bool {
+	if x != nil {
+		return x.CommitOnly
 	}
 	return false
 }
@@ -548,7 +563,7 @@ var File_api_raftrpcpb_raftrpc_proto protoreflect.FileDescriptor
 const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\n" +
 	"\x1bapi/raftrpcpb/raftrpc.proto\x12\x10shale.raftrpc.v1\x1a\n" +
-	"raft.proto\x1a\x13api/kvpb/meta.proto\"\xf2\x01\n" +
+	"raft.proto\x1a\x13api/kvpb/meta.proto\"\x93\x02\n" +
 	"\fRangeMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\ffrom_node_id\x18\x02 \x01(\x04R\n" +
@@ -558,7 +573,9 @@ const file_api_raftrpcpb_raftrpc_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\v2\x0f.raftpb.MessageR\amessage\x12B\n" +
 	"\x10range_descriptor\x18\x05 \x01(\v2\x1c.shale.kv.v1.RangeDescriptorR\n" +
 	"descriptor\x12\x18\n" +
-	"\aquiesce\x18\x06 \x01(\bR\aquiesce\"\xad\x01\n" +
+	"\aquiesce\x18\x06 \x01(\bR\aquiesce\x12\x1f\n" +
+	"\vcommit_only\x18\a \x01(\bR\n" +
+	"commitOnly\"\xad\x01\n" +
 	"\x10RaftMessageBatch\x12 \n" +
 	"\ffrom_node_id\x18\x01 \x01(\x04R\n" +
 	"fromNodeId\x12\x1c\n" +

@@ -83,6 +83,18 @@ func run(args []string) error {
 		return err
 	}
 
+	// Inherited listeners come first: their addresses are the listen
+	// addresses the node advertises.
+	grpcLis, err := inheritedListener("listen", s.listenFD, &s.listen, sources)
+	if err != nil {
+		return err
+	}
+	httpLis, err := inheritedListener("http", s.httpFD, &s.httpAddr, sources)
+	if err != nil {
+		closeListener(grpcLis)
+		return err
+	}
+
 	var members []*kvpb.NodeDescriptor
 	if s.initialCluster != "" {
 		if members, err = node.ParseInitialCluster(s.initialCluster); err != nil {
@@ -126,17 +138,22 @@ func run(args []string) error {
 	s.sec.apply(&cfg)
 	n, err := node.New(cfg)
 	if err != nil {
+		closeListener(grpcLis)
+		closeListener(httpLis)
 		return err
 	}
 	reloadOnSIGHUP(n, logger)
-	grpcLis, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))
+	if grpcLis == nil {
+		if grpcLis, err = net.Listen("tcp", s.listen); err != nil {
+			closeListener(httpLis)
+			return fmt.Errorf("--listen: %w (%v)", err, n.Stop(context.Background()))
+		}
 	}
-	httpLis, err := net.Listen("tcp", s.httpAddr)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("--http: %w (%v)", err, n.Stop(context.Background()))
+	if httpLis == nil {
+		if httpLis, err = net.Listen("tcp", s.httpAddr); err != nil {
+			grpcLis.Close()
+			return fmt.Errorf("--http: %w (%v)", err, n.Stop(context.Background()))
+		}
 	}
 
 	served := make(chan error, 1)

@@ -20,6 +20,8 @@ type settings struct {
 	nodeID          uint64
 	listen          string
 	httpAddr        string
+	listenFD        int
+	httpFD          int
 	advertise       string
 	advertiseHTTP   string
 	initialCluster  string
@@ -51,6 +53,8 @@ func (s *settings) define(fs *flag.FlagSet) {
 	fs.Uint64Var(&s.nodeID, "node-id", 0, "this node's ID; 0: the data directory's, else found in --initial-cluster by --advertise, assigned when joining, or 1 alone")
 	fs.StringVar(&s.listen, "listen", "127.0.0.1:7379", "gRPC listen address (KV and Admin services)")
 	fs.StringVar(&s.httpAddr, "http", "127.0.0.1:7380", "HTTP listen address (/healthz, /metrics, /debug/pprof with --pprof); bind it to a private address or use --http-tls")
+	fs.IntVar(&s.listenFD, "listen-fd", 0, "serve gRPC on this inherited listening socket (file descriptor, as a supervisor or test harness passes it) instead of binding --listen; its address is the listen address; 0: bind --listen")
+	fs.IntVar(&s.httpFD, "http-fd", 0, "serve HTTP on this inherited listening socket instead of binding --http; its address is the HTTP address; 0: bind --http")
 	fs.StringVar(&s.advertise, "advertise", "", "gRPC address other nodes and clients reach this node at (default: --listen)")
 	fs.StringVar(&s.advertiseHTTP, "advertise-http", "", "HTTP address others reach this node at (default: --http)")
 	fs.StringVar(&s.initialCluster, "initial-cluster", "", "bootstrap a new cluster of these members on the first start: id=host:port,... (the same on every initial node)")

@@ -509,6 +509,7 @@ Status Version::PrefixFirstEntries(const TableReadOptions& options,
   const int levels = num_levels();
   for (int level = 1; level < levels; level++) {
     const std::vector<FileMetaData*>& files = files_[level];
+    if (files.empty()) continue;
     for (size_t i = FindFile(icmp, files, ikey);
          i < files.size() && before_upper(files[i]); i++) {
       Status s = get(files[i]);

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +23,9 @@ import (
 	"github.com/shaledb/shale/tests/internal/clusterharness"
 )
 
-// The cluster runs real shale processes. Node i listens on 127.0.26.i and
-// dials its peers from that address, so iptables rules on the pair of
-// addresses cut exactly the links a nemesis names. Clients connect from
+// The cluster runs real shale processes. Node i listens on 127.0.26.i (or
+// on $SHALE_TEST_NET.i) and dials its peers from that address, so iptables
+// rules on the pair of addresses cut exactly the links a nemesis names. Clients connect from
 // 127.0.0.1 and are never cut off: like Jepsen's clients, they may talk to
 // a node on the minority side.
 //
@@ -37,9 +36,17 @@ const (
 	raftTick = 50 * time.Millisecond
 	// electionTimeout is the longest randomized election timeout.
 	electionTimeout = 20 * raftTick
-	// ipPrefix is the /24 of the nodes' addresses (the role's 26xxx).
-	ipPrefix = "127.0.26."
 )
+
+// ipPrefix is the /24 of the nodes' addresses: 127.0.26. (the role's
+// 26xxx), or $SHALE_TEST_NET's (say 127.0.5) so that runs on a shared
+// machine, and their iptables partitions, stay off each other's nodes.
+var ipPrefix = func() string {
+	if v := os.Getenv("SHALE_TEST_NET"); v != "" {
+		return v + "."
+	}
+	return "127.0.26."
+}()
 
 type node struct {
 	id       uint64
@@ -160,12 +167,15 @@ func startClusterBin(t testing.TB, bin, dir string, n int, smallDisks bool, flag
 
 func (c *cluster) newNode(id uint64) *node {
 	ip := ipPrefix + strconv.FormatUint(id, 10)
-	nd := &node{id: id, ip: ip,
-		grpcAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		httpAddr: net.JoinHostPort(ip, strconv.Itoa(freePortOn(c.t, ip))),
-		dataDir:  filepath.Join(c.dir, fmt.Sprint("node", id)),
+	// The node's ports are held for the whole test, and every start
+	// inherits listeners on them (clusterharness.Port).
+	grpcPort, httpPort := reservePort(c.t, ip), reservePort(c.t, ip)
+	nd := &node{id: id, ip: ip, grpcAddr: grpcPort.Addr(), httpAddr: httpPort.Addr(),
+		dataDir: filepath.Join(c.dir, fmt.Sprint("node", id)),
 	}
 	nd.proc = clusterharness.NewProc(nd.httpAddr, filepath.Join(c.dir, fmt.Sprintf("node%d.log", id)))
+	nd.proc.Inherit(clusterharness.Socket{Flag: "--listen-fd", Port: grpcPort},
+		clusterharness.Socket{Flag: "--http-fd", Port: httpPort})
 	if c.smallDisks && c.smallDiskErr == "" {
 		c.smallDiskErr = mountSmallDisk(c.t, nd.dataDir)
 	}
@@ -176,12 +186,14 @@ func (c *cluster) newNode(id uint64) *node {
 	return nd
 }
 
-func freePortOn(t testing.TB, ip string) int {
+// reservePort holds a port on ip until the test ends.
+func reservePort(t testing.TB, ip string) *clusterharness.Port {
 	t.Helper()
-	port, err := clusterharness.FreePortOn(ip)
+	port, err := clusterharness.ReservePort(ip)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { port.Close() })
 	return port
 }
 

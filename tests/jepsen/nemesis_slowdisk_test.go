@@ -22,12 +22,11 @@ import (
 // shaleBinary build one).
 //
 // A slow disk alone moves no leadership while its syncs stay below the
-// disk-stall threshold (the election timeout): the Raft log writer
-// persists appends beside the processing loop, so heartbeats keep flowing
-// while a sync sleeps. Half the time a slowed leader is stalled instead
-// (fsyncs of seconds), and must hand its leadership on by itself
-// (raft/diskstall.go); delays up to 600 ms may also cross the threshold
-// of the 500 ms election timeout here. A slow
+// disk-stall threshold (the election timeout, at least 1 s): the Raft log
+// writer persists appends beside the processing loop, so heartbeats keep
+// flowing while a sync sleeps. Half the time a slowed leader is stalled
+// instead (fsyncs of seconds), and must hand its leadership on by itself
+// (raft/diskstall.go). A slow
 // follower merely lags; the interesting case is a slow leader (a quorum
 // of followers commits before the leader's own log is durable) and a slow
 // majority (every commit waits for a slow fsync). So the nemesis also

@@ -203,7 +203,9 @@ func partitionBridge(r *run, rng *rand.Rand) (fault, string, error) {
 		case containsNode(b, li.node):
 			to = a
 		default:
-			to = append(a, b...)
+			// A new slice: a and b share all's array, and appending b
+			// to a in place would overwrite the bridge and b itself.
+			to = append(append([]*node(nil), a...), b...)
 		}
 		if len(to) == 0 {
 			continue

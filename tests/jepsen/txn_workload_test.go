@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,7 @@ func (w *txnWorkloads) check() txnCheck {
 	c.anomalies = len(lr.Anomalies)
 	c.committed += lr.Committed
 	if !lr.Valid() {
-		c.problems = append(c.problems, "list-append: "+lr.String())
+		c.problems = append(c.problems, "list-append: "+lr.String()+w.finalLists(lr.Keys()))
 	}
 	// Validity: something of each was checked.
 	if br.Reads == 0 || c.transfers == 0 || lr.Committed == 0 {
@@ -135,4 +136,38 @@ func (w *txnWorkloads) check() txnCheck {
 	c.summary = fmt.Sprintf("bank: %d ops, %d reads checked (%d bad), %d transfers committed; list-append: %d ops, %d committed, %d anomalies",
 		len(bh), br.Reads, br.Bad, c.transfers, len(lh), lr.Committed, c.anomalies)
 	return c
+}
+
+// finalLists reads the final state of list-append keys after the run (at
+// most 8), for the report of an anomaly: an element a committed
+// transaction appended that is missing from the final list was lost (a
+// committed write dropped), one present was hidden from the reads that
+// missed it (a read at a wrong timestamp). The version names the
+// commit timestamp to look for in the nodes' logs.
+func (w *txnWorkloads) finalLists(ks []string) string {
+	var b strings.Builder
+	b.WriteString("\n  final state of the keys involved (linearizable reads after the run):")
+	for i, k := range ks {
+		if i == 8 {
+			fmt.Fprintf(&b, "\n    ... %d more", len(ks)-i)
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := w.client().GetVersioned(ctx, []byte(k))
+		cancel()
+		switch {
+		case err != nil:
+			fmt.Fprintf(&b, "\n    %s: read failed: %v", k, err)
+		case !res.Found:
+			fmt.Fprintf(&b, "\n    %s: missing", k)
+		default:
+			l, err := listappend.DecodeList(res.Value)
+			if err != nil {
+				fmt.Fprintf(&b, "\n    %s: %v (version %v)", k, err, res.Version)
+			} else {
+				fmt.Fprintf(&b, "\n    %s = %v (version %v, created %v)", k, l, res.Version, res.CreateVersion)
+			}
+		}
+	}
+	return b.String()
 }

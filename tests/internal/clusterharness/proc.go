@@ -17,6 +17,7 @@ import (
 type Proc struct {
 	httpAddr string // where /healthz answers
 	logPath  string
+	socks    []Socket // listeners every start inherits
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -30,6 +31,15 @@ type Proc struct {
 // httpAddr and logging to logPath (appended to across restarts).
 func NewProc(httpAddr, logPath string) *Proc {
 	return &Proc{httpAddr: httpAddr, logPath: logPath}
+}
+
+// Inherit makes every later start hand the process a listener on each
+// socket's port (PassListeners), so that a node serves on ports the test
+// holds instead of binding ports it was told were free.
+func (p *Proc) Inherit(socks ...Socket) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.socks = append(p.socks, socks...)
 }
 
 // Start starts bin with args, followed by firstArgs on the first start
@@ -51,7 +61,15 @@ func (p *Proc) Start(bin string, args, firstArgs []string, timeout time.Duration
 	}
 	cmd := exec.Command(bin, all...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	closeListeners, err := PassListeners(cmd, p.socks...)
+	if err != nil {
+		p.mu.Unlock()
+		logf.Close()
+		return fmt.Errorf("listeners for %s: %w", bin, err)
+	}
+	err = cmd.Start()
+	closeListeners()
+	if err != nil {
 		p.mu.Unlock()
 		logf.Close()
 		return fmt.Errorf("starting %s: %w", bin, err)

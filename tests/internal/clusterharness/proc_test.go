@@ -14,18 +14,28 @@ import (
 )
 
 // The tests run this test binary itself as the "node": with
-// $CLUSTERHARNESS_FAKE_NODE set to an address, TestMain logs its
-// arguments and serves /healthz there (or, with
-// $CLUSTERHARNESS_FAKE_NODE_EXIT set, logs and exits at once).
+// $CLUSTERHARNESS_FAKE_NODE set, TestMain logs its arguments and serves
+// /healthz on the listener its last argument names (--http-fd N), or,
+// with $CLUSTERHARNESS_FAKE_NODE_EXIT set, logs and exits at once.
 func TestMain(m *testing.M) {
-	if addr := os.Getenv("CLUSTERHARNESS_FAKE_NODE"); addr != "" {
+	if os.Getenv("CLUSTERHARNESS_FAKE_NODE") != "" {
 		fmt.Println("fake node args:", strings.Join(os.Args[1:], " "))
 		if os.Getenv("CLUSTERHARNESS_FAKE_NODE_EXIT") != "" {
 			fmt.Println("fake node: dying at startup")
 			os.Exit(3)
 		}
+		fd, err := strconv.Atoi(os.Args[len(os.Args)-1])
+		if err != nil {
+			fmt.Println("fake node: no listener:", err)
+			os.Exit(2)
+		}
+		lis, err := net.FileListener(os.NewFile(uintptr(fd), "http"))
+		if err != nil {
+			fmt.Println("fake node:", err)
+			os.Exit(2)
+		}
 		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		fmt.Println(http.ListenAndServe(addr, nil))
+		fmt.Println(http.Serve(lis, nil))
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
@@ -33,15 +43,16 @@ func TestMain(m *testing.M) {
 
 func fakeNode(t *testing.T) (*Proc, string) {
 	t.Helper()
-	port, err := FreePortOn("127.0.0.1")
+	t.Setenv("CLUSTERHARNESS_FAKE_NODE", "1")
+	port, err := ReservePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	t.Setenv("CLUSTERHARNESS_FAKE_NODE", addr)
-	p := NewProc(addr, filepath.Join(t.TempDir(), "node.log"))
+	t.Cleanup(func() { port.Close() })
+	p := NewProc(port.Addr(), filepath.Join(t.TempDir(), "node.log"))
+	p.Inherit(Socket{Flag: "--http-fd", Port: port})
 	t.Cleanup(p.Kill)
-	return p, addr
+	return p, port.Addr()
 }
 
 func TestProcLifecycle(t *testing.T) {
@@ -77,6 +88,41 @@ func TestProcLifecycle(t *testing.T) {
 	}
 	if p.ExitErr() == nil {
 		t.Fatal("a process ended by SIGTERM reports a clean exit")
+	}
+}
+
+// TestPortHeldAcrossRestarts: a held port refuses connections while its
+// node is down, is never handed to a port-0 bind, and serves the node
+// again after a restart.
+func TestPortHeldAcrossRestarts(t *testing.T) {
+	p, addr := fakeNode(t)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("a held port accepted a connection before its node started")
+	}
+	for i := range 2 {
+		if err := p.Start(os.Args[0], nil, nil, 30*time.Second); err != nil {
+			t.Fatalf("start %d: %v", i+1, err)
+		}
+		if _, err := net.Listen("tcp", addr); err == nil {
+			t.Fatal("another listener could bind a port a node serves on")
+		}
+		p.Kill()
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("the port accepted a connection after its node was killed (start %d)", i+1)
+		}
+	}
+	for range 2000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.Addr().String()
+		l.Close()
+		if got == addr {
+			t.Fatalf("a port-0 bind was given the held port %s", addr)
+		}
 	}
 }
 

@@ -111,6 +111,35 @@ func (r Result) Has(t AnomalyType) bool {
 	return false
 }
 
+// Keys returns the keys the anomalies are about, sorted: each anomaly's
+// key and the keys its transactions appended to (a cycle names no key of
+// its own). A report adds their final states: an element missing from a
+// key's final list was lost, one present was only hidden from some reads.
+func (r Result) Keys() []string {
+	seen := map[string]bool{}
+	for _, a := range r.Anomalies {
+		if a.Key != "" {
+			seen[a.Key] = true
+		}
+		for _, i := range a.Txns {
+			if i < 0 || i >= len(r.history) {
+				continue
+			}
+			for _, m := range r.history[i].Ops {
+				if m.Kind == Append {
+					seen[m.Key] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // String is the report: a summary line, then each anomaly with its steps
 // and the transactions it involves.
 func (r Result) String() string {

@@ -228,3 +228,23 @@ func TestCheckLongCycle(t *testing.T) {
 		t.Fatalf("want one G1c through all %d writers; got %v", n, res.Types())
 	}
 }
+
+// TestResultKeys: a cycle names no key of its own; Keys gives the keys
+// its transactions appended to, for the report's final states.
+func TestResultKeys(t *testing.T) {
+	r := Check([]Txn{
+		okT(rd("x"), rd("y", 1)),
+		okT(ap("x", 1), ap("y", 1)),
+		okT(rd("x", 1)),
+		okT(ap("z", 1)),
+	}, Options{})
+	if !r.Has(GSingle) {
+		t.Fatalf("no G-single: %v", r)
+	}
+	if got := r.Keys(); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("Keys() = %v, want [x y]", got)
+	}
+	if got := Check([]Txn{okT(ap("x", 1)), okT(rd("x", 1))}, Options{}).Keys(); len(got) != 0 {
+		t.Fatalf("Keys() of a valid history = %v", got)
+	}
+}

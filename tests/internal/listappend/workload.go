@@ -65,6 +65,10 @@ func encodeList(l []int) []byte {
 	return []byte(strings.Join(parts, " "))
 }
 
+// DecodeList decodes a key's value as KVRunner stores its list (a report
+// reads keys' final states with it).
+func DecodeList(b []byte) ([]int, error) { return decodeList(b) }
+
 func decodeList(b []byte) ([]int, error) {
 	fields := strings.Fields(string(b))
 	l := make([]int, 0, len(fields))
