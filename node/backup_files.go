@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -112,4 +113,50 @@ func fileError(op string, err error) error {
 		return status.Errorf(codes.PermissionDenied, "%s: %v", op, err)
 	}
 	return status.Errorf(codes.Internal, "%s: %v", op, err)
+}
+
+// exportWritebackBytes is how many bytes an export adds to its file
+// between two requests to the kernel to start writing the file out.
+const exportWritebackBytes = 1 << 20
+
+// writeback has the kernel write a file's dirty pages out as the file
+// grows, without waiting for them (sync_file_range, as RocksDB's
+// bytes_per_sync does), so that the file's final fsync finds little left
+// to write. Without it an export's file stays in the page cache until that
+// fsync: up to a whole range (64 MiB) flushed in one burst, on the disk
+// that holds the node's Raft log, whose fsyncs then wait behind it (and a
+// log fsync stuck that long is the disk stall that moves the node's
+// leaderships away: raft/diskstall.go). It is advice: a failure to start
+// writeback changes nothing, and durability still comes from the fsync.
+// A nil writeback does nothing.
+type writeback struct {
+	f       *os.File
+	pending int
+}
+
+// openWriteback opens path for writeback, or returns nil if it cannot.
+func openWriteback(path string) *writeback {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return nil
+	}
+	return &writeback{f: f}
+}
+
+// add counts n bytes written to the file, and starts writeback once
+// exportWritebackBytes have accumulated.
+func (wb *writeback) add(n int) {
+	if wb == nil {
+		return
+	}
+	if wb.pending += n; wb.pending >= exportWritebackBytes {
+		wb.pending = 0
+		_ = unix.SyncFileRange(int(wb.f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+}
+
+func (wb *writeback) close() {
+	if wb != nil {
+		wb.f.Close()
+	}
 }

@@ -128,3 +128,37 @@ func entriesEqual[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+// TestWriteback: the writeback of an export's file starts the kernel
+// writing once a MiB has accumulated, and does nothing (without failing)
+// when the file cannot be opened.
+func TestWriteback(t *testing.T) {
+	if wb := openWriteback(filepath.Join(t.TempDir(), "missing")); wb != nil {
+		t.Fatal("a writeback for a missing file")
+	}
+	var none *writeback
+	none.add(exportWritebackBytes) // no-op
+	none.close()
+
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wb := openWriteback(path)
+	if wb == nil {
+		t.Fatal("no writeback for a file just created")
+	}
+	defer wb.close()
+	chunk := make([]byte, 256<<10)
+	for i := range 8 {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		wb.add(len(chunk))
+		if want := (i + 1) * len(chunk) % exportWritebackBytes; wb.pending != want {
+			t.Fatalf("after %d KiB: %d bytes pending, want %d", (i+1)*256, wb.pending, want)
+		}
+	}
+}

@@ -52,7 +52,9 @@ func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeReq
 	if err != nil {
 		return nil, fileError(op, err)
 	}
+	wb := openWriteback(tmp)
 	defer func() {
+		wb.close()
 		w.Close()
 		os.Remove(tmp)
 	}()
@@ -84,7 +86,11 @@ func (s *backupServer) ExportRange(ctx context.Context, req *kvpb.ExportRangeReq
 		val = encodeBackupValue(val, value, deleted)
 		entries++
 		dataBytes += uint64(len(key) + len(value))
-		return w.Put(key, val)
+		if err := w.Put(key, val); err != nil {
+			return err
+		}
+		wb.add(len(key) + len(val))
+		return nil
 	}
 	if err := exportEntries(ctx, at, since, put); err != nil {
 		return nil, err
