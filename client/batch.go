@@ -154,7 +154,7 @@ func (b *batchGetter) group(ctx context.Context, idx []int, first bool) {
 		at0 := b.at
 		p, err := routedRead(b.c, ctx, "BatchGet", readHedge(b.o, at0), routeKey{key: b.keys[idx[0]], spread: b.o.stale}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (part, error) {
 			var p part
-			req := &kvpb.BatchGetRequest{Header: routeHeader(b.c.readHeaderAt(b.o, at0), d)}
+			req := &kvpb.BatchGetRequest{Header: routeHeader(b.c.readHeaderAt(b.o, at0), d), Committed: b.o.committed}
 			for _, i := range idx {
 				if containsKey(d, b.keys[i]) {
 					p.mine = append(p.mine, i)

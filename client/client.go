@@ -51,6 +51,11 @@ type Client struct {
 	// recordGC deletes finished transaction records in batches
 	// (txn_across.go).
 	recordGC recordGC
+	// resolutions are the committed transactions across ranges whose
+	// intents may not be resolved yet (txn_resolve.go).
+	resolutions txnResolutions
+	// begins shares Begin calls between transactions (txn_begin.go).
+	begins beginShare
 }
 
 // endpoint is one node address and its connection.

@@ -20,6 +20,15 @@ type readOptions struct {
 	stale        bool // StaleRead
 	maxStaleness time.Duration
 	servedAt     *Timestamp
+	// committed: the client's own committed transactions whose intents
+	// the read may meet unresolved (txn_resolve.go); a Tx's reads only.
+	committed []*kvpb.CommittedTxn
+}
+
+// withCommitted has the read take the intents of committed as committed
+// (txn_resolve.go).
+func withCommitted(committed []*kvpb.CommittedTxn) ReadOption {
+	return func(o *readOptions) { o.committed = committed }
 }
 
 // AtTimestamp reads as of ts: exactly the versions at or below ts, the
@@ -139,7 +148,7 @@ func (c *Client) getVersioned(ctx context.Context, op string, key []byte, opts [
 	// Each run builds its own request: a hedged read runs it on several
 	// nodes at once (hedge.go).
 	resp, err := routedRead(c, ctx, op, readHedge(o, o.at), routeKey{key: key, spread: o.stale}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) (*kvpb.GetResponse, error) {
-		return e.kv.Get(ctx, &kvpb.GetRequest{Header: routeHeader(c.readHeaderAt(o, o.at), d), Key: key})
+		return e.kv.Get(ctx, &kvpb.GetRequest{Header: routeHeader(c.readHeaderAt(o, o.at), d), Key: key, Committed: o.committed})
 	})
 	if err != nil {
 		return GetResult{}, err

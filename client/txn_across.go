@@ -231,9 +231,26 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	}
 	// sendWrite writes g's intents (none: validates its reads) at ts,
 	// staging the record at bound with them when stage is set.
+	// The intents of the client's committed transactions in the way:
+	// their resolution rides on this transaction's writes.
+	folds, err := tx.clearFor(ctx, groups, true)
+	if err != nil {
+		return false, nil, tx.attemptError(err)
+	}
 	sendWrite := func(g *txnGroup, ts Timestamp, stage bool) txnWriteResult {
 		req := &kvpb.TxnWriteRequest{Header: c.header(true), TxnId: id[:], RecordKey: rk, Reads: g.reads, Mutations: g.muts,
 			CommitTimestamp: toProto(ts)}
+		fs := folds[g]
+		if ts != c0 || len(g.muts) == 0 {
+			fs = nil // a refresh: folds went with the first write
+		} else {
+			// And what other transactions of the client left to resolve
+			// on the range.
+			fs = append(fs, c.resolutions.take(g.desc, maxFoldsPerWrite, fs)...)
+		}
+		if len(fs) > 0 {
+			req.Resolve = foldsProto(fs)
+		}
 		if len(g.reads) > 0 {
 			req.ReadTimestamp = toProto(tx.rts)
 		}
@@ -257,6 +274,9 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		}
 		if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
 			return txnWriteResult{err: err}
+		}
+		if len(fs) > 0 {
+			c.folded(fs, resp.GetWritten() && resp.GetResolved())
 		}
 		if !resp.GetWritten() {
 			return txnWriteResult{reason: resp.GetReadChanged().GetReason()}
@@ -426,80 +446,113 @@ func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
 // finish resolves a decided transaction off the caller's path. A
 // committed one: the record COMMITTED together with the resolution of
 // the intents its own range holds (one command: the record is COMMITTED
-// before any intent is resolved, since a STAGING record means none is),
-// then the other ranges' intents, all at once; an aborted one (its
-// record already ABORTED): every range's intents dropped at once. The
-// record is then deleted, in a batch with others (recordGC). What it
-// leaves undone (the client closed, a node down) readers finish from the
-// record.
+// before any intent is resolved, since a STAGING record means none is);
+// the other ranges' intents are left for the client's next writes there
+// to carry, and resolved on their own after foldDelay if none did
+// (txn_resolve.go); an aborted one (its record already ABORTED): every
+// range's intents dropped at once. The record is then deleted, in a
+// batch with others (recordGC). What it leaves undone (the client
+// closed, a node down) readers finish from the record.
 func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, committed bool) {
 	c := tx.c
+	keysOf := func(g *txnGroup) [][]byte {
+		ks := make([][]byte, len(g.muts))
+		for i, m := range g.muts {
+			ks[i] = kvpb.MutationKey(m)
+		}
+		return ks
+	}
+	recDescOf := func() *kvpb.RangeDescriptor {
+		for _, g := range groups {
+			if containsKey(g.desc, rk) {
+				return g.desc
+			}
+		}
+		return nil
+	}
+	if !committed {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
+			defer cancel()
+			for _, r := range parallel(groups, func(g *txnGroup) txnWriteResult {
+				return txnWriteResult{err: c.resolveKeys(ctx, id, false, Timestamp{}, keysOf(g))}
+			}) {
+				if r.err != nil {
+					return // the record stays; readers resolve the rest
+				}
+			}
+			c.recordGC.add(c, id, rk, recDescOf())
+		}()
+		return
+	}
+	// Tracked before the caller goes on: its next reads and writes of
+	// these keys know the transaction committed.
+	t := &doneTxn{id: id, rk: rk, ct: ct, recDesc: recDescOf(), committed: make(chan struct{})}
+	for _, old := range c.resolutions.track(t, groups) {
+		c.recordGC.add(c, old.id, old.rk, old.recDesc)
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
 		defer cancel()
-		keysOf := func(g *txnGroup) [][]byte {
-			ks := make([][]byte, len(g.muts))
-			for i, m := range g.muts {
-				ks[i] = kvpb.MutationKey(m)
-			}
-			return ks
-		}
-		var recDesc *kvpb.RangeDescriptor
+		// The record's range is that of the first write: groups[0]
+		// (groupByRange groups writes first, in order).
+		var own *txnGroup
 		rest := groups
-		if committed {
-			// The record's range is that of the first write: groups[0]
-			// (groupByRange groups writes first, in order).
-			var own *txnGroup
-			if len(groups) > 0 && containsKey(groups[0].desc, rk) {
-				own, rest = groups[0], groups[1:]
-			}
-			req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
-			if own != nil {
-				req.Keys = keysOf(own)
-			}
-			rec, err := tx.recordOp(ctx, id, rk, req)
-			if err != nil && own != nil {
-				// The folded form refused (a split moved a key): commit
-				// alone and resolve that range with the others.
-				rest = groups
-				rec, err = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
-			}
-			if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
-				return // readers resolve from the record
-			}
-			if own != nil {
-				recDesc = own.desc
-			}
+		if len(groups) > 0 && containsKey(groups[0].desc, rk) {
+			own, rest = groups[0], groups[1:]
 		}
-		res := parallel(rest, func(g *txnGroup) txnWriteResult {
-			ks := keysOf(g)
-			req := &kvpb.TxnResolveRequest{Header: c.header(true), TxnId: id[:], Committed: committed, Keys: ks}
-			if committed {
-				req.CommitTimestamp = toProto(ct)
-			}
-			err := c.routed(ctx, "TxnResolve", true, routeKey{key: ks[0]}, func(ctx context.Context, e *endpoint, d *kvpb.RangeDescriptor) error {
-				if !g.holds(d) {
-					return errRegroup
+		req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
+		if own != nil {
+			req.Keys = keysOf(own)
+		}
+		rec, err := tx.recordOp(ctx, id, rk, req)
+		if err != nil && own != nil {
+			// The folded form refused (a split moved a key): commit
+			// alone and resolve that range with the others.
+			own, rest = nil, groups
+			rec, err = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
+		}
+		var all [][]byte
+		for _, g := range groups {
+			all = append(all, keysOf(g)...)
+		}
+		if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+			close(t.committed)
+			c.resolutions.resolved(t, all, false) // readers resolve from the record
+			return
+		}
+		t.explicit = true
+		close(t.committed)
+		if own != nil && c.resolutions.resolved(t, keysOf(own), true) {
+			c.recordGC.add(c, id, rk, t.recDesc)
+			return
+		}
+		// The rest rides on the next writes to their ranges, or goes on
+		// its own after foldDelay.
+		if len(rest) == 0 {
+			return
+		}
+		for _, g := range rest {
+			c.resolutions.offer(t, g.desc, keysOf(g))
+		}
+		time.Sleep(foldDelay)
+		descs := make([]*kvpb.RangeDescriptor, len(rest))
+		for i, g := range rest {
+			descs[i] = g.desc
+		}
+		c.resolutions.drop(t, descs)
+		parallel(rest, func(g *txnGroup) txnWriteResult {
+			var ks [][]byte
+			for _, f := range c.resolutions.holding(keysOf(g)) {
+				if f.t == t {
+					ks = f.ks
 				}
-				routeHeader(req.Header, d)
-				_, err := e.txn.Resolve(ctx, req)
-				return err
-			})
-			return txnWriteResult{err: err}
+			}
+			if len(ks) > 0 {
+				_ = c.resolveAlone(ctx, t, ks)
+			}
+			return txnWriteResult{}
 		})
-		for _, r := range res {
-			if r.err != nil {
-				return // the record stays; readers resolve the rest
-			}
-		}
-		if recDesc == nil {
-			for _, g := range groups {
-				if containsKey(g.desc, rk) {
-					recDesc = g.desc
-				}
-			}
-		}
-		c.recordGC.add(c, id, rk, recDesc)
 	}()
 }
 

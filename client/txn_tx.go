@@ -94,7 +94,7 @@ func (tx *Tx) ReadTimestamp() Timestamp { return tx.rts }
 func (tx *Tx) snapshot(ctx context.Context) (Timestamp, error) {
 	if tx.rts.IsZero() {
 		tx.rtsAt = time.Now()
-		rts, err := tx.c.txnBegin(ctx)
+		rts, err := tx.c.sharedBegin(ctx)
 		if err != nil {
 			return Timestamp{}, err
 		}
@@ -189,7 +189,7 @@ func (tx *Tx) Get(ctx context.Context, key []byte) (value []byte, found bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	r, err := tx.c.getVersioned(ctx, op, key, []ReadOption{AtTimestamp(rts)})
+	r, err := tx.c.getVersioned(ctx, op, key, tx.readOptions(rts, [][]byte{key}))
 	if err != nil {
 		return nil, false, err
 	}
@@ -244,7 +244,7 @@ func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate 
 		if err != nil {
 			return nil, err
 		}
-		rs, err := tx.c.batchGet(ctx, remote, []ReadOption{AtTimestamp(rts)})
+		rs, err := tx.c.batchGet(ctx, remote, tx.readOptions(rts, remote))
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +256,18 @@ func (tx *Tx) batchGet(ctx context.Context, op string, keys [][]byte, forUpdate 
 		}
 	}
 	return out, nil
+}
+
+// readOptions are the options of a read of ks at rts: the client's
+// committed transactions whose intents on ks may be unresolved are named
+// (txn_resolve.go), so that the read takes them as committed rather than
+// waiting for their resolution.
+func (tx *Tx) readOptions(rts Timestamp, ks [][]byte) []ReadOption {
+	opts := []ReadOption{AtTimestamp(rts)}
+	if cs := tx.c.resolutions.committedFor(ks); len(cs) > 0 {
+		opts = append(opts, withCommitted(cs))
+	}
+	return opts
 }
 
 // Scan returns the live keys in [start, end) at the transaction's

@@ -206,6 +206,10 @@ const (
 	// wireTxnWriteStaged is the kind byte of a KindTxnWrite that stages
 	// its record (TxnWrite.Stage): decoded, and peeked, as KindTxnWrite.
 	wireTxnWriteStaged Kind = 34
+	// wireTxnWriteFolded is the kind byte of a KindTxnWrite carrying
+	// resolutions of committed transactions (TxnWrite.Resolve), staged
+	// or not: decoded, and peeked, as KindTxnWrite.
+	wireTxnWriteFolded Kind = 35
 	// KindProtect and KindRelease create (or refresh) and remove a
 	// protected timestamp record (meta range only; protect.go,
 	// docs/versions.md "Protected timestamps").
@@ -361,6 +365,12 @@ type TxnWrite struct {
 	StageBound hlc.Timestamp
 	Heartbeat  int64
 	StageKeys  [][]byte
+	// Resolve are resolutions of other, committed transactions' intents
+	// on this range (each Committed), folded into this command: applied
+	// before the write's own checks, whether or not it then writes
+	// (docs/transactions.md, "Resolution folded into writes"). Only a
+	// write with mutations carries them.
+	Resolve []TxnResolve
 }
 
 // TxnResolve is the body of a KindTxnResolve.
@@ -581,7 +591,9 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		return nil, fmt.Errorf("command: invalid timestamp %s", c.Timestamp)
 	}
 	dst = c.Timestamp.AppendEncode(dst)
-	if c.Kind == KindTxnWrite && c.TxnWrite.Stage {
+	if c.Kind == KindTxnWrite && len(c.TxnWrite.Resolve) > 0 {
+		dst = append(dst, byte(wireTxnWriteFolded))
+	} else if c.Kind == KindTxnWrite && c.TxnWrite.Stage {
 		dst = append(dst, byte(wireTxnWriteStaged))
 	} else {
 		dst = append(dst, byte(c.Kind))
@@ -632,12 +644,25 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			if len(c.Txn.Reads) == 0 {
 				return nil, errors.New("command: a TxnWrite without writes or reads")
 			}
+			if len(c.TxnWrite.Resolve) > 0 {
+				return nil, errors.New("command: folded resolutions ride on a TxnWrite with mutations only")
+			}
 			dst = binary.AppendUvarint(dst, 0)
 			break
 		}
 		var err error
 		if dst, err = appendMutations(dst, c.Mutations, false); err != nil {
 			return nil, err
+		}
+		folded := c.Kind == KindTxnWrite && len(c.TxnWrite.Resolve) > 0
+		if folded {
+			// Wire kind 35: whether a stage follows, then the stage,
+			// then the resolutions.
+			if c.TxnWrite.Stage {
+				dst = append(dst, 1)
+			} else {
+				dst = append(dst, 0)
+			}
 		}
 		if t := &c.TxnWrite; c.Kind == KindTxnWrite && t.Stage {
 			// The folded stage, after the mutations (wire kind 34).
@@ -649,6 +674,22 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(len(t.StageKeys)))
 			for _, k := range t.StageKeys {
 				dst = appendBytes(dst, k)
+			}
+		}
+		if folded {
+			dst = binary.AppendUvarint(dst, uint64(len(c.TxnWrite.Resolve)))
+			for i := range c.TxnWrite.Resolve {
+				t := &c.TxnWrite.Resolve[i]
+				if !t.Committed || !t.CommitTimestamp.Valid() || t.CommitTimestamp.IsZero() || len(t.Keys) == 0 {
+					return nil, fmt.Errorf("command: a folded resolution is of a committed transaction, at its commit timestamp, on keys (%s at %s, %d keys)",
+						t.ID, t.CommitTimestamp, len(t.Keys))
+				}
+				dst = append(dst, t.ID[:]...)
+				dst = t.CommitTimestamp.AppendEncode(dst)
+				dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
+				for _, k := range t.Keys {
+					dst = appendBytes(dst, k)
+				}
 			}
 		}
 	case KindTxnResolve:
@@ -953,8 +994,12 @@ func Decode(data []byte, c *Command) error {
 		c.Timestamp = d.timestamp()
 	}
 	c.Kind = Kind(d.byte())
-	if c.Kind == wireTxnWriteStaged {
+	folded := false
+	switch c.Kind {
+	case wireTxnWriteStaged:
 		c.Kind, c.TxnWrite.Stage = KindTxnWrite, true
+	case wireTxnWriteFolded:
+		c.Kind, folded = KindTxnWrite, true
 	}
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
@@ -996,14 +1041,41 @@ func Decode(data []byte, c *Command) error {
 			}
 			c.Txn.Reads[i] = rd
 		}
-		if d.err == nil && c.Kind == KindTxnWrite && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
+		if d.err == nil && c.Kind == KindTxnWrite && !folded && len(d.buf) == 1 && d.buf[0] == 0 && len(c.Txn.Reads) > 0 {
 			d.buf = d.buf[1:] // no mutations: a range the transaction only read
 		} else if d.err == nil {
 			c.Mutations = d.mutations(false)
+			if folded && d.err == nil {
+				switch d.byte() {
+				case 0:
+				case 1:
+					c.TxnWrite.Stage = true
+				default:
+					d.fail("unknown folded TxnWrite stage flag")
+				}
+			}
 			if t := &c.TxnWrite; d.err == nil && c.Kind == KindTxnWrite && t.Stage {
 				t.StageBound = d.timestamp()
 				t.Heartbeat = int64(d.fixed64())
 				t.StageKeys = d.keyList()
+			}
+			if folded && d.err == nil {
+				n := d.uvarint()
+				// Every resolution takes at least 30 bytes.
+				if n == 0 || n > uint64(len(d.buf))/30 {
+					d.fail("folded resolution count %d for %d bytes", n, len(d.buf))
+					break
+				}
+				c.TxnWrite.Resolve = make([]TxnResolve, n)
+				for i := range c.TxnWrite.Resolve {
+					t := &c.TxnWrite.Resolve[i]
+					t.ID, t.Committed = d.txnID(), true
+					t.CommitTimestamp = d.timestamp()
+					t.Keys = d.keyList()
+					if d.err != nil {
+						break
+					}
+				}
 			}
 		}
 		if c.Kind == KindTxnWrite {
@@ -1421,7 +1493,7 @@ func PeekKind(data []byte) (Kind, bool) {
 		d.timestamp()
 	}
 	k := Kind(d.byte())
-	if k == wireTxnWriteStaged {
+	if k == wireTxnWriteStaged || k == wireTxnWriteFolded {
 		k = KindTxnWrite
 	}
 	return k, d.err == nil

@@ -30,7 +30,8 @@ import (
 //	timestamp := hlc.Encode (12 bytes)
 type Result struct {
 	// Code is CodeOK or why the command was rejected. A rejected command
-	// changed nothing.
+	// changed nothing, except a TxnWrite's folded resolutions
+	// (TxnWrite.Resolve), which apply whatever the write's outcome.
 	Code Code
 	// Message explains a rejection.
 	Message string

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft"
@@ -200,10 +201,14 @@ func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 	if err := s.n.checkKey(req.GetHeader(), desc, req.GetKey()); err != nil {
 		return nil, err
 	}
+	committed, err := committedTxns(req.GetCommitted(), s.n.limits.MaxBatchOps)
+	if err != nil {
+		return nil, err
+	}
 	var kv mvcc.KeyValue
 	var found bool
 	ts, idx, err := s.n.readPast(ctx, "Get", req.GetHeader(), r, desc, false, func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
-		kv, found, err = rd.Get(req.GetKey(), ts)
+		kv, found, err = rd.WithCommitted(committed).Get(req.GetKey(), ts)
 		return err
 	})
 	if err != nil {
@@ -297,10 +302,14 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 	// The client sends a BatchGet's keys by range, and reads every other
 	// group at this one's answer: a read across ranges, unless the request
 	// is the whole read (every key in this range), served as a Get is.
+	committed, err := committedTxns(req.GetCommitted(), s.n.limits.MaxBatchOps)
+	if err != nil {
+		return nil, err
+	}
 	var kvs []mvcc.KeyValue
 	var found []bool
 	ts, idx, err := s.n.readPast(ctx, "BatchGet", req.GetHeader(), r, desc, !req.GetWhole(), func(rd rangesm.Reader, ts hlc.Timestamp) (err error) {
-		kvs, found, err = rd.MultiGet(req.Keys, ts)
+		kvs, found, err = rd.WithCommitted(committed).MultiGet(req.Keys, ts)
 		return err
 	})
 	if err != nil {
@@ -325,6 +334,34 @@ func (s *kvServer) BatchGet(ctx context.Context, req *kvpb.BatchGetRequest) (*kv
 			s.n.limits.MaxResponseBytes, total)
 	}
 	return resp, nil
+}
+
+// committedTxns returns a read's committed transactions (the client's
+// word for its own, committed but perhaps not resolved: rangesm's
+// Reader.WithCommitted), nil for none.
+func committedTxns(cs []*kvpb.CommittedTxn, max int) (map[command.TxnID]hlc.Timestamp, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	if len(cs) > max {
+		return nil, countExceeded("committed", "transactions", "max_batch_ops", max, len(cs))
+	}
+	m := make(map[command.TxnID]hlc.Timestamp, len(cs))
+	for i, c := range cs {
+		id, err := txnIDFromProto(c.GetTxnId())
+		if err != nil {
+			return nil, err
+		}
+		ts, ok, err := timestampFromProto(fmt.Sprintf("committed[%d].commit_timestamp", i), c.GetCommitTimestamp())
+		if err != nil {
+			return nil, err
+		}
+		if !ok || ts.IsZero() {
+			return nil, invalidArgument(fmt.Sprintf("committed[%d].commit_timestamp", i), "a committed transaction needs its commit timestamp")
+		}
+		m[id] = ts
+	}
+	return m, nil
 }
 
 // intentRetryDelay is how long a client waits before it retries a read or

@@ -137,6 +137,9 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 		cmd.TxnWrite.Stage, cmd.TxnWrite.StageBound, cmd.TxnWrite.StageKeys = true, bound, ks
 		cmd.TxnWrite.Heartbeat = req.GetHeartbeatUnixNanos()
 	}
+	if cmd.TxnWrite.Resolve, err = n.foldedResolves(req, desc); err != nil {
+		return nil, err
+	}
 	cmd.Txn.ReadTimestamp = rts
 	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, reads); err != nil {
 		return nil, err
@@ -148,6 +151,9 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 		return nil, err
 	}
 	res, idx, err := n.write(ctx, op, req.GetHeader(), r, cmd)
+	if len(cmd.TxnWrite.Resolve) > 0 {
+		n.lockQueues.wakeRange(r.RangeID()) // intents resolved: waiters look again
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +163,60 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 		return resp, nil
 	}
 	resp.Written, resp.Version = true, rangesm.TimestampProto(res.Version)
+	resp.Resolved = len(cmd.TxnWrite.Resolve) > 0 && res.Found
 	return resp, nil
+}
+
+// foldedResolves returns a Write's folded resolutions (committed
+// transactions' intents on this range, resolved by the same command
+// before its own checks: docs/transactions.md, "Resolution folded into
+// writes"). A key outside desc (a split the coordinator has not seen)
+// drops them all, unanswered (the write's resolved stays false and the
+// coordinator resolves them on their own); a malformed one is refused.
+func (n *Node) foldedResolves(req *kvpb.TxnWriteRequest, desc *kvpb.RangeDescriptor) ([]command.TxnResolve, error) {
+	rs := req.GetResolve()
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	if len(req.GetMutations()) == 0 {
+		return nil, invalidArgument("resolve", "folded resolutions ride on a write with mutations only")
+	}
+	if len(rs) > n.limits.MaxBatchOps {
+		return nil, countExceeded("resolve", "resolutions", "max_batch_ops", n.limits.MaxBatchOps, len(rs))
+	}
+	out := make([]command.TxnResolve, len(rs))
+	total := 0
+	in := true
+	for i, f := range rs {
+		id, err := txnIDFromProto(f.GetTxnId())
+		if err != nil {
+			return nil, err
+		}
+		c, ok, err := timestampFromProto("resolve.commit_timestamp", f.GetCommitTimestamp())
+		if err != nil {
+			return nil, err
+		}
+		ks := f.GetKeys()
+		if !ok || c.IsZero() || len(ks) == 0 {
+			return nil, invalidArgument(fmt.Sprintf("resolve[%d]", i), "a folded resolution needs its commit timestamp and keys")
+		}
+		if total += len(ks); total > n.limits.MaxBatchOps {
+			return nil, countExceeded("resolve", "keys", "max_batch_ops", n.limits.MaxBatchOps, total)
+		}
+		for _, k := range ks {
+			if err := n.limits.checkKey("resolve.keys", k); err != nil {
+				return nil, err
+			}
+			if !keys.ContainsUserKey(desc, k) {
+				in = false
+			}
+		}
+		out[i] = command.TxnResolve{ID: id, Committed: true, CommitTimestamp: c, Keys: ks}
+	}
+	if !in {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // Record reads or changes a transaction record on the range holding its

@@ -472,12 +472,67 @@ func (r *Range) dropIntent(k []byte) {
 // replaced (a retried write). With TxnWrite.Stage the same command
 // stages the record (the range must hold its key), and writes nothing
 // unless the record is then STAGING at the bound asked for.
+//
+// TxnWrite.Resolve, resolutions of committed transactions' intents on
+// this range, apply first, as a TxnResolve each, whether or not the write
+// then writes (the one exception to "a rejected command changed
+// nothing": they are idempotent, so a retry applying them again is
+// harmless); Result.Found says they all applied. One with a key outside
+// the range (a split since the proposal) is skipped, as is any that a
+// TxnResolve would refuse.
 // REQUIRES: the replica's raftMu.
 func (r *Range) applyTxnWrite(cmd *command.Command) (command.Result, error) {
-	own := &cmd.TxnWrite.ID
 	if len(cmd.Mutations) == 0 && len(cmd.Txn.Reads) == 0 {
 		return command.Result{Code: command.CodeMalformed, Message: "a TxnWrite without writes or reads"}, nil
 	}
+	folded, err := r.applyFoldedResolves(cmd.TxnWrite.Resolve)
+	if err != nil {
+		return command.Result{}, err
+	}
+	res, err := r.applyTxnWriteOwn(cmd)
+	if err == nil && res.Code == command.CodeOK {
+		res.Found = folded
+	}
+	return res, err
+}
+
+// applyFoldedResolves applies a TxnWrite's folded resolutions and
+// reports whether all of them applied (true when there are none).
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyFoldedResolves(rs []command.TxnResolve) (bool, error) {
+	all := true
+	for i := range rs {
+		t := &rs[i]
+		if !t.Committed {
+			all = false
+			continue
+		}
+		in := true
+		for _, k := range t.Keys {
+			if !keys.ContainsUserKey(r.desc, k) {
+				in = false
+				break
+			}
+		}
+		if !in {
+			all = false
+			continue
+		}
+		res, err := r.applyTxnResolve(&command.Command{Kind: command.KindTxnResolve, TxnResolve: *t})
+		if err != nil {
+			return false, err
+		}
+		if res.Code != command.CodeOK {
+			all = false
+		}
+	}
+	return all, nil
+}
+
+// applyTxnWriteOwn is applyTxnWrite once the folded resolutions applied.
+// REQUIRES: the replica's raftMu.
+func (r *Range) applyTxnWriteOwn(cmd *command.Command) (command.Result, error) {
+	own := &cmd.TxnWrite.ID
 	if res, ok := r.checkTxnKeys(cmd); !ok {
 		return res, nil
 	}

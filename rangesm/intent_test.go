@@ -477,3 +477,43 @@ func TestIntentsHoldTheFeed(t *testing.T) {
 		t.Fatalf("after the intents: %v %v", changes, complete)
 	}
 }
+
+// TestFoldedResolveClearsTheWay: a TxnWrite carrying the committed
+// resolution of another transaction's intents (TxnWrite.Resolve) turns
+// them into versions at their commit timestamp first, so its own intent
+// on the same key goes in above them (Result.Found: the resolutions
+// applied); a folded resolution of a transaction that holds no intent
+// there changes nothing, and the write is refused on the intent it left,
+// as without it.
+func TestFoldedResolveClearsTheWay(t *testing.T) {
+	s := newStore(t)
+	s.propose(user, put("a", "0", ts(100, 0)))
+	res := s.propose(user, txnWrite(txnA, ts(150, 0), hlc.Timestamp{}, nil, putM("a", "1"), putM("b", "1")))
+	pa := res.Version
+	if res.Err() != nil {
+		t.Fatalf("TxnWrite of A: %+v", res)
+	}
+	c := ts(300, 0)
+	// Another transaction's resolution: nothing, and B meets A's intent.
+	w := txnWrite(txnB, ts(350, 0), hlc.Timestamp{}, nil, putM("a", "2"))
+	w.TxnWrite.Resolve = []command.TxnResolve{{ID: command.TxnID{0xc}, Committed: true, CommitTimestamp: c, Keys: [][]byte{[]byte("a")}}}
+	wantConflict(t, "a write folding another transaction's resolution", s.propose(user, w), "a")
+	if st := s.state(user); st.Intents != 2 {
+		t.Fatalf("after the fold of nothing: %d intents, want A's 2", st.Intents)
+	}
+	// A's, with a's key only: a resolves, b stays A's intent.
+	w.TxnWrite.Resolve[0].ID = txnA
+	res = s.propose(user, w)
+	if res.Err() != nil || !res.Found || !pa.Less(res.Version) || !c.Less(res.Version) {
+		t.Fatalf("TxnWrite of B folding A's resolution: %+v", res)
+	}
+	if kv, found, err := s.reader(user).Get([]byte("a"), c); err != nil || !found || string(kv.Value) != "1" || kv.Version != c {
+		t.Fatalf("a at A's commit timestamp: %+v %v %v", kv, found, err)
+	}
+	if _, _, err := s.reader(user).Get([]byte("a"), res.Version); len(metIntents(t, err)) != 1 {
+		t.Fatalf("a at B's p: %v, want B's intent", err)
+	}
+	if _, _, err := s.reader(user).Get([]byte("b"), res.Version); len(metIntents(t, err)) != 1 {
+		t.Fatalf("b: %v, want A's intent still", err)
+	}
+}

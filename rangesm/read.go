@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/mvcc"
 	"github.com/shaledb/shale/raft/keys"
@@ -32,6 +33,71 @@ import (
 type Reader struct {
 	db    *storage.DB
 	locks Locks
+	// committed are transactions the reader's client says committed, at
+	// their commit timestamps (WithCommitted).
+	committed map[command.TxnID]hlc.Timestamp
+}
+
+// WithCommitted returns r reading the intents of the transactions in
+// committed as what they are: committed at the timestamp given (an
+// intent's value visible at or above it, as a version there), instead of
+// failing on them with an *IntentError. It is the coordinator's word for
+// its own transactions, committed but perhaps not yet resolved
+// (docs/transactions.md, "Resolution folded into writes"); an intent
+// whose p is above the timestamp given is met as usual. Get and MultiGet
+// honour it; Scan meets such intents as any other.
+func (r Reader) WithCommitted(committed map[command.TxnID]hlc.Timestamp) Reader {
+	r.committed = committed
+	return r
+}
+
+// passCommitted splits met into the intents of transactions r knows
+// committed (at a timestamp at or above their p) and the rest.
+func (r Reader) passCommitted(met []Intent) (known, rest []Intent) {
+	if len(r.committed) == 0 || len(met) >= maxIntentsReported {
+		// (met may have been cut short: every intent must be seen.)
+		return nil, met
+	}
+	for _, in := range met {
+		if c, ok := r.committed[in.Txn]; ok && in.Provisional.LessEq(c) {
+			known = append(known, in)
+		} else {
+			rest = append(rest, in)
+		}
+	}
+	return known, rest
+}
+
+// overCommitted answers, from the versions read below them, the keys
+// holding intents of transactions known committed: the intent's value as
+// a version at the commit timestamp when that is at or below ts (nothing
+// can be newer: the intent keeps every other write of its key out), the
+// versions below it otherwise.
+func (r Reader) overCommitted(known []Intent, ks [][]byte, kvs []mvcc.KeyValue, found []bool, ts hlc.Timestamp) {
+	for _, in := range known {
+		c := r.committed[in.Txn]
+		if ts.Less(c) {
+			continue
+		}
+		for i, k := range ks {
+			if !bytes.Equal(k, in.Key) {
+				continue
+			}
+			if in.Delete {
+				kvs[i], found[i] = mvcc.KeyValue{}, false
+				continue
+			}
+			created := c
+			if found[i] {
+				created = kvs[i].Created
+			}
+			kvs[i] = mvcc.KeyValue{Key: kvs[i].Key, Value: in.Value, Version: c, Created: created}
+			if kvs[i].Key == nil {
+				kvs[i].Key = k
+			}
+			found[i] = true
+		}
+	}
 }
 
 // WithLocks returns r reading range l.RangeID's lock table first.
@@ -53,8 +119,18 @@ func (r Reader) Get(k []byte, ts hlc.Timestamp) (kv mvcc.KeyValue, found bool, e
 		if err != nil {
 			return mvcc.KeyValue{}, false, err
 		}
-		if len(met) > 0 {
-			return mvcc.KeyValue{}, false, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: met}
+		known, rest := r.passCommitted(met)
+		if len(rest) > 0 {
+			return mvcc.KeyValue{}, false, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: rest}
+		}
+		if len(known) > 0 {
+			kv, found, err := keys.UserKeyspace.Get(r.db, k, ts)
+			if err != nil {
+				return kv, found, err
+			}
+			kvs, fs := []mvcc.KeyValue{kv}, []bool{found}
+			r.overCommitted(known, [][]byte{k}, kvs, fs, ts)
+			return kvs[0], fs[0], nil
 		}
 	}
 	return keys.UserKeyspace.Get(r.db, k, ts)
@@ -68,8 +144,16 @@ func (r Reader) MultiGet(ks [][]byte, ts hlc.Timestamp) (kvs []mvcc.KeyValue, fo
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(met) > 0 {
-			return nil, nil, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: met}
+		known, rest := r.passCommitted(met)
+		if len(rest) > 0 {
+			return nil, nil, &IntentError{RangeID: r.locks.RangeID, ReadTimestamp: ts, Intents: rest}
+		}
+		if len(known) > 0 {
+			kvs, found, err := keys.UserKeyspace.GetMany(r.db, ks, ts)
+			if err == nil {
+				r.overCommitted(known, ks, kvs, found, ts)
+			}
+			return kvs, found, err
 		}
 	}
 	return keys.UserKeyspace.GetMany(r.db, ks, ts)

@@ -62,10 +62,17 @@ func (s *Snapshot) MultiSeekPrefixGE(targets [][]byte) (keys, values [][]byte, e
 	return s.db.multiSeekPrefix(s.c, targets)
 }
 
+// seekPrefixOneStack is the size of the buffer on seekPrefixOne's stack
+// that an entry of up to its size is read into.
+const seekPrefixOneStack = 512
+
 // seekPrefixOne is multiSeekPrefix of one target (a put's read of its
-// key's newest version), with one allocation, the entry's buffer, instead
+// key's newest version), with at most one allocation, the entry's, instead
 // of a batch's seven: the target is passed in place and the offsets,
-// lengths and status live on the stack (the call is noescape).
+// lengths and status live on the stack (the call is noescape), and so does
+// the buffer the engine copies an entry of usual size into: a read that
+// finds nothing (a put of a new key) allocates nothing, one that finds an
+// entry copies it out at its size.
 func (db *DB) seekPrefixOne(snap *C.shale_snapshot_t, target []byte) (key, value []byte, found bool, err error) {
 	const op = "SeekPrefixGE"
 	var keyOffs [2]C.size_t
@@ -93,8 +100,18 @@ func (db *DB) seekPrefixOne(snap *C.shale_snapshot_t, target []byte) (key, value
 		}
 	}
 	defer release()
+	var stack [seekPrefixOneStack]byte
 	for attempt := 0; ; attempt++ {
-		out := make([]byte, capacity)
+		// out is the buffer the engine fills: the stack's, or heap, the
+		// only one results are sliced from (so that stack stays on the
+		// stack).
+		var out, heap []byte
+		if capacity <= len(stack) {
+			out = stack[:]
+		} else {
+			heap = make([]byte, capacity)
+			out = heap
+		}
 		ro := readOptions(snap)
 		st := C.shale_multi_seek_prefix(h, &ro, 1, cBytesNonNil(target), &keyOffs[0],
 			(*C.uint8_t)(unsafe.Pointer(&out[0])), C.size_t(len(out)),
@@ -117,12 +134,18 @@ func (db *DB) seekPrefixOne(snap *C.shale_snapshot_t, target []byte) (key, value
 			capacity = max(needed+needed/8, capacity)
 			continue
 		}
-		key, value, err := seekPrefixEntry(0, target, out, outOffs[0], keyLens[0], valLens[0], statuses[0])
-		if err != nil || key == nil {
+		off, kl, vl, ok, err := seekPrefixBounds(0, target, len(out), outOffs[0], keyLens[0], valLens[0], statuses[0])
+		if err != nil || !ok {
 			return nil, nil, false, err
 		}
-		db.noteSeekPrefixEntries(1, len(key)+len(value))
-		return key, value, true, nil
+		db.noteSeekPrefixEntries(1, kl+vl)
+		if heap == nil {
+			// Out of the stack's buffer, in one allocation.
+			heap = make([]byte, kl+vl)
+			copy(heap, stack[off:off+kl+vl])
+			off = 0
+		}
+		return heap[off : off+kl : off+kl], heap[off+kl : off+kl+vl : off+kl+vl], true, nil
 	}
 }
 
@@ -231,21 +254,32 @@ func (db *DB) seekPrefixResults(targets [][]byte, out []byte, outOffs, keyLens, 
 // seekPrefixEntry slices the entry answering target i out of out: a nil
 // key when the engine found none.
 func seekPrefixEntry(i int, target, out []byte, outOff, keyLen, valLen C.size_t, status C.int32_t) (key, value []byte, err error) {
+	off, kl, vl, ok, err := seekPrefixBounds(i, target, len(out), outOff, keyLen, valLen, status)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	return out[off : off+kl : off+kl], out[off+kl : off+kl+vl : off+kl+vl], nil
+}
+
+// seekPrefixBounds checks the engine's answer to target i: ok with the
+// entry's offset and its key's and value's lengths in an outLen-byte
+// buffer, not ok when the engine found none.
+func seekPrefixBounds(i int, target []byte, outLen int, outOff, keyLen, valLen C.size_t, status C.int32_t) (off, kl, vl int, ok bool, err error) {
 	const op = "SeekPrefixGE"
 	switch status {
 	case codeOK:
-		off, kl, vl := int(outOff), int(keyLen), int(valLen)
-		if off < 0 || kl < 0 || vl < 0 || off+kl+vl > len(out) {
-			return nil, nil, errorf(ErrCorruption, "%s: target %d: entry [%d, %d) outside the %d-byte buffer", op, i, off, off+kl+vl, len(out))
+		off, kl, vl = int(outOff), int(keyLen), int(valLen)
+		if off < 0 || kl < 0 || vl < 0 || off+kl+vl > outLen {
+			return 0, 0, 0, false, errorf(ErrCorruption, "%s: target %d: entry [%d, %d) outside the %d-byte buffer", op, i, off, off+kl+vl, outLen)
 		}
-		return out[off : off+kl : off+kl], out[off+kl : off+kl+vl : off+kl+vl], nil
+		return off, kl, vl, true, nil
 	case codeNotFound:
-		return nil, nil, nil
+		return 0, 0, 0, false, nil
 	case codeInvalidArgument:
-		return nil, nil, &EngineError{Op: op, Code: int(status),
+		return 0, 0, 0, false, &EngineError{Op: op, Code: int(status),
 			Msg: fmt.Sprintf("target %d (%q) is not a versioned key", i, truncateKey(target))}
 	default:
-		return nil, nil, &EngineError{Op: op, Code: int(status),
+		return 0, 0, 0, false, &EngineError{Op: op, Code: int(status),
 			Msg: fmt.Sprintf("target %d (%q)", i, truncateKey(target))}
 	}
 }

@@ -243,3 +243,35 @@ func TestMultiSeekPrefixGELargeEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestSeekPrefixGEEntriesOfEverySize reads entries below, at and above
+// the size read on the stack (seekPrefixOneStack), small and large ones
+// in turn so that the size estimate swings: every result is whole, its
+// own (kept across later reads), and capped (appending to the key does
+// not overwrite the value).
+func TestSeekPrefixGEEntriesOfEverySize(t *testing.T) {
+	db := openVersionedDB(t)
+	sizes := []int{0, 1, 100, seekPrefixOneStack - 40, seekPrefixOneStack, seekPrefixOneStack + 1, 5000, 3, 20000, 10}
+	for i, n := range sizes {
+		if err := db.Put(versionedKey(seekPrefixKey(i), 5), bytes.Repeat([]byte{byte('a' + i)}, n), NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var keys, values [][]byte
+	for round := 0; round < 2; round++ {
+		for i := range sizes {
+			k, v, found, err := db.SeekPrefixGE(versionedKey(seekPrefixKey(i), 9))
+			if err != nil || !found {
+				t.Fatalf("SeekPrefixGE(%d) = %v, %v", i, found, err)
+			}
+			_ = append(k, 'x')
+			keys, values = append(keys, k), append(values, v)
+		}
+	}
+	for j := range keys {
+		i := j % len(sizes)
+		if !bytes.Equal(keys[j], versionedKey(seekPrefixKey(i), 5)) || !bytes.Equal(values[j], bytes.Repeat([]byte{byte('a' + i)}, sizes[i])) {
+			t.Fatalf("read %d (entry %d): key %x, value of %d bytes %.8q", j, i, keys[j], len(values[j]), values[j])
+		}
+	}
+}

@@ -805,9 +805,14 @@ func (x *KeyValue) GetCreateVersion() *Timestamp {
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Key    []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// committed: transactions this client coordinated that committed (at
+	// commit_timestamp) but whose intents may not be resolved yet: their
+	// intents are read as committed rather than waited for
+	// (docs/transactions.md, "Resolution folded into writes").
+	Committed     []*CommittedTxn `protobuf:"bytes,3,rep,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +861,66 @@ func (x *GetRequest) GetKey() []byte {
 	return nil
 }
 
+func (x *GetRequest) GetCommitted() []*CommittedTxn {
+	if x != nil {
+		return x.Committed
+	}
+	return nil
+}
+
+// CommittedTxn names a committed transaction and its commit timestamp.
+type CommittedTxn struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TxnId           []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CommittedTxn) Reset() {
+	*x = CommittedTxn{}
+	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommittedTxn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommittedTxn) ProtoMessage() {}
+
+func (x *CommittedTxn) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommittedTxn.ProtoReflect.Descriptor instead.
+func (*CommittedTxn) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CommittedTxn) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *CommittedTxn) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
 type GetResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -870,7 +935,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	mi := &file_api_kvpb_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +947,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[10]
+	mi := &file_api_kvpb_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +960,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetResponse) GetHeader() *ResponseHeader {
@@ -948,7 +1013,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[11]
+	mi := &file_api_kvpb_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1025,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[11]
+	mi := &file_api_kvpb_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1038,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PutRequest) GetHeader() *RequestHeader {
@@ -1016,7 +1081,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[12]
+	mi := &file_api_kvpb_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1093,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[12]
+	mi := &file_api_kvpb_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1106,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutResponse) GetHeader() *ResponseHeader {
@@ -1068,7 +1133,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[13]
+	mi := &file_api_kvpb_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1145,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[13]
+	mi := &file_api_kvpb_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1158,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteRequest) GetHeader() *RequestHeader {
@@ -1122,7 +1187,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[14]
+	mi := &file_api_kvpb_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1199,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[14]
+	mi := &file_api_kvpb_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1212,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteResponse) GetHeader() *ResponseHeader {
@@ -1185,7 +1250,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[15]
+	mi := &file_api_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1262,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[15]
+	mi := &file_api_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1275,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanRequest) GetHeader() *RequestHeader {
@@ -1278,7 +1343,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[16]
+	mi := &file_api_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1355,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[16]
+	mi := &file_api_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1368,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanResponse) GetHeader() *ResponseHeader {
@@ -1345,14 +1410,16 @@ type BatchGetRequest struct {
 	// across ranges, or a client older than this field), the node reads at
 	// a fresh timestamp closed on the range first, so that the client's
 	// other groups, read at it, see every acknowledged write.
-	Whole         bool `protobuf:"varint,3,opt,name=whole,proto3" json:"whole,omitempty"`
+	Whole bool `protobuf:"varint,3,opt,name=whole,proto3" json:"whole,omitempty"`
+	// committed: as GetRequest's.
+	Committed     []*CommittedTxn `protobuf:"bytes,4,rep,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[17]
+	mi := &file_api_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1431,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[17]
+	mi := &file_api_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1444,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BatchGetRequest) GetHeader() *RequestHeader {
@@ -1401,6 +1468,13 @@ func (x *BatchGetRequest) GetWhole() bool {
 	return false
 }
 
+func (x *BatchGetRequest) GetCommitted() []*CommittedTxn {
+	if x != nil {
+		return x.Committed
+	}
+	return nil
+}
+
 type GetResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Found bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
@@ -1414,7 +1488,7 @@ type GetResult struct {
 
 func (x *GetResult) Reset() {
 	*x = GetResult{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[18]
+	mi := &file_api_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1500,7 @@ func (x *GetResult) String() string {
 func (*GetResult) ProtoMessage() {}
 
 func (x *GetResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[18]
+	mi := &file_api_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1513,7 @@ func (x *GetResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResult.ProtoReflect.Descriptor instead.
 func (*GetResult) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetResult) GetFound() bool {
@@ -1481,7 +1555,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[19]
+	mi := &file_api_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1567,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[19]
+	mi := &file_api_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1580,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{19}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchGetResponse) GetHeader() *ResponseHeader {
@@ -1537,7 +1611,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[20]
+	mi := &file_api_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1623,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[20]
+	mi := &file_api_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1636,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{20}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Mutation) GetOp() isMutation_Op {
@@ -1636,7 +1710,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[21]
+	mi := &file_api_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1722,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[21]
+	mi := &file_api_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1735,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{21}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -1694,7 +1768,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[22]
+	mi := &file_api_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1780,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[22]
+	mi := &file_api_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1793,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{22}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -1739,7 +1813,7 @@ type DeleteRangeOp struct {
 
 func (x *DeleteRangeOp) Reset() {
 	*x = DeleteRangeOp{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[23]
+	mi := &file_api_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1825,7 @@ func (x *DeleteRangeOp) String() string {
 func (*DeleteRangeOp) ProtoMessage() {}
 
 func (x *DeleteRangeOp) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[23]
+	mi := &file_api_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1838,7 @@ func (x *DeleteRangeOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeOp.ProtoReflect.Descriptor instead.
 func (*DeleteRangeOp) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{23}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteRangeOp) GetStartKey() []byte {
@@ -1791,7 +1865,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[24]
+	mi := &file_api_kvpb_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1877,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[24]
+	mi := &file_api_kvpb_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1890,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{24}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchRequest) GetHeader() *RequestHeader {
@@ -1845,7 +1919,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[25]
+	mi := &file_api_kvpb_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1931,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[25]
+	mi := &file_api_kvpb_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1944,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{25}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchResponse) GetHeader() *ResponseHeader {
@@ -1914,7 +1988,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[26]
+	mi := &file_api_kvpb_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2000,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[26]
+	mi := &file_api_kvpb_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2013,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{26}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompareAndSwapRequest) GetHeader() *RequestHeader {
@@ -2018,7 +2092,7 @@ type CompareAndSwapResponse struct {
 
 func (x *CompareAndSwapResponse) Reset() {
 	*x = CompareAndSwapResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[27]
+	mi := &file_api_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2104,7 @@ func (x *CompareAndSwapResponse) String() string {
 func (*CompareAndSwapResponse) ProtoMessage() {}
 
 func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[27]
+	mi := &file_api_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2117,7 @@ func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{27}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CompareAndSwapResponse) GetHeader() *ResponseHeader {
@@ -2106,7 +2180,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[28]
+	mi := &file_api_kvpb_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2192,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[28]
+	mi := &file_api_kvpb_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2205,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{28}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteRangeRequest) GetHeader() *RequestHeader {
@@ -2167,7 +2241,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_api_kvpb_kv_proto_msgTypes[29]
+	mi := &file_api_kvpb_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2253,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_kv_proto_msgTypes[29]
+	mi := &file_api_kvpb_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2266,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{29}
+	return file_api_kvpb_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRangeResponse) GetHeader() *ResponseHeader {
@@ -2256,11 +2330,15 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x120\n" +
 	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12=\n" +
-	"\x0ecreate_version\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"R\n" +
+	"\x0ecreate_version\x18\x04 \x01(\v2\x16.shale.kv.v1.TimestampR\rcreateVersion\"\x8b\x01\n" +
 	"\n" +
 	"GetRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"\xdf\x01\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x127\n" +
+	"\tcommitted\x18\x03 \x03(\v2\x19.shale.kv.v1.CommittedTxnR\tcommitted\"h\n" +
+	"\fCommittedTxn\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12A\n" +
+	"\x10commit_timestamp\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\"\xdf\x01\n" +
 	"\vGetResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x14\n" +
@@ -2295,11 +2373,12 @@ const file_api_kvpb_kv_proto_rawDesc = "" +
 	"\x03kvs\x18\x02 \x03(\v2\x15.shale.kv.v1.KeyValueR\x03kvs\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x1d\n" +
 	"\n" +
-	"resume_key\x18\x04 \x01(\fR\tresumeKey\"o\n" +
+	"resume_key\x18\x04 \x01(\fR\tresumeKey\"\xa8\x01\n" +
 	"\x0fBatchGetRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x14\n" +
-	"\x05whole\x18\x03 \x01(\bR\x05whole\"\xa8\x01\n" +
+	"\x05whole\x18\x03 \x01(\bR\x05whole\x127\n" +
+	"\tcommitted\x18\x04 \x03(\v2\x19.shale.kv.v1.CommittedTxnR\tcommitted\"\xa8\x01\n" +
 	"\tGetResult\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x120\n" +
@@ -2397,7 +2476,7 @@ func file_api_kvpb_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_api_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_api_kvpb_kv_proto_goTypes = []any{
 	(MuxMethod)(0),                 // 0: shale.kv.v1.MuxMethod
 	(ReadConsistency)(0),           // 1: shale.kv.v1.ReadConsistency
@@ -2411,27 +2490,28 @@ var file_api_kvpb_kv_proto_goTypes = []any{
 	(*ResponseHeader)(nil),         // 9: shale.kv.v1.ResponseHeader
 	(*KeyValue)(nil),               // 10: shale.kv.v1.KeyValue
 	(*GetRequest)(nil),             // 11: shale.kv.v1.GetRequest
-	(*GetResponse)(nil),            // 12: shale.kv.v1.GetResponse
-	(*PutRequest)(nil),             // 13: shale.kv.v1.PutRequest
-	(*PutResponse)(nil),            // 14: shale.kv.v1.PutResponse
-	(*DeleteRequest)(nil),          // 15: shale.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 16: shale.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),            // 17: shale.kv.v1.ScanRequest
-	(*ScanResponse)(nil),           // 18: shale.kv.v1.ScanResponse
-	(*BatchGetRequest)(nil),        // 19: shale.kv.v1.BatchGetRequest
-	(*GetResult)(nil),              // 20: shale.kv.v1.GetResult
-	(*BatchGetResponse)(nil),       // 21: shale.kv.v1.BatchGetResponse
-	(*Mutation)(nil),               // 22: shale.kv.v1.Mutation
-	(*PutOp)(nil),                  // 23: shale.kv.v1.PutOp
-	(*DeleteOp)(nil),               // 24: shale.kv.v1.DeleteOp
-	(*DeleteRangeOp)(nil),          // 25: shale.kv.v1.DeleteRangeOp
-	(*BatchRequest)(nil),           // 26: shale.kv.v1.BatchRequest
-	(*BatchResponse)(nil),          // 27: shale.kv.v1.BatchResponse
-	(*CompareAndSwapRequest)(nil),  // 28: shale.kv.v1.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 29: shale.kv.v1.CompareAndSwapResponse
-	(*DeleteRangeRequest)(nil),     // 30: shale.kv.v1.DeleteRangeRequest
-	(*DeleteRangeResponse)(nil),    // 31: shale.kv.v1.DeleteRangeResponse
-	(*Timestamp)(nil),              // 32: shale.kv.v1.Timestamp
+	(*CommittedTxn)(nil),           // 12: shale.kv.v1.CommittedTxn
+	(*GetResponse)(nil),            // 13: shale.kv.v1.GetResponse
+	(*PutRequest)(nil),             // 14: shale.kv.v1.PutRequest
+	(*PutResponse)(nil),            // 15: shale.kv.v1.PutResponse
+	(*DeleteRequest)(nil),          // 16: shale.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 17: shale.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),            // 18: shale.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 19: shale.kv.v1.ScanResponse
+	(*BatchGetRequest)(nil),        // 20: shale.kv.v1.BatchGetRequest
+	(*GetResult)(nil),              // 21: shale.kv.v1.GetResult
+	(*BatchGetResponse)(nil),       // 22: shale.kv.v1.BatchGetResponse
+	(*Mutation)(nil),               // 23: shale.kv.v1.Mutation
+	(*PutOp)(nil),                  // 24: shale.kv.v1.PutOp
+	(*DeleteOp)(nil),               // 25: shale.kv.v1.DeleteOp
+	(*DeleteRangeOp)(nil),          // 26: shale.kv.v1.DeleteRangeOp
+	(*BatchRequest)(nil),           // 27: shale.kv.v1.BatchRequest
+	(*BatchResponse)(nil),          // 28: shale.kv.v1.BatchResponse
+	(*CompareAndSwapRequest)(nil),  // 29: shale.kv.v1.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil), // 30: shale.kv.v1.CompareAndSwapResponse
+	(*DeleteRangeRequest)(nil),     // 31: shale.kv.v1.DeleteRangeRequest
+	(*DeleteRangeResponse)(nil),    // 32: shale.kv.v1.DeleteRangeResponse
+	(*Timestamp)(nil),              // 33: shale.kv.v1.Timestamp
 }
 var file_api_kvpb_kv_proto_depIdxs = []int32{
 	3,  // 0: shale.kv.v1.MuxRequest.calls:type_name -> shale.kv.v1.MuxCall
@@ -2440,69 +2520,72 @@ var file_api_kvpb_kv_proto_depIdxs = []int32{
 	6,  // 3: shale.kv.v1.MuxResult.status:type_name -> shale.kv.v1.MuxStatus
 	7,  // 4: shale.kv.v1.MuxStatus.details:type_name -> shale.kv.v1.MuxDetail
 	1,  // 5: shale.kv.v1.RequestHeader.read_consistency:type_name -> shale.kv.v1.ReadConsistency
-	32, // 6: shale.kv.v1.RequestHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	32, // 7: shale.kv.v1.RequestHeader.observed:type_name -> shale.kv.v1.Timestamp
-	32, // 8: shale.kv.v1.ResponseHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	32, // 9: shale.kv.v1.ResponseHeader.now:type_name -> shale.kv.v1.Timestamp
-	32, // 10: shale.kv.v1.KeyValue.version:type_name -> shale.kv.v1.Timestamp
-	32, // 11: shale.kv.v1.KeyValue.create_version:type_name -> shale.kv.v1.Timestamp
+	33, // 6: shale.kv.v1.RequestHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	33, // 7: shale.kv.v1.RequestHeader.observed:type_name -> shale.kv.v1.Timestamp
+	33, // 8: shale.kv.v1.ResponseHeader.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	33, // 9: shale.kv.v1.ResponseHeader.now:type_name -> shale.kv.v1.Timestamp
+	33, // 10: shale.kv.v1.KeyValue.version:type_name -> shale.kv.v1.Timestamp
+	33, // 11: shale.kv.v1.KeyValue.create_version:type_name -> shale.kv.v1.Timestamp
 	8,  // 12: shale.kv.v1.GetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 13: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 14: shale.kv.v1.GetResponse.version:type_name -> shale.kv.v1.Timestamp
-	32, // 15: shale.kv.v1.GetResponse.create_version:type_name -> shale.kv.v1.Timestamp
-	8,  // 16: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 17: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 18: shale.kv.v1.PutResponse.version:type_name -> shale.kv.v1.Timestamp
-	8,  // 19: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 20: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 21: shale.kv.v1.DeleteResponse.version:type_name -> shale.kv.v1.Timestamp
-	8,  // 22: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 23: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	10, // 24: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
-	8,  // 25: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
-	32, // 26: shale.kv.v1.GetResult.version:type_name -> shale.kv.v1.Timestamp
-	32, // 27: shale.kv.v1.GetResult.create_version:type_name -> shale.kv.v1.Timestamp
-	9,  // 28: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	20, // 29: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
-	23, // 30: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
-	24, // 31: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
-	25, // 32: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
-	8,  // 33: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 34: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
-	9,  // 35: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 36: shale.kv.v1.BatchResponse.version:type_name -> shale.kv.v1.Timestamp
-	8,  // 37: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
-	32, // 38: shale.kv.v1.CompareAndSwapRequest.expected_version:type_name -> shale.kv.v1.Timestamp
-	9,  // 39: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 40: shale.kv.v1.CompareAndSwapResponse.current_version:type_name -> shale.kv.v1.Timestamp
-	32, // 41: shale.kv.v1.CompareAndSwapResponse.current_create_version:type_name -> shale.kv.v1.Timestamp
-	32, // 42: shale.kv.v1.CompareAndSwapResponse.version:type_name -> shale.kv.v1.Timestamp
-	8,  // 43: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
-	9,  // 44: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	32, // 45: shale.kv.v1.DeleteRangeResponse.version:type_name -> shale.kv.v1.Timestamp
-	11, // 46: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
-	13, // 47: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
-	15, // 48: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
-	17, // 49: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
-	19, // 50: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
-	26, // 51: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
-	28, // 52: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
-	30, // 53: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
-	2,  // 54: shale.kv.v1.KV.Multiplex:input_type -> shale.kv.v1.MuxRequest
-	12, // 55: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
-	14, // 56: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
-	16, // 57: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
-	18, // 58: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
-	21, // 59: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
-	27, // 60: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
-	29, // 61: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
-	31, // 62: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
-	4,  // 63: shale.kv.v1.KV.Multiplex:output_type -> shale.kv.v1.MuxResponse
-	55, // [55:64] is the sub-list for method output_type
-	46, // [46:55] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	12, // 13: shale.kv.v1.GetRequest.committed:type_name -> shale.kv.v1.CommittedTxn
+	33, // 14: shale.kv.v1.CommittedTxn.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	9,  // 15: shale.kv.v1.GetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 16: shale.kv.v1.GetResponse.version:type_name -> shale.kv.v1.Timestamp
+	33, // 17: shale.kv.v1.GetResponse.create_version:type_name -> shale.kv.v1.Timestamp
+	8,  // 18: shale.kv.v1.PutRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 19: shale.kv.v1.PutResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 20: shale.kv.v1.PutResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 21: shale.kv.v1.DeleteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 22: shale.kv.v1.DeleteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 23: shale.kv.v1.DeleteResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 24: shale.kv.v1.ScanRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 25: shale.kv.v1.ScanResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	10, // 26: shale.kv.v1.ScanResponse.kvs:type_name -> shale.kv.v1.KeyValue
+	8,  // 27: shale.kv.v1.BatchGetRequest.header:type_name -> shale.kv.v1.RequestHeader
+	12, // 28: shale.kv.v1.BatchGetRequest.committed:type_name -> shale.kv.v1.CommittedTxn
+	33, // 29: shale.kv.v1.GetResult.version:type_name -> shale.kv.v1.Timestamp
+	33, // 30: shale.kv.v1.GetResult.create_version:type_name -> shale.kv.v1.Timestamp
+	9,  // 31: shale.kv.v1.BatchGetResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	21, // 32: shale.kv.v1.BatchGetResponse.results:type_name -> shale.kv.v1.GetResult
+	24, // 33: shale.kv.v1.Mutation.put:type_name -> shale.kv.v1.PutOp
+	25, // 34: shale.kv.v1.Mutation.delete:type_name -> shale.kv.v1.DeleteOp
+	26, // 35: shale.kv.v1.Mutation.delete_range:type_name -> shale.kv.v1.DeleteRangeOp
+	8,  // 36: shale.kv.v1.BatchRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 37: shale.kv.v1.BatchRequest.mutations:type_name -> shale.kv.v1.Mutation
+	9,  // 38: shale.kv.v1.BatchResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 39: shale.kv.v1.BatchResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 40: shale.kv.v1.CompareAndSwapRequest.header:type_name -> shale.kv.v1.RequestHeader
+	33, // 41: shale.kv.v1.CompareAndSwapRequest.expected_version:type_name -> shale.kv.v1.Timestamp
+	9,  // 42: shale.kv.v1.CompareAndSwapResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 43: shale.kv.v1.CompareAndSwapResponse.current_version:type_name -> shale.kv.v1.Timestamp
+	33, // 44: shale.kv.v1.CompareAndSwapResponse.current_create_version:type_name -> shale.kv.v1.Timestamp
+	33, // 45: shale.kv.v1.CompareAndSwapResponse.version:type_name -> shale.kv.v1.Timestamp
+	8,  // 46: shale.kv.v1.DeleteRangeRequest.header:type_name -> shale.kv.v1.RequestHeader
+	9,  // 47: shale.kv.v1.DeleteRangeResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	33, // 48: shale.kv.v1.DeleteRangeResponse.version:type_name -> shale.kv.v1.Timestamp
+	11, // 49: shale.kv.v1.KV.Get:input_type -> shale.kv.v1.GetRequest
+	14, // 50: shale.kv.v1.KV.Put:input_type -> shale.kv.v1.PutRequest
+	16, // 51: shale.kv.v1.KV.Delete:input_type -> shale.kv.v1.DeleteRequest
+	18, // 52: shale.kv.v1.KV.Scan:input_type -> shale.kv.v1.ScanRequest
+	20, // 53: shale.kv.v1.KV.BatchGet:input_type -> shale.kv.v1.BatchGetRequest
+	27, // 54: shale.kv.v1.KV.Batch:input_type -> shale.kv.v1.BatchRequest
+	29, // 55: shale.kv.v1.KV.CompareAndSwap:input_type -> shale.kv.v1.CompareAndSwapRequest
+	31, // 56: shale.kv.v1.KV.DeleteRange:input_type -> shale.kv.v1.DeleteRangeRequest
+	2,  // 57: shale.kv.v1.KV.Multiplex:input_type -> shale.kv.v1.MuxRequest
+	13, // 58: shale.kv.v1.KV.Get:output_type -> shale.kv.v1.GetResponse
+	15, // 59: shale.kv.v1.KV.Put:output_type -> shale.kv.v1.PutResponse
+	17, // 60: shale.kv.v1.KV.Delete:output_type -> shale.kv.v1.DeleteResponse
+	19, // 61: shale.kv.v1.KV.Scan:output_type -> shale.kv.v1.ScanResponse
+	22, // 62: shale.kv.v1.KV.BatchGet:output_type -> shale.kv.v1.BatchGetResponse
+	28, // 63: shale.kv.v1.KV.Batch:output_type -> shale.kv.v1.BatchResponse
+	30, // 64: shale.kv.v1.KV.CompareAndSwap:output_type -> shale.kv.v1.CompareAndSwapResponse
+	32, // 65: shale.kv.v1.KV.DeleteRange:output_type -> shale.kv.v1.DeleteRangeResponse
+	4,  // 66: shale.kv.v1.KV.Multiplex:output_type -> shale.kv.v1.MuxResponse
+	58, // [58:67] is the sub-list for method output_type
+	49, // [49:58] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_kv_proto_init() }
@@ -2511,7 +2594,7 @@ func file_api_kvpb_kv_proto_init() {
 		return
 	}
 	file_api_kvpb_timestamp_proto_init()
-	file_api_kvpb_kv_proto_msgTypes[20].OneofWrappers = []any{
+	file_api_kvpb_kv_proto_msgTypes[21].OneofWrappers = []any{
 		(*Mutation_Put)(nil),
 		(*Mutation_Delete)(nil),
 		(*Mutation_DeleteRange)(nil),
@@ -2522,7 +2605,7 @@ func file_api_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_kv_proto_rawDesc), len(file_api_kvpb_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -513,8 +513,16 @@ type TxnWriteRequest struct {
 	StageBound         *Timestamp `protobuf:"bytes,8,opt,name=stage_bound,json=stageBound,proto3" json:"stage_bound,omitempty"`
 	StageKeys          [][]byte   `protobuf:"bytes,9,rep,name=stage_keys,json=stageKeys,proto3" json:"stage_keys,omitempty"`
 	HeartbeatUnixNanos int64      `protobuf:"varint,10,opt,name=heartbeat_unix_nanos,json=heartbeatUnixNanos,proto3" json:"heartbeat_unix_nanos,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// resolve: resolutions of other transactions, committed (their records
+	// COMMITTED), on keys of this range, folded into this write's command
+	// and applied before its own checks, whether or not it then writes:
+	// the coordinator's resolution of a finished transaction's intents
+	// away from its record's range, riding on its next write to the range
+	// instead of a command of its own (docs/transactions.md, "Resolution
+	// folded into writes").
+	Resolve       []*TxnFoldedResolve `protobuf:"bytes,11,rep,name=resolve,proto3" json:"resolve,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnWriteRequest) Reset() {
@@ -617,20 +625,92 @@ func (x *TxnWriteRequest) GetHeartbeatUnixNanos() int64 {
 	return 0
 }
 
+func (x *TxnWriteRequest) GetResolve() []*TxnFoldedResolve {
+	if x != nil {
+		return x.Resolve
+	}
+	return nil
+}
+
+// TxnFoldedResolve is a TxnResolve of a committed transaction carried by
+// a TxnWrite.
+type TxnFoldedResolve struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TxnId           []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	CommitTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
+	Keys            [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnFoldedResolve) Reset() {
+	*x = TxnFoldedResolve{}
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnFoldedResolve) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnFoldedResolve) ProtoMessage() {}
+
+func (x *TxnFoldedResolve) ProtoReflect() protoreflect.Message {
+	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnFoldedResolve.ProtoReflect.Descriptor instead.
+func (*TxnFoldedResolve) Descriptor() ([]byte, []int) {
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TxnFoldedResolve) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnFoldedResolve) GetCommitTimestamp() *Timestamp {
+	if x != nil {
+		return x.CommitTimestamp
+	}
+	return nil
+}
+
+func (x *TxnFoldedResolve) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type TxnWriteResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Header  *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Written bool                   `protobuf:"varint,2,opt,name=written,proto3" json:"written,omitempty"`
 	// version: p, the intents' provisional version.
-	Version       *Timestamp   `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	ReadChanged   *ReadChanged `protobuf:"bytes,4,opt,name=read_changed,json=readChanged,proto3" json:"read_changed,omitempty"`
+	Version     *Timestamp   `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	ReadChanged *ReadChanged `protobuf:"bytes,4,opt,name=read_changed,json=readChanged,proto3" json:"read_changed,omitempty"`
+	// resolved: the request's folded resolutions applied (set only with
+	// written; otherwise they may or may not have).
+	Resolved      bool `protobuf:"varint,5,opt,name=resolved,proto3" json:"resolved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnWriteResponse) Reset() {
 	*x = TxnWriteResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +722,7 @@ func (x *TxnWriteResponse) String() string {
 func (*TxnWriteResponse) ProtoMessage() {}
 
 func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[6]
+	mi := &file_api_kvpb_txn_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +735,7 @@ func (x *TxnWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnWriteResponse.ProtoReflect.Descriptor instead.
 func (*TxnWriteResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{6}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TxnWriteResponse) GetHeader() *ResponseHeader {
@@ -686,6 +766,13 @@ func (x *TxnWriteResponse) GetReadChanged() *ReadChanged {
 	return nil
 }
 
+func (x *TxnWriteResponse) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
 type TxnRecordRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// header: routed by record_key.
@@ -708,7 +795,7 @@ type TxnRecordRequest struct {
 
 func (x *TxnRecordRequest) Reset() {
 	*x = TxnRecordRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +807,7 @@ func (x *TxnRecordRequest) String() string {
 func (*TxnRecordRequest) ProtoMessage() {}
 
 func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[7]
+	mi := &file_api_kvpb_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +820,7 @@ func (x *TxnRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordRequest.ProtoReflect.Descriptor instead.
 func (*TxnRecordRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{7}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TxnRecordRequest) GetHeader() *RequestHeader {
@@ -799,7 +886,7 @@ type TxnRecordResponse struct {
 
 func (x *TxnRecordResponse) Reset() {
 	*x = TxnRecordResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +898,7 @@ func (x *TxnRecordResponse) String() string {
 func (*TxnRecordResponse) ProtoMessage() {}
 
 func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[8]
+	mi := &file_api_kvpb_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +911,7 @@ func (x *TxnRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecordResponse.ProtoReflect.Descriptor instead.
 func (*TxnRecordResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{8}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnRecordResponse) GetHeader() *ResponseHeader {
@@ -875,7 +962,7 @@ type TxnResolveRequest struct {
 
 func (x *TxnResolveRequest) Reset() {
 	*x = TxnResolveRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +974,7 @@ func (x *TxnResolveRequest) String() string {
 func (*TxnResolveRequest) ProtoMessage() {}
 
 func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[9]
+	mi := &file_api_kvpb_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +987,7 @@ func (x *TxnResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveRequest.ProtoReflect.Descriptor instead.
 func (*TxnResolveRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{9}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnResolveRequest) GetHeader() *RequestHeader {
@@ -949,7 +1036,7 @@ type TxnResolveResponse struct {
 
 func (x *TxnResolveResponse) Reset() {
 	*x = TxnResolveResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1048,7 @@ func (x *TxnResolveResponse) String() string {
 func (*TxnResolveResponse) ProtoMessage() {}
 
 func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[10]
+	mi := &file_api_kvpb_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1061,7 @@ func (x *TxnResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResolveResponse.ProtoReflect.Descriptor instead.
 func (*TxnResolveResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{10}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnResolveResponse) GetHeader() *ResponseHeader {
@@ -1003,7 +1090,7 @@ type TxnPreventRequest struct {
 
 func (x *TxnPreventRequest) Reset() {
 	*x = TxnPreventRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1102,7 @@ func (x *TxnPreventRequest) String() string {
 func (*TxnPreventRequest) ProtoMessage() {}
 
 func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[11]
+	mi := &file_api_kvpb_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1115,7 @@ func (x *TxnPreventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventRequest.ProtoReflect.Descriptor instead.
 func (*TxnPreventRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{11}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnPreventRequest) GetHeader() *RequestHeader {
@@ -1076,7 +1163,7 @@ type TxnPreventResponse struct {
 
 func (x *TxnPreventResponse) Reset() {
 	*x = TxnPreventResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1175,7 @@ func (x *TxnPreventResponse) String() string {
 func (*TxnPreventResponse) ProtoMessage() {}
 
 func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[12]
+	mi := &file_api_kvpb_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1188,7 @@ func (x *TxnPreventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPreventResponse.ProtoReflect.Descriptor instead.
 func (*TxnPreventResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{12}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TxnPreventResponse) GetHeader() *ResponseHeader {
@@ -1141,7 +1228,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1240,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[13]
+	mi := &file_api_kvpb_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1253,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{13}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TxnBeginRequest) GetHeader() *RequestHeader {
@@ -1187,7 +1274,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[14]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1286,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[14]
+	mi := &file_api_kvpb_txn_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1299,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{14}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TxnBeginResponse) GetHeader() *ResponseHeader {
@@ -1244,7 +1331,7 @@ type TxnRead struct {
 
 func (x *TxnRead) Reset() {
 	*x = TxnRead{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[15]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1343,7 @@ func (x *TxnRead) String() string {
 func (*TxnRead) ProtoMessage() {}
 
 func (x *TxnRead) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[15]
+	mi := &file_api_kvpb_txn_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1356,7 @@ func (x *TxnRead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRead.ProtoReflect.Descriptor instead.
 func (*TxnRead) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{15}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TxnRead) GetKey() []byte {
@@ -1310,7 +1397,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[16]
+	mi := &file_api_kvpb_txn_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1409,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[16]
+	mi := &file_api_kvpb_txn_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1422,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{16}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TxnCommitRequest) GetHeader() *RequestHeader {
@@ -1380,7 +1467,7 @@ type TxnCommitResponse struct {
 
 func (x *TxnCommitResponse) Reset() {
 	*x = TxnCommitResponse{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[17]
+	mi := &file_api_kvpb_txn_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1479,7 @@ func (x *TxnCommitResponse) String() string {
 func (*TxnCommitResponse) ProtoMessage() {}
 
 func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[17]
+	mi := &file_api_kvpb_txn_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1492,7 @@ func (x *TxnCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnCommitResponse) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{17}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TxnCommitResponse) GetHeader() *ResponseHeader {
@@ -1452,7 +1539,7 @@ type ReadChanged struct {
 
 func (x *ReadChanged) Reset() {
 	*x = ReadChanged{}
-	mi := &file_api_kvpb_txn_proto_msgTypes[18]
+	mi := &file_api_kvpb_txn_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1551,7 @@ func (x *ReadChanged) String() string {
 func (*ReadChanged) ProtoMessage() {}
 
 func (x *ReadChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_api_kvpb_txn_proto_msgTypes[18]
+	mi := &file_api_kvpb_txn_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1564,7 @@ func (x *ReadChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChanged.ProtoReflect.Descriptor instead.
 func (*ReadChanged) Descriptor() ([]byte, []int) {
-	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{18}
+	return file_api_kvpb_txn_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReadChanged) GetKey() []byte {
@@ -1523,7 +1610,7 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"{\n" +
 	"\x12TxnWaitForResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xe8\x03\n" +
+	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xa1\x04\n" +
 	"\x0fTxnWriteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
@@ -1538,12 +1625,18 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\n" +
 	"stage_keys\x18\t \x03(\fR\tstageKeys\x120\n" +
 	"\x14heartbeat_unix_nanos\x18\n" +
-	" \x01(\x03R\x12heartbeatUnixNanos\"\xd0\x01\n" +
+	" \x01(\x03R\x12heartbeatUnixNanos\x127\n" +
+	"\aresolve\x18\v \x03(\v2\x1d.shale.kv.v1.TxnFoldedResolveR\aresolve\"\x80\x01\n" +
+	"\x10TxnFoldedResolve\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12A\n" +
+	"\x10commit_timestamp\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x12\x12\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xec\x01\n" +
 	"\x10TxnWriteResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +
 	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12;\n" +
-	"\fread_changed\x18\x04 \x01(\v2\x18.shale.kv.v1.ReadChangedR\vreadChanged\"\xa2\x02\n" +
+	"\fread_changed\x18\x04 \x01(\v2\x18.shale.kv.v1.ReadChangedR\vreadChanged\x12\x1a\n" +
+	"\bresolved\x18\x05 \x01(\bR\bresolved\"\xa2\x02\n" +
 	"\x10TxnRecordRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12(\n" +
@@ -1636,7 +1729,7 @@ func file_api_kvpb_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_api_kvpb_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_api_kvpb_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_api_kvpb_txn_proto_goTypes = []any{
 	(TxnRecordOp)(0),           // 0: shale.kv.v1.TxnRecordOp
 	(TxnStatus)(0),             // 1: shale.kv.v1.TxnStatus
@@ -1646,87 +1739,90 @@ var file_api_kvpb_txn_proto_goTypes = []any{
 	(*TxnWaitForRequest)(nil),  // 5: shale.kv.v1.TxnWaitForRequest
 	(*TxnWaitForResponse)(nil), // 6: shale.kv.v1.TxnWaitForResponse
 	(*TxnWriteRequest)(nil),    // 7: shale.kv.v1.TxnWriteRequest
-	(*TxnWriteResponse)(nil),   // 8: shale.kv.v1.TxnWriteResponse
-	(*TxnRecordRequest)(nil),   // 9: shale.kv.v1.TxnRecordRequest
-	(*TxnRecordResponse)(nil),  // 10: shale.kv.v1.TxnRecordResponse
-	(*TxnResolveRequest)(nil),  // 11: shale.kv.v1.TxnResolveRequest
-	(*TxnResolveResponse)(nil), // 12: shale.kv.v1.TxnResolveResponse
-	(*TxnPreventRequest)(nil),  // 13: shale.kv.v1.TxnPreventRequest
-	(*TxnPreventResponse)(nil), // 14: shale.kv.v1.TxnPreventResponse
-	(*TxnBeginRequest)(nil),    // 15: shale.kv.v1.TxnBeginRequest
-	(*TxnBeginResponse)(nil),   // 16: shale.kv.v1.TxnBeginResponse
-	(*TxnRead)(nil),            // 17: shale.kv.v1.TxnRead
-	(*TxnCommitRequest)(nil),   // 18: shale.kv.v1.TxnCommitRequest
-	(*TxnCommitResponse)(nil),  // 19: shale.kv.v1.TxnCommitResponse
-	(*ReadChanged)(nil),        // 20: shale.kv.v1.ReadChanged
-	(*RequestHeader)(nil),      // 21: shale.kv.v1.RequestHeader
-	(*Timestamp)(nil),          // 22: shale.kv.v1.Timestamp
-	(*ResponseHeader)(nil),     // 23: shale.kv.v1.ResponseHeader
-	(*Mutation)(nil),           // 24: shale.kv.v1.Mutation
+	(*TxnFoldedResolve)(nil),   // 8: shale.kv.v1.TxnFoldedResolve
+	(*TxnWriteResponse)(nil),   // 9: shale.kv.v1.TxnWriteResponse
+	(*TxnRecordRequest)(nil),   // 10: shale.kv.v1.TxnRecordRequest
+	(*TxnRecordResponse)(nil),  // 11: shale.kv.v1.TxnRecordResponse
+	(*TxnResolveRequest)(nil),  // 12: shale.kv.v1.TxnResolveRequest
+	(*TxnResolveResponse)(nil), // 13: shale.kv.v1.TxnResolveResponse
+	(*TxnPreventRequest)(nil),  // 14: shale.kv.v1.TxnPreventRequest
+	(*TxnPreventResponse)(nil), // 15: shale.kv.v1.TxnPreventResponse
+	(*TxnBeginRequest)(nil),    // 16: shale.kv.v1.TxnBeginRequest
+	(*TxnBeginResponse)(nil),   // 17: shale.kv.v1.TxnBeginResponse
+	(*TxnRead)(nil),            // 18: shale.kv.v1.TxnRead
+	(*TxnCommitRequest)(nil),   // 19: shale.kv.v1.TxnCommitRequest
+	(*TxnCommitResponse)(nil),  // 20: shale.kv.v1.TxnCommitResponse
+	(*ReadChanged)(nil),        // 21: shale.kv.v1.ReadChanged
+	(*RequestHeader)(nil),      // 22: shale.kv.v1.RequestHeader
+	(*Timestamp)(nil),          // 23: shale.kv.v1.Timestamp
+	(*ResponseHeader)(nil),     // 24: shale.kv.v1.ResponseHeader
+	(*Mutation)(nil),           // 25: shale.kv.v1.Mutation
 }
 var file_api_kvpb_txn_proto_depIdxs = []int32{
-	21, // 0: shale.kv.v1.TxnLockRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 1: shale.kv.v1.TxnLockRequest.priority:type_name -> shale.kv.v1.Timestamp
-	23, // 2: shale.kv.v1.TxnLockResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 3: shale.kv.v1.TxnWaiter.priority:type_name -> shale.kv.v1.Timestamp
-	21, // 4: shale.kv.v1.TxnWaitForRequest.header:type_name -> shale.kv.v1.RequestHeader
+	22, // 0: shale.kv.v1.TxnLockRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 1: shale.kv.v1.TxnLockRequest.priority:type_name -> shale.kv.v1.Timestamp
+	24, // 2: shale.kv.v1.TxnLockResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	23, // 3: shale.kv.v1.TxnWaiter.priority:type_name -> shale.kv.v1.Timestamp
+	22, // 4: shale.kv.v1.TxnWaitForRequest.header:type_name -> shale.kv.v1.RequestHeader
 	4,  // 5: shale.kv.v1.TxnWaitForRequest.pusher:type_name -> shale.kv.v1.TxnWaiter
 	4,  // 6: shale.kv.v1.TxnWaitForRequest.waiters:type_name -> shale.kv.v1.TxnWaiter
-	23, // 7: shale.kv.v1.TxnWaitForResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	24, // 7: shale.kv.v1.TxnWaitForResponse.header:type_name -> shale.kv.v1.ResponseHeader
 	4,  // 8: shale.kv.v1.TxnWaitForResponse.waiters:type_name -> shale.kv.v1.TxnWaiter
-	21, // 9: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 10: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	17, // 11: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
-	24, // 12: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
-	22, // 13: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	22, // 14: shale.kv.v1.TxnWriteRequest.stage_bound:type_name -> shale.kv.v1.Timestamp
-	23, // 15: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 16: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
-	20, // 17: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	21, // 18: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
-	0,  // 19: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
-	22, // 20: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 21: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	1,  // 22: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
-	22, // 23: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 24: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 25: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 26: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	21, // 27: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 28: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
-	23, // 29: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 30: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
-	21, // 31: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
-	23, // 32: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 33: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	21, // 34: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
-	22, // 35: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
-	17, // 36: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
-	24, // 37: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
-	23, // 38: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
-	22, // 39: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
-	20, // 40: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
-	15, // 41: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
-	18, // 42: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
-	7,  // 43: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
-	9,  // 44: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
-	11, // 45: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
-	13, // 46: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
-	5,  // 47: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
-	2,  // 48: shale.kv.v1.Txn.Lock:input_type -> shale.kv.v1.TxnLockRequest
-	16, // 49: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
-	19, // 50: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
-	8,  // 51: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
-	10, // 52: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
-	12, // 53: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
-	14, // 54: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
-	6,  // 55: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
-	3,  // 56: shale.kv.v1.Txn.Lock:output_type -> shale.kv.v1.TxnLockResponse
-	49, // [49:57] is the sub-list for method output_type
-	41, // [41:49] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	22, // 9: shale.kv.v1.TxnWriteRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 10: shale.kv.v1.TxnWriteRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	18, // 11: shale.kv.v1.TxnWriteRequest.reads:type_name -> shale.kv.v1.TxnRead
+	25, // 12: shale.kv.v1.TxnWriteRequest.mutations:type_name -> shale.kv.v1.Mutation
+	23, // 13: shale.kv.v1.TxnWriteRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	23, // 14: shale.kv.v1.TxnWriteRequest.stage_bound:type_name -> shale.kv.v1.Timestamp
+	8,  // 15: shale.kv.v1.TxnWriteRequest.resolve:type_name -> shale.kv.v1.TxnFoldedResolve
+	23, // 16: shale.kv.v1.TxnFoldedResolve.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	24, // 17: shale.kv.v1.TxnWriteResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	23, // 18: shale.kv.v1.TxnWriteResponse.version:type_name -> shale.kv.v1.Timestamp
+	21, // 19: shale.kv.v1.TxnWriteResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	22, // 20: shale.kv.v1.TxnRecordRequest.header:type_name -> shale.kv.v1.RequestHeader
+	0,  // 21: shale.kv.v1.TxnRecordRequest.op:type_name -> shale.kv.v1.TxnRecordOp
+	23, // 22: shale.kv.v1.TxnRecordRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	24, // 23: shale.kv.v1.TxnRecordResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	1,  // 24: shale.kv.v1.TxnRecordResponse.status:type_name -> shale.kv.v1.TxnStatus
+	23, // 25: shale.kv.v1.TxnRecordResponse.timestamp:type_name -> shale.kv.v1.Timestamp
+	22, // 26: shale.kv.v1.TxnResolveRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 27: shale.kv.v1.TxnResolveRequest.commit_timestamp:type_name -> shale.kv.v1.Timestamp
+	24, // 28: shale.kv.v1.TxnResolveResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	22, // 29: shale.kv.v1.TxnPreventRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 30: shale.kv.v1.TxnPreventRequest.timestamp:type_name -> shale.kv.v1.Timestamp
+	24, // 31: shale.kv.v1.TxnPreventResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	23, // 32: shale.kv.v1.TxnPreventResponse.provisional:type_name -> shale.kv.v1.Timestamp
+	22, // 33: shale.kv.v1.TxnBeginRequest.header:type_name -> shale.kv.v1.RequestHeader
+	24, // 34: shale.kv.v1.TxnBeginResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	23, // 35: shale.kv.v1.TxnBeginResponse.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	22, // 36: shale.kv.v1.TxnCommitRequest.header:type_name -> shale.kv.v1.RequestHeader
+	23, // 37: shale.kv.v1.TxnCommitRequest.read_timestamp:type_name -> shale.kv.v1.Timestamp
+	18, // 38: shale.kv.v1.TxnCommitRequest.reads:type_name -> shale.kv.v1.TxnRead
+	25, // 39: shale.kv.v1.TxnCommitRequest.mutations:type_name -> shale.kv.v1.Mutation
+	24, // 40: shale.kv.v1.TxnCommitResponse.header:type_name -> shale.kv.v1.ResponseHeader
+	23, // 41: shale.kv.v1.TxnCommitResponse.version:type_name -> shale.kv.v1.Timestamp
+	21, // 42: shale.kv.v1.TxnCommitResponse.read_changed:type_name -> shale.kv.v1.ReadChanged
+	16, // 43: shale.kv.v1.Txn.Begin:input_type -> shale.kv.v1.TxnBeginRequest
+	19, // 44: shale.kv.v1.Txn.Commit:input_type -> shale.kv.v1.TxnCommitRequest
+	7,  // 45: shale.kv.v1.Txn.Write:input_type -> shale.kv.v1.TxnWriteRequest
+	10, // 46: shale.kv.v1.Txn.Record:input_type -> shale.kv.v1.TxnRecordRequest
+	12, // 47: shale.kv.v1.Txn.Resolve:input_type -> shale.kv.v1.TxnResolveRequest
+	14, // 48: shale.kv.v1.Txn.Prevent:input_type -> shale.kv.v1.TxnPreventRequest
+	5,  // 49: shale.kv.v1.Txn.WaitFor:input_type -> shale.kv.v1.TxnWaitForRequest
+	2,  // 50: shale.kv.v1.Txn.Lock:input_type -> shale.kv.v1.TxnLockRequest
+	17, // 51: shale.kv.v1.Txn.Begin:output_type -> shale.kv.v1.TxnBeginResponse
+	20, // 52: shale.kv.v1.Txn.Commit:output_type -> shale.kv.v1.TxnCommitResponse
+	9,  // 53: shale.kv.v1.Txn.Write:output_type -> shale.kv.v1.TxnWriteResponse
+	11, // 54: shale.kv.v1.Txn.Record:output_type -> shale.kv.v1.TxnRecordResponse
+	13, // 55: shale.kv.v1.Txn.Resolve:output_type -> shale.kv.v1.TxnResolveResponse
+	15, // 56: shale.kv.v1.Txn.Prevent:output_type -> shale.kv.v1.TxnPreventResponse
+	6,  // 57: shale.kv.v1.Txn.WaitFor:output_type -> shale.kv.v1.TxnWaitForResponse
+	3,  // 58: shale.kv.v1.Txn.Lock:output_type -> shale.kv.v1.TxnLockResponse
+	51, // [51:59] is the sub-list for method output_type
+	43, // [43:51] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_api_kvpb_txn_proto_init() }
@@ -1742,7 +1838,7 @@ func file_api_kvpb_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_kvpb_txn_proto_rawDesc), len(file_api_kvpb_txn_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

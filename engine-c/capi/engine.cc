@@ -424,7 +424,20 @@ shale_status_t shale_multi_seek_prefix(shale_db_t* db,
                  "split_version_suffix");
   }
   return Guard("multi_seek_prefix", [&] {
-    std::vector<Slice> targets(num_keys);
+    // One target (a put's read of its key's newest version) needs no
+    // allocation.
+    Slice one_target;
+    Status one_result;
+    std::vector<Slice> many_targets;
+    std::vector<Status> many_results;
+    Slice* targets = &one_target;
+    Status* results = &one_result;
+    if (num_keys > 1) {
+      many_targets.resize(num_keys);
+      many_results.resize(num_keys);
+      targets = many_targets.data();
+      results = many_results.data();
+    }
     for (size_t i = 0; i < num_keys; i++) {
       if (key_offsets[i] > key_offsets[i + 1]) {
         return Error(SHALE_INVALID_ARGUMENT,
@@ -438,11 +451,10 @@ shale_status_t shale_multi_seek_prefix(shale_db_t* db,
       key_lens[i] = 0;
       value_lens[i] = 0;
     }
-    std::vector<Status> results(num_keys);
     SeekPrefixOut out{out_buf,  out_cap,    0,       out_offsets,
                       key_lens, value_lens, statuses};
-    db->rep->SeekPrefix(ToReadOptions(ro), num_keys, targets.data(),
-                        results.data(), &out, &CopySeekPrefixEntry);
+    db->rep->SeekPrefix(ToReadOptions(ro), num_keys, targets, results, &out,
+                        &CopySeekPrefixEntry);
     for (size_t i = 0; i < num_keys; i++) {
       // A found entry's status was set when it was copied.
       if (!results[i].ok()) {

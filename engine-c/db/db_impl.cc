@@ -61,6 +61,12 @@ DBImpl::~DBImpl() {
   if (!closed_) ShutDown();
 }
 
+MemTable* DBImpl::NewMemTable(uint64_t log_number) {
+  return new MemTable(
+      icmp_, next_memtable_id_++, log_number, options_.write_buffer_size,
+      options_.split_version_suffix ? &options_.versioned_key_prefix : nullptr);
+}
+
 Status DBImpl::Open(const Options& options, const std::string& dbname,
                     std::unique_ptr<DBImpl>* dbptr) {
   dbptr->reset();
@@ -78,8 +84,7 @@ Status DBImpl::Open(const Options& options, const std::string& dbname,
       const uint64_t log_number = db->versions_->NewFileNumber();
       s = db->NewWal(log_number);
       if (s.ok()) {
-        db->mem_ = new MemTable(db->icmp_, db->next_memtable_id_++, log_number,
-                                db->options_.write_buffer_size);
+        db->mem_ = db->NewMemTable(log_number);
         edit.SetLogNumber(log_number);
         edit.SetLastSequence(db->LastSequence());
         s = db->versions_->LogAndApply(&edit);
@@ -88,6 +93,11 @@ Status DBImpl::Open(const Options& options, const std::string& dbname,
     if (s.ok()) {
       db->InstallSuperVersion();
       db->DeleteObsoleteFiles();
+      // Every table is opened now rather than by the first read of it.
+      Version* v = db->versions_->current();
+      for (int level = 0; level < v->num_levels(); level++) {
+        for (FileMetaData* f : v->files(level)) db->table_cache_->Preload(f);
+      }
       db->StartBackgroundThreads();
     }
   }
@@ -181,8 +191,7 @@ Status DBImpl::Recover(VersionEdit* edit) {
   std::sort(logs.begin(), logs.end());
   for (uint64_t number : logs) versions_->MarkFileNumberUsed(number);
 
-  mem_ =
-      new MemTable(icmp_, next_memtable_id_++, 0, options_.write_buffer_size);
+  mem_ = NewMemTable(0);
   WalReplay replay;
   for (size_t i = 0; i < logs.size() && s.ok() && !replay.stop; i++) {
     s = RecoverLogFile(logs[i], i + 1 == logs.size(), edit, &replay);
@@ -304,8 +313,7 @@ Status DBImpl::RecoverLogFile(uint64_t number, bool last_log, VersionEdit* edit,
       s = WriteLevel0Table(mem_, edit);
       if (!s.ok()) return s;
       mem_->Unref();
-      mem_ = new MemTable(icmp_, next_memtable_id_++, 0,
-                          options_.write_buffer_size);
+      mem_ = NewMemTable(0);
     }
   }
   if (!reporter.io_error.ok()) return reporter.io_error;

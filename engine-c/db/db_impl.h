@@ -303,6 +303,9 @@ class DBImpl {
   void ReleaseSuperVersionLocked(SuperVersion* sv)
       EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void InstallSuperVersion() EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A new, empty memtable whose first writes are in WAL log_number, with
+  // the filter of unversioned keys under split_version_suffix.
+  MemTable* NewMemTable(uint64_t log_number) EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   SequenceNumber ReadSequence(const ReadOptions& options) const;
   TableReadOptions ToTableReadOptions(const ReadOptions& options) const;
   // Runs a point lookup through every source of sv. Returns a read error.

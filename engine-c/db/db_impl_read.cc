@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <new>
 #include <numeric>
 
@@ -290,9 +291,15 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n, const Slice* keys,
   // comes before the SuperVersion is taken: it needs none.
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return icmp_.CompareUserKeys(keys[a], keys[b]) < 0;
-  });
+  if (icmp_.kind() == Comparator::Kind::kInternalBytewise) {
+    // Bytewise user keys: compared inline, not by a call per comparison.
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return keys[a].compare(keys[b]) < 0; });
+  } else {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return icmp_.CompareUserKeys(keys[a], keys[b]) < 0;
+    });
+  }
   MultiGetSlots slots(n);
   for (size_t i = 0; i < n; i++) {
     slots.Construct(i, &icmp_, keys[i], seq, &values[i]);
@@ -363,7 +370,10 @@ void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
   SuperVersion* sv = GetLocalSuperVersion(&slot);
   const TableReadOptions tro = ToTableReadOptions(options);
   const Slice vprefix(options_.versioned_key_prefix);
-  std::string upper;
+  // The upper bound of a read is built here: on the stack for the usual
+  // key (a read per put: no allocation).
+  char upper_short[64];
+  std::string upper_long;
   for (size_t i = 0; i < n; i++) {
     const Slice& target = targets[i];
     const Slice prefix = StripVersionSuffix(target, vprefix);
@@ -376,17 +386,22 @@ void DBImpl::SeekPrefix(const ReadOptions& options, size_t n,
     }
     // Every key whose unversioned part is prefix starts with prefix, so
     // none is at or above prefix's successor: the end of the read.
-    upper.assign(prefix.data(), prefix.size());
-    while (!upper.empty() && static_cast<uint8_t>(upper.back()) == 0xff) {
-      upper.pop_back();
+    size_t len = prefix.size();
+    while (len > 0 && static_cast<uint8_t>(prefix[len - 1]) == 0xff) len--;
+    char* upper = upper_short;
+    if (len > sizeof(upper_short)) {
+      upper_long.resize(len);
+      upper = upper_long.data();
     }
-    if (!upper.empty()) {
-      upper.back() = static_cast<char>(static_cast<uint8_t>(upper.back()) + 1);
+    if (len > 0) {
+      memcpy(upper, prefix.data(), len);
+      upper[len - 1] =
+          static_cast<char>(static_cast<uint8_t>(upper[len - 1]) + 1);
     }
-    const Slice upper_slice(upper);
+    const Slice upper_slice(upper, len);
     statuses[i] =
         SeekPrefixOne(sv, seq, tro, target, prefix,
-                      upper.empty() ? nullptr : &upper_slice, arg, i, callback);
+                      len == 0 ? nullptr : &upper_slice, arg, i, callback);
   }
   ReturnLocalSuperVersion(sv, slot);
 }
@@ -485,18 +500,17 @@ bool DBImpl::SeekPrefixPoint(SuperVersion* sv, SequenceNumber seq,
                            upper, seq);
   RangeDelAggregator range_del(&icmp_, seq);
   Slice ikey, value;
-  if (sv->mem->FirstAtOrAfter(lookup, &ikey, &value))
-    search.Offer(ikey, value, /*copy=*/false);
-  if (sv->mem->num_range_deletes() > 0) {
-    range_del.AddTombstones(sv->mem->GetFragmentedTombstones());
-  }
-  for (MemTable* m : sv->imm) {
-    if (m->FirstAtOrAfter(lookup, &ikey, &value))
+  // A memtable whose filter has no version of the key is passed over: most
+  // puts write new keys, and each reads its key's newest version first
+  // (docs/put-cost.md).
+  auto offer = [&](const MemTable* m) {
+    if (m->MayHoldUnversioned(prefix) &&
+        m->FirstAtOrAfter(lookup, &ikey, &value)) {
       search.Offer(ikey, value, /*copy=*/false);
-    if (m->num_range_deletes() > 0) {
-      range_del.AddTombstones(m->GetFragmentedTombstones());
     }
-  }
+  };
+  offer(sv->mem);
+  for (const MemTable* m : sv->imm) offer(m);
   if (search.undecided()) return false;
   Status s = sv->current->PrefixFirstEntries(tro, lookup, upper, &search,
                                              &PrefixPointSearch::OfferFromTable,
@@ -507,9 +521,19 @@ bool DBImpl::SeekPrefixPoint(SuperVersion* sv, SequenceNumber seq,
     return true;
   }
   // A deleted newest entry, or one under a range tombstone, leaves the
-  // read to the iterator, which passes on to the next version.
-  if (search.type() != kTypeValue ||
-      range_del.MaxCoveringSeq(search.user_key()) > search.sequence()) {
+  // read to the iterator, which passes on to the next version. Tombstones
+  // only hide entries, so the memtables' are gathered only now, with an
+  // entry to judge (the tables' came with their entries).
+  if (search.type() != kTypeValue) return false;
+  if (sv->mem->num_range_deletes() > 0) {
+    range_del.AddTombstones(sv->mem->GetFragmentedTombstones());
+  }
+  for (const MemTable* m : sv->imm) {
+    if (m->num_range_deletes() > 0) {
+      range_del.AddTombstones(m->GetFragmentedTombstones());
+    }
+  }
+  if (range_del.MaxCoveringSeq(search.user_key()) > search.sequence()) {
     return false;
   }
   const Slice k = search.user_key();

@@ -381,8 +381,7 @@ Status DBImpl::SwitchMemtable() {
   log_ = std::move(writer);
   log_number_ = new_log_number;
   imm_.push_back(mem_);
-  mem_ = new MemTable(icmp_, next_memtable_id_++, new_log_number,
-                      options_.write_buffer_size);
+  mem_ = NewMemTable(new_log_number);
   InstallSuperVersion();
   bg_work_cv_.SignalAll();
   return Status::OK();

@@ -259,6 +259,22 @@ TEST_F(DBSeekPrefixTest, NewerDeletionsHideOlderVersions) {
   EXPECT_EQ(Entry(Key(3), 10, "old"), Seek(Versioned(Key(3), 30)));
 }
 
+TEST_F(DBSeekPrefixTest, MemtableDeletionsHideTableVersions) {
+  // The memtable holds no put of these keys, only a deletion: its filter
+  // must hold them all the same, and its range tombstones count once a
+  // table's entry is found.
+  ASSERT_TRUE(Put(Versioned(Key(1), 10), "point").ok());
+  ASSERT_TRUE(Put(Versioned(Key(2), 10), "range").ok());
+  ASSERT_TRUE(Put(Versioned(Key(3), 10), "kept").ok());
+  ASSERT_TRUE(db_->Flush(true).ok());
+  ASSERT_TRUE(Delete(Versioned(Key(1), 10)).ok());
+  ASSERT_TRUE(DeleteRange(Versioned(Key(2), 1000), Versioned(Key(2), 0)).ok());
+  EXPECT_EQ("NOT_FOUND", Seek(Versioned(Key(1), 20)));
+  EXPECT_EQ("NOT_FOUND", Seek(Versioned(Key(2), 20)));
+  EXPECT_EQ(Entry(Key(3), 10, "kept"), Seek(Versioned(Key(3), 20)));
+  EXPECT_EQ("NOT_FOUND", Seek(Versioned(Key(4), 20)));
+}
+
 TEST_F(DBSeekPrefixTest, ReadsAtASnapshot) {
   ASSERT_TRUE(Put(Versioned(Key(1), 10), "a").ok());
   ASSERT_TRUE(db_->Flush(true).ok());

@@ -21,8 +21,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "db/dbformat.h"
+#include "db/memtable_filter.h"
 #include "db/range_tombstone.h"
 #include "db/skiplist.h"
 #include "util/arena.h"
@@ -41,8 +43,12 @@ class MemTable {
   // holds the memtable's first writes (the DB's bookkeeping).
   // write_buffer_size (0: default) sizes the arena's blocks at 1/8 of it,
   // so that memory use tracks the data closely even for small buffers.
+  // versioned_key_prefix, if not null, gives the memtable a filter on the
+  // unversioned part of the keys under it (a database opened with
+  // split_version_suffix): MayHoldUnversioned.
   explicit MemTable(const InternalKeyComparator& cmp, uint64_t id = 0,
-                    uint64_t log_number = 0, uint64_t write_buffer_size = 0);
+                    uint64_t log_number = 0, uint64_t write_buffer_size = 0,
+                    const std::string* versioned_key_prefix = nullptr);
   MemTable(const MemTable&) = delete;
   MemTable& operator=(const MemTable&) = delete;
 
@@ -52,8 +58,12 @@ class MemTable {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  // Bytes of memory in use (the arena), a proxy for the size of the data.
-  size_t ApproximateMemoryUsage() const { return arena_.MemoryUsage(); }
+  // Bytes of memory in use (the arena and the filter), a proxy for the size
+  // of the data.
+  size_t ApproximateMemoryUsage() const {
+    return arena_.MemoryUsage() +
+           (filter_ != nullptr ? filter_->ApproximateMemoryUsage() : 0);
+  }
 
   // Bytes of the arena filled so far: what decides that the memtable is
   // full (RocksDB likewise lets the last arena block fill before it
@@ -77,6 +87,16 @@ class MemTable {
   // user key: false if there is none. ikey and value point into the
   // memtable (valid while the caller holds a reference).
   bool FirstAtOrAfter(const LookupKey& key, Slice* ikey, Slice* value) const;
+
+  // False only if the memtable holds no point entry whose key, without its
+  // version suffix, is unversioned (StripVersionSuffix under the
+  // versioned_key_prefix the memtable was made with): a versioned read of
+  // that key can pass the memtable over. Always true without a filter.
+  // Sees every entry whose sequence a reader may read at (the DB publishes
+  // a sequence after its entries are added).
+  bool MayHoldUnversioned(const Slice& unversioned) const {
+    return filter_ == nullptr || filter_->MayContain(unversioned);
+  }
 
   // An iterator over the point entries; key() is the internal key. The
   // caller must keep a reference to the memtable while the iterator lives.
@@ -127,6 +147,10 @@ class MemTable {
   const uint64_t log_number_;
   std::atomic<int> refs_{1};
   Arena arena_;
+  // The filter on unversioned keys and the prefix they are under; null
+  // without versioned keys.
+  const std::unique_ptr<MemTableFilter> filter_;
+  const std::string versioned_key_prefix_;
   Table table_;
   Table range_del_table_;
   std::atomic<uint64_t> num_entries_{0};

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "db/get_context.h"
+#include "util/coding.h"
 
 namespace shale {
 namespace {
@@ -147,6 +148,64 @@ TEST_F(MemTableTest, MemoryUsageGrows) {
   // Every byte added is held, plus node overhead.
   EXPECT_GT(mem_->ApproximateMemoryUsage(), 1000u * 1000u);
   EXPECT_LT(mem_->ApproximateMemoryUsage(), 2u * 1000u * 1000u);
+}
+
+// A versioned key under the prefix "v": the key, then a 9-byte version
+// suffix whose last byte is its length (table/version_suffix_filter.h).
+std::string VersionedKey(const std::string& key, uint64_t version) {
+  std::string k = "v" + key;
+  PutFixed64(&k, version);
+  k.push_back(9);
+  return k;
+}
+
+TEST(MemTableFilterTest, HoldsTheUnversionedKeysOfPointEntries) {
+  InternalKeyComparator cmp(BytewiseComparator());
+  const std::string prefix = "v";
+  MemTable* mem = new MemTable(cmp, 1, 0, 1 << 20, &prefix);
+  mem->Add(1, kTypeValue, VersionedKey("put", 7), "x");
+  mem->Add(2, kTypeDeletion, VersionedKey("deleted", 7), "");
+  mem->Add(3, kTypeRangeDeletion, VersionedKey("range", 9),
+           VersionedKey("range", 0));
+  mem->Add(4, kTypeValue, "unversioned", "x");  // outside the prefix
+  EXPECT_TRUE(mem->MayHoldUnversioned("vput"));
+  EXPECT_TRUE(mem->MayHoldUnversioned("vdeleted"));
+  // Any version of the key answers the read: the filter holds the key
+  // without its version.
+  EXPECT_FALSE(mem->MayHoldUnversioned(VersionedKey("put", 7)));
+  // Range tombstones only hide entries; a read with nothing found needs
+  // none of them.
+  EXPECT_FALSE(mem->MayHoldUnversioned("vrange"));
+  EXPECT_FALSE(mem->MayHoldUnversioned("vabsent"));
+  EXPECT_FALSE(mem->MayHoldUnversioned("unversioned"));
+  EXPECT_GE(mem->ApproximateMemoryUsage(), (1u << 20) / 64);
+  mem->Unref();
+}
+
+TEST(MemTableFilterTest, FewFalsePositives) {
+  InternalKeyComparator cmp(BytewiseComparator());
+  const std::string prefix = "v";
+  // 16 KiB of filter (1/64 of the buffer) for 10,000 keys: 13 bits a key.
+  MemTable* mem = new MemTable(cmp, 1, 0, 1 << 20, &prefix);
+  for (int i = 0; i < 10000; i++) {
+    mem->Add(i + 1, kTypeValue, VersionedKey("k" + std::to_string(i), 5), "");
+  }
+  for (int i = 0; i < 10000; i++) {
+    ASSERT_TRUE(mem->MayHoldUnversioned("vk" + std::to_string(i))) << i;
+  }
+  int positives = 0;
+  for (int i = 0; i < 100000; i++) {
+    positives += mem->MayHoldUnversioned("vabsent" + std::to_string(i));
+  }
+  EXPECT_LT(positives, 1000);  // under 1%
+  mem->Unref();
+}
+
+TEST(MemTableFilterTest, NoFilterWithoutVersionedKeys) {
+  InternalKeyComparator cmp(BytewiseComparator());
+  MemTable* mem = new MemTable(cmp);
+  EXPECT_TRUE(mem->MayHoldUnversioned("vabsent"));
+  mem->Unref();
 }
 
 }  // namespace

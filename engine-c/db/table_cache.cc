@@ -131,6 +131,13 @@ Status TableCache::FindTable(FileMetaData* f, Ref* ref, bool allow_pin) {
   return Status::OK();
 }
 
+void TableCache::Preload(FileMetaData* f) {
+  if (!pin_tables_) return;
+  Ref ref;
+  Status s = FindTable(f, &ref);
+  (void)s;  // the first read retries and reports it
+}
+
 Iterator* TableCache::NewIterator(const TableReadOptions& options,
                                   FileMetaData* f) {
   Ref ref;

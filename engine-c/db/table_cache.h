@@ -41,6 +41,12 @@ class TableCache {
   // returns an error iterator.
   Iterator* NewIterator(const TableReadOptions& options, FileMetaData* f);
 
+  // Opens and pins the file's table ahead of its first read when tables
+  // are pinned (max_open_files = -1; else a no-op), as RocksDB opens every
+  // table at DB open: reads then never pay for an open. An error is not
+  // kept (the first read retries and reports it).
+  void Preload(FileMetaData* f);
+
   // Table::Get on the file.
   Status Get(const TableReadOptions& options, FileMetaData* f,
              const Slice& internal_key, void* arg, TableGetCallback callback,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 
 #include "db/filename.h"
 #include "db/get_context.h"
@@ -20,6 +21,15 @@ namespace {
 // A new MANIFEST (holding just a snapshot of the file set) is started once
 // the current one passes this size, so recovery never replays long logs.
 constexpr uint64_t kMaxManifestSize = 16 << 20;
+
+// icmp.CompareUserKeys, inline for bytewise user keys (the point reads
+// compare each key with the bounds of every L0 file).
+inline int CompareUser(const InternalKeyComparator& icmp, const Slice& a,
+                       const Slice& b) {
+  return icmp.kind() == Comparator::Kind::kInternalBytewise
+             ? a.compare(b)
+             : icmp.CompareUserKeys(a, b);
+}
 
 bool AfterFile(const InternalKeyComparator& icmp, const Slice* user_key,
                const FileMetaData* f) {
@@ -110,7 +120,7 @@ size_t FindFile(const InternalKeyComparator& icmp,
   size_t left = 0, right = files.size();
   while (left < right) {
     const size_t mid = (left + right) / 2;
-    if (icmp.Compare(files[mid]->largest.Encode(), key) < 0) {
+    if (CompareInline(&icmp, files[mid]->largest.Encode(), key) < 0) {
       left = mid + 1;  // everything at or before mid is < key
     } else {
       right = mid;
@@ -174,9 +184,20 @@ bool Version::GetFromFile(const TableReadOptions& options, FileMetaData* f,
     }
   }
   Saver saver{ctx};
-  // A pinned table is read straight, without the table cache.
+  // A pinned table is read straight, without the table cache, and its
+  // filter is tested here: most tables a read visits are passed over on
+  // that alone.
   if (const Table* t = f->pinned_table.load(std::memory_order_acquire)) {
-    *s = t->Get(options, key.internal_key(), &saver, &SaveEntry, probe);
+    switch (t->TestFilter(key.internal_key(), probe)) {
+      case Table::FilterAnswer::kNo:
+        return ctx->DecidedByTombstone();
+      case Table::FilterAnswer::kMaybe:
+        *s = t->GetPastFilter(options, key.internal_key(), &saver, &SaveEntry);
+        break;
+      case Table::FilterAnswer::kNotTested:
+        *s = t->Get(options, key.internal_key(), &saver, &SaveEntry, probe);
+        break;
+    }
   } else {
     *s = tc->Get(options, f, key.internal_key(), &saver, &SaveEntry, probe);
   }
@@ -193,8 +214,8 @@ Status Version::Get(const TableReadOptions& options, const LookupKey& key,
   FilterProbe probe;  // the key is hashed for the first filter only
   // L0: every file that may hold the key, newest first.
   for (FileMetaData* f : files_[0]) {
-    if (icmp.CompareUserKeys(user_key, f->smallest.user_key()) < 0 ||
-        icmp.CompareUserKeys(user_key, f->largest.user_key()) > 0) {
+    if (CompareUser(icmp, user_key, f->smallest.user_key()) < 0 ||
+        CompareUser(icmp, user_key, f->largest.user_key()) > 0) {
       continue;
     }
     if (GetFromFile(options, f, key, &probe, ctx, &s)) return s;
@@ -207,7 +228,7 @@ Status Version::Get(const TableReadOptions& options, const LookupKey& key,
     const size_t i = FindFile(icmp, files, ikey);
     if (i == files.size()) continue;
     FileMetaData* f = files[i];
-    if (icmp.CompareUserKeys(user_key, f->smallest.user_key()) < 0) continue;
+    if (CompareUser(icmp, user_key, f->smallest.user_key()) < 0) continue;
     if (GetFromFile(options, f, key, &probe, ctx, &s)) return s;
   }
   return s;
@@ -222,6 +243,7 @@ void Version::MultiGet(const TableReadOptions& options,
   std::vector<Saver> savers;
   std::vector<Status> statuses;
   std::vector<FilterProbe*> probes;
+  std::unique_ptr<bool[]> may_match_buf(new bool[keys->size()]);
   batch.reserve(keys->size());
   probes.reserve(keys->size());
   ikeys.reserve(keys->size());
@@ -248,20 +270,46 @@ void Version::MultiGet(const TableReadOptions& options,
         }
       }
     }
-    const size_t n = batch.size();
+    size_t n = batch.size();
     ikeys.resize(n);
-    savers.clear();
-    statuses.resize(n);
     probes.resize(n);
     for (size_t i = 0; i < n; i++) {
       ikeys[i] = batch[i]->lookup->internal_key();
-      savers.push_back(Saver{batch[i]->ctx});
       probes[i] = &batch[i]->probe;
     }
-    // A pinned table is read straight, without the table cache.
-    if (const Table* t = f->pinned_table.load(std::memory_order_acquire)) {
+    // A pinned table is read straight, without the table cache, and its
+    // filter is tested here first: most tables see one or two keys of a
+    // batch of random keys, which the filter rules out, and then cost no
+    // more than the test.
+    const Table* t = f->pinned_table.load(std::memory_order_acquire);
+    bool filter_tested = false;
+    if (t != nullptr) {
+      bool* may_match = may_match_buf.get();
+      if (t->TestFilters(n, ikeys.data(), probes.data(), may_match)) {
+        filter_tested = true;
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+          if (!may_match[i]) {
+            MultiGetKey* k = batch[i];
+            if (k->ctx->DecidedByTombstone()) k->done = true;
+            continue;
+          }
+          batch[kept] = batch[i];
+          ikeys[kept] = ikeys[i];
+          probes[kept] = probes[i];
+          kept++;
+        }
+        n = kept;
+        batch.resize(n);
+        if (n == 0) return;
+      }
+    }
+    savers.clear();
+    statuses.resize(n);
+    for (size_t i = 0; i < n; i++) savers.push_back(Saver{batch[i]->ctx});
+    if (t != nullptr) {
       t->MultiGet(options, n, ikeys.data(), savers.data(), &SaveEntry,
-                  statuses.data(), probes.data());
+                  statuses.data(), probes.data(), filter_tested);
     } else {
       tc->MultiGet(options, f, n, ikeys.data(), savers.data(), &SaveEntry,
                    statuses.data(), probes.data());
@@ -282,8 +330,8 @@ void Version::MultiGet(const TableReadOptions& options,
     for (MultiGetKey* k : *keys) {
       if (k->done) continue;
       const Slice uk = k->lookup->user_key();
-      if (icmp.CompareUserKeys(uk, f->smallest.user_key()) >= 0 &&
-          icmp.CompareUserKeys(uk, f->largest.user_key()) <= 0) {
+      if (CompareUser(icmp, uk, f->smallest.user_key()) >= 0 &&
+          CompareUser(icmp, uk, f->largest.user_key()) <= 0) {
         batch.push_back(k);
       }
     }
@@ -305,13 +353,13 @@ void Version::MultiGet(const TableReadOptions& options,
       // if last's file does not end before this key either, it is
       // FindFile's answer, without the search.
       if (last == files.size() ||
-          icmp.Compare(files[last]->largest.Encode(), ikey) < 0) {
+          CompareInline(&icmp, files[last]->largest.Encode(), ikey) < 0) {
         last = FindFile(icmp, files, ikey);
       }
       const size_t i = last;
       FileMetaData* f = i < files.size() ? files[i] : nullptr;
-      if (f != nullptr && icmp.CompareUserKeys(k->lookup->user_key(),
-                                               f->smallest.user_key()) < 0) {
+      if (f != nullptr && CompareUser(icmp, k->lookup->user_key(),
+                                      f->smallest.user_key()) < 0) {
         f = nullptr;
       }
       if (f != current) {
@@ -461,6 +509,7 @@ Status Version::PrefixFirstEntries(const TableReadOptions& options,
   const int levels = num_levels();
   for (int level = 1; level < levels; level++) {
     const std::vector<FileMetaData*>& files = files_[level];
+    if (files.empty()) continue;
     for (size_t i = FindFile(icmp, files, ikey);
          i < files.size() && before_upper(files[i]); i++) {
       Status s = get(files[i]);

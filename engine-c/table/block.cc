@@ -125,11 +125,6 @@ void BlockIter::CorruptionError(const char* what) {
   ClearPrevCache();
 }
 
-uint32_t BlockIter::RestartPoint(uint32_t index) const {
-  assert(index < num_restarts_);
-  return DecodeFixed32(data_ + restart_offset_ + index * sizeof(uint32_t));
-}
-
 void BlockIter::SeekToRestartPoint(uint32_t index) {
   raw_key_ = key_ = Slice();
   SetRestartIndex(index);
@@ -208,7 +203,7 @@ bool BlockIter::ParseNextKey() {
   return SetKeyFromRaw();
 }
 
-bool BlockIter::RestartKey(uint32_t index, Slice* key) {
+bool BlockIter::SlowRestartKey(uint32_t index, Slice* key) {
   const uint32_t offset = RestartPoint(index);
   const char* limit = data_ + restart_offset_;
   uint32_t shared, non_shared, value_length;

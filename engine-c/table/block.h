@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "table/format.h"
+#include "util/coding.h"
 #include "util/iterator.h"
 
 namespace shale {
@@ -117,7 +118,9 @@ class BlockIter final : public Iterator {
     if (prev_ != nullptr) prev_->entries.clear();
   }
 
-  uint32_t RestartPoint(uint32_t index) const;
+  uint32_t RestartPoint(uint32_t index) const {
+    return DecodeFixed32(data_ + restart_offset_ + index * sizeof(uint32_t));
+  }
   uint32_t NextEntryOffset() const {
     return static_cast<uint32_t>(value_.data() + value_.size() - data_);
   }
@@ -132,7 +135,21 @@ class BlockIter final : public Iterator {
   // or on corruption (then status_ is set).
   bool ParseNextKey();
   // Reads the full key stored at a restart point into *key.
-  bool RestartKey(uint32_t index, Slice* key);
+  bool RestartKey(uint32_t index, Slice* key) {
+    // Inline for the common entry (one-byte lengths, no global sequence
+    // number): a seek reads a dozen restart keys.
+    const uint32_t offset = RestartPoint(index);
+    if (global_seqno_ == 0 && uint64_t{offset} + 3 <= restart_offset_) {
+      const uint8_t* p = reinterpret_cast<const uint8_t*>(data_) + offset;
+      if (p[0] == 0 && (p[1] | p[2]) < 128 &&
+          uint64_t{offset} + 3 + p[1] + p[2] <= restart_offset_) {
+        *key = Slice(reinterpret_cast<const char*>(p) + 3, p[1]);
+        return true;
+      }
+    }
+    return SlowRestartKey(index, key);
+  }
+  bool SlowRestartKey(uint32_t index, Slice* key);
   // Makes room for a raw key of n bytes in key_buf_, keeping its contents.
   void GrowKeyBuffer(size_t n);
   // Sets key_ from raw_key_, applying global_seqno_. False on corruption.

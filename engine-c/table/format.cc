@@ -167,15 +167,21 @@ bool HandleFits(const BlockHandle& handle, uint64_t limit) {
 
 Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
                  const std::string& file_name, const TableReadOptions& options,
-                 const BlockHandle& handle, BlockContents* result) {
+                 const BlockHandle& handle, BlockContents* result,
+                 char* scratch, size_t scratch_size) {
   *result = BlockContents();
   if (!HandleFits(handle, file_size)) {
     return BlockError(file_name, handle, "block handle past end of file");
   }
   const size_t stored_size = handle.size() + kBlockTrailerSize;
-  std::unique_ptr<char[]> buf(new char[stored_size]);
+  std::unique_ptr<char[]> buf;
+  char* dst = scratch;
+  if (stored_size > scratch_size || scratch == nullptr) {
+    buf.reset(new char[stored_size]);
+    dst = buf.get();
+  }
   Slice contents;
-  Status s = file->Read(handle.offset(), stored_size, &contents, buf.get());
+  Status s = file->Read(handle.offset(), stored_size, &contents, dst);
   if (!s.ok()) {
     return Status::IOError(
         "reading block",
@@ -184,7 +190,11 @@ Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
   if (contents.size() != stored_size) {
     return BlockError(file_name, handle, "truncated block read");
   }
-  if (contents.data() == buf.get()) {
+  if (contents.data() == dst) {
+    if (buf == nullptr) {
+      return UnpackBlock(contents.data(), Storage::kTransient, nullptr,
+                         file_name, options, handle, result);
+    }
     return UnpackBlock(contents.data(), Storage::kOwnedBuffer, std::move(buf),
                        file_name, options, handle, result);
   }

@@ -75,8 +75,34 @@ class BlockHandle {
   void EncodeTo(std::string* dst) const;
   // Parses a handle from the front of *input and advances it.
   Status DecodeFrom(Slice* input);
+  // DecodeFrom without a Status, inline (a point read decodes a handle per
+  // table it reads): false when *input does not start with a handle.
+  bool Decode(Slice* input) {
+    const char* p = input->data();
+    const char* limit = p + input->size();
+    if ((p = DecodeVarint(p, limit, &offset_)) == nullptr ||
+        (p = DecodeVarint(p, limit, &size_)) == nullptr) {
+      return false;
+    }
+    *input = Slice(p, static_cast<size_t>(limit - p));
+    return true;
+  }
 
  private:
+  static const char* DecodeVarint(const char* p, const char* limit,
+                                  uint64_t* v) {
+    uint64_t result = 0;
+    for (uint32_t shift = 0; shift <= 63 && p < limit; shift += 7) {
+      const uint64_t byte = static_cast<uint8_t>(*p++);
+      result |= (byte & 127) << shift;
+      if ((byte & 128) == 0) {
+        *v = result;
+        return p;
+      }
+    }
+    return nullptr;
+  }
+
   uint64_t offset_ = ~uint64_t{0};
   uint64_t size_ = ~uint64_t{0};
 };
@@ -124,10 +150,14 @@ std::string BlockErrorContext(const std::string& file_name, uint64_t offset);
 // Reads the block at handle from file (file_size bytes long), verifies its
 // checksum when options.verify_checksums, and decompresses it. On success
 // *result owns or points at the payload (see BlockContents). Errors name
-// file_name and the block's offset.
+// file_name and the block's offset. A block whose stored bytes fit in
+// scratch[0, scratch_size) is read there, not into a new buffer: for a
+// compressed block, which is decompressed into one anyway, that saves an
+// allocation (an uncompressed one is then copied out).
 Status ReadBlock(const RandomAccessFile* file, uint64_t file_size,
                  const std::string& file_name, const TableReadOptions& options,
-                 const BlockHandle& handle, BlockContents* result);
+                 const BlockHandle& handle, BlockContents* result,
+                 char* scratch = nullptr, size_t scratch_size = 0);
 
 // Bytes of the file read in one go (the tail of an SST at open), from which
 // several blocks are then decoded without further reads.

@@ -20,7 +20,14 @@
 
 namespace shale {
 
-Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {
+  has_filter_ = rep_->has_filter;
+  if (rep_->filter != nullptr) {
+    held_policy_ = rep_->options.filter_policy;
+    held_filter_ = rep_->filter->slice();
+  }
+  stats_ = rep_->options.statistics;
+}
 
 Table::~Table() {
   // Index and filter blocks in the cache are of no use to anyone once the
@@ -149,6 +156,8 @@ Status Table::Open(const TableOptions& options,
         std::string("opened with ") + comparator_name);
   }
   rep->data_end = rep->props.data_bytes;
+  rep->compressed = rep->props.compression_name != "none" &&
+                    !rep->props.compression_name.empty();
 
   // Index block: kept by the table, or put in the cache now so that the
   // first lookups do not all miss.
@@ -295,7 +304,12 @@ Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
       return Status::OK();
     }
   }
+  return GetPastFilter(options, key, arg, callback);
+}
 
+Status Table::GetPastFilter(const TableReadOptions& options, const Slice& key,
+                            void* arg, TableGetCallback callback) const {
+  const Rep* r = rep_.get();
   BlockRef index;
   Status s = r->GetIndexBlock(options, &index);
   if (!s.ok()) return s;
@@ -307,7 +321,7 @@ Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
   for (index_iter.Seek(key); index_iter.Valid(); index_iter.Next()) {
     BlockHandle handle;
     Slice v = index_iter.value();
-    if (!handle.DecodeFrom(&v).ok()) {
+    if (!handle.Decode(&v)) {
       return r->CorruptHandle(r->index_handle.offset());
     }
     s = r->GetBlock(options, handle, BlockKind::kData, &data);
@@ -328,7 +342,8 @@ Status Table::Get(const TableReadOptions& options, const Slice& key, void* arg,
 
 Status Table::MultiGet(const TableReadOptions& options, size_t n,
                        const Slice* keys, void* arg, TableGetCallback callback,
-                       Status* statuses, FilterProbe* const* probes) const {
+                       Status* statuses, FilterProbe* const* probes,
+                       bool filter_tested) const {
   const Rep* r = rep_.get();
   const Comparator* cmp = r->options.comparator;
   for (size_t i = 0; i < n; i++) statuses[i] = Status::OK();
@@ -339,10 +354,13 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
     return s;
   };
 
+  const bool use_filter = r->has_filter && !filter_tested;
   FilterRef filter;
-  if (r->filter != nullptr) {
+  if (!use_filter) {
+    // No filter, or the caller tested it (TestFilters).
+  } else if (r->filter != nullptr) {
     filter.SetBorrowed(r->filter->slice());
-  } else if (r->has_filter) {
+  } else {
     Status s = r->GetFilter(options, &filter);
     if (!s.ok()) return fail_all(s);
   }
@@ -366,7 +384,7 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
   const FilterPolicy* policy = r->options.filter_policy;
   for (size_t base = 0; base < n; base += kChunk) {
     const size_t m = std::min(kChunk, n - base);
-    if (r->has_filter) {
+    if (use_filter) {
       // By hash when every key's probe is (or can be) prepared by this
       // table's policy: keys carried over from another table are not hashed
       // again.
@@ -423,7 +441,7 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
       for (; index_iter.Valid(); index_iter.Next()) {
         BlockHandle handle;
         Slice v = index_iter.value();
-        if (!handle.DecodeFrom(&v).ok()) {
+        if (!handle.Decode(&v)) {
           ks = r->CorruptHandle(r->index_handle.offset());
           break;
         }
@@ -463,6 +481,39 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
     }
   }
   return first_error;
+}
+
+bool Table::TestFilters(size_t n, const Slice* keys, FilterProbe* const* probes,
+                        bool* may_match) const {
+  if (!has_filter_) {
+    std::fill(may_match, may_match + n, true);
+    return true;
+  }
+  if (held_policy_ == nullptr) return false;
+  const FilterPolicy* policy = held_policy_;
+  constexpr size_t kChunk = 32;
+  uint64_t hashes[kChunk];
+  for (size_t base = 0; base < n; base += kChunk) {
+    const size_t m = std::min(kChunk, n - base);
+    for (size_t i = 0; i < m; i++) {
+      FilterProbe* p = probes[base + i];
+      if (p->policy != policy) {
+        p->policy = policy;
+        p->by_hash =
+            policy->PrepareProbe(policy->FilterKey(keys[base + i]), &p->hash);
+      }
+      // One policy: by_hash is the same for every key.
+      if (!p->by_hash) return false;
+      hashes[i] = p->hash;
+    }
+    policy->ProbesMayMatch(hashes, static_cast<int>(m), held_filter_,
+                           may_match + base);
+    size_t useful = 0;
+    for (size_t i = 0; i < m; i++) useful += may_match[base + i] ? 0 : 1;
+    Record(stats_, kBloomFilterChecked, m);
+    Record(stats_, kBloomFilterUseful, useful);
+  }
+  return true;
 }
 
 uint64_t Table::ApproximateOffsetOf(const Slice& key) const {

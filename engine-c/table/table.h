@@ -15,14 +15,14 @@
 #include <memory>
 #include <string>
 
+#include "table/filter_policy.h"
 #include "table/options.h"
 #include "util/iterator.h"
 #include "util/slice.h"
+#include "util/statistics.h"
 #include "util/status.h"
 
 namespace shale {
-
-class FilterPolicy;
 
 class RandomAccessFile;
 
@@ -92,6 +92,35 @@ class Table {
   Status Get(const TableReadOptions& options, const Slice& key, void* arg,
              TableGetCallback callback, FilterProbe* probe = nullptr) const;
 
+  // Get's filter step, inline, for callers that test a table before
+  // calling into it (Version's point reads pass over most tables on this
+  // alone). kNo: the filter rules key out; kMaybe: it does not, or there is
+  // no filter (then call GetPastFilter); kNotTested: the filter is in the
+  // block cache or is not probed by hash (then call Get). Counts the check
+  // as Get does. probe as for Get (not null).
+  enum class FilterAnswer { kNo, kMaybe, kNotTested };
+  FilterAnswer TestFilter(const Slice& key, FilterProbe* probe) const {
+    if (!has_filter_) return FilterAnswer::kMaybe;
+    if (held_policy_ == nullptr) return FilterAnswer::kNotTested;
+    if (probe->policy != held_policy_) {
+      probe->policy = held_policy_;
+      probe->by_hash = held_policy_->PrepareProbe(held_policy_->FilterKey(key),
+                                                  &probe->hash);
+    }
+    if (!probe->by_hash) return FilterAnswer::kNotTested;
+    if (stats_ != nullptr) stats_->Record(kBloomFilterChecked);
+    if (held_policy_->ProbeMayMatch(probe->hash, held_filter_)) {
+      return FilterAnswer::kMaybe;
+    }
+    if (stats_ != nullptr) stats_->Record(kBloomFilterUseful);
+    return FilterAnswer::kNo;
+  }
+
+  // Get for a key TestFilter answered kMaybe: the index and data blocks
+  // only, no filter.
+  Status GetPastFilter(const TableReadOptions& options, const Slice& key,
+                       void* arg, TableGetCallback callback) const;
+
   // Whether the file may hold entries whose filter key is that of key (an
   // internal key): false only when the file's filter rules it out; true
   // without a filter (or one built under other settings). Counts a filter
@@ -108,7 +137,15 @@ class Table {
   // from table to table as Get's is, so a key is hashed for one filter only.
   Status MultiGet(const TableReadOptions& options, size_t n, const Slice* keys,
                   void* arg, TableGetCallback callback, Status* statuses,
-                  FilterProbe* const* probes = nullptr) const;
+                  FilterProbe* const* probes = nullptr,
+                  bool filter_tested = false) const;
+
+  // TestFilter for a batch, prefetching the filter lines as MultiGet does:
+  // sets may_match[0, n) and returns true, or returns false (nothing set)
+  // where TestFilter would answer kNotTested. A MultiGet of the keys left
+  // then passes filter_tested = true and probes no filter.
+  bool TestFilters(size_t n, const Slice* keys, FilterProbe* const* probes,
+                   bool* may_match) const;
 
   // The approximate byte offset in the file of the data for key (for size
   // estimates of key spans).
@@ -126,6 +163,12 @@ class Table {
   friend class TableIterator;
 
   std::unique_ptr<Rep> rep_;
+  // For TestFilter, from rep_: whether the file has a filter, and when the
+  // table holds it (not the block cache), its policy and bytes.
+  bool has_filter_ = false;
+  const FilterPolicy* held_policy_ = nullptr;
+  Slice held_filter_;
+  Statistics* stats_ = nullptr;
 };
 
 }  // namespace shale

@@ -10,7 +10,14 @@ namespace shale {
 Status Table::Rep::ReadBlockFromFile(const TableReadOptions& ro,
                                      const BlockHandle& handle,
                                      BlockContents* contents) const {
-  Status s = ReadBlock(file.get(), file_size, file_name, ro, handle, contents);
+  // A compressed block is decompressed into a new buffer: its stored bytes
+  // are read onto the stack, not into a buffer of their own.
+  constexpr size_t kScratchSize = 8 << 10;
+  char scratch[kScratchSize];
+  Status s = compressed ? ReadBlock(file.get(), file_size, file_name, ro,
+                                    handle, contents, scratch, kScratchSize)
+                        : ReadBlock(file.get(), file_size, file_name, ro,
+                                    handle, contents);
   if (s.ok()) {
     Record(options.statistics, kSstBytesRead,
            handle.size() + kBlockTrailerSize);

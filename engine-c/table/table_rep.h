@@ -51,6 +51,9 @@ struct Table::Rep {
   // Reads return memory the file owns (mmap): there is nothing to gain
   // from reading ahead.
   bool file_is_mapped = false;
+  // The table was written with compression (its blocks are stored
+  // compressed unless compressing did not pay).
+  bool compressed = false;
 
   void CacheKey(uint64_t offset, char* buf) const {
     EncodeFixed64(buf, cache_id);
