@@ -238,15 +238,7 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 		if err != nil {
 			return nil, err
 		}
-		rec, err := rangesm.ReadTxnRecord(n.db, r.RangeID(), id)
-		if err != nil {
-			return nil, readError(op, err)
-		}
-		// A split applied after the barrier may have moved the record.
-		if d := r.Descriptor(); !keys.ContainsUserKey(d, rk) {
-			return nil, n.keyMismatch(req.GetHeader().GetRangeId(), d, op+": the record key moved to another range")
-		}
-		return recordResponse(n.respHeader(r, idx), &rec), nil
+		return n.queriedRecord(op, req.GetHeader(), r, idx, id, rk)
 	}
 	if req.GetOp() < kvpb.TxnRecordOp_TXN_RECORD_STAGE || req.GetOp() > kvpb.TxnRecordOp_TXN_RECORD_DELETE {
 		return nil, invalidArgument("op", "unknown record op %v", req.GetOp())
@@ -291,6 +283,33 @@ func (s *txnServer) Record(ctx context.Context, req *kvpb.TxnRecordRequest) (*kv
 	}
 	return &kvpb.TxnRecordResponse{Header: n.respHeader(r, idx), Status: kvpb.TxnStatus(res.NodeID),
 		Timestamp: rangesm.TimestampProto(res.Version)}, nil
+}
+
+// queriedRecord answers a QUERY of transaction id's record (record key
+// rk) on r once its read barrier returned idx. The record, the range's
+// descriptor and its freeze come from one engine snapshot
+// (rangesm.ReadTxnRecordOwned), and the record answers only if the
+// range owns rk there and is not frozen. Read apart, the record under
+// r's ID and r.Descriptor() disagree while a merge applies: the merge's
+// batch moves the right-hand range's records to the left-hand range's
+// ID, and the retired right-hand replica still describes its span, so a
+// query whose barrier passed before the merge and whose read came after
+// answered "missing" (TestRecordQueryAfterMergeIsNotMissing). A split
+// moves the record to the new range's ID; the view then shows the
+// shorter descriptor, and the client is sent it.
+func (n *Node) queriedRecord(op string, h *kvpb.RequestHeader, r *raft.Replica, idx uint64, id command.TxnID, rk []byte) (*kvpb.TxnRecordResponse, error) {
+	rec, d, frozen, err := rangesm.ReadTxnRecordOwned(n.db, r.RangeID(), id)
+	switch {
+	case err != nil:
+		return nil, readError(op, err)
+	case d == nil:
+		return nil, n.raftError(op, fmt.Errorf("%w: range %d merged away or was removed", raft.ErrRangeNotFound, r.RangeID()))
+	case frozen:
+		return nil, n.raftError(op, r.FrozenError())
+	case !keys.ContainsUserKey(d, rk):
+		return nil, n.keyMismatch(h.GetRangeId(), d, op+": the record key moved to another range")
+	}
+	return recordResponse(n.respHeader(r, idx), &rec), nil
 }
 
 func recordResponse(h *kvpb.ResponseHeader, rec *rangesm.TxnRecord) *kvpb.TxnRecordResponse {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
@@ -235,34 +236,22 @@ func TxnIntentsGone(db *storage.DB, rangeID uint64, txn command.TxnID, ks [][]by
 		return false, err
 	}
 	defer snap.Close()
-	get := func(k []byte) ([]byte, bool, error) {
-		v, err := snap.Get(k)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil, false, nil
-		}
-		return v, err == nil, err
-	}
-	v, found, err := get(keys.DescriptorKey(rangeID))
-	if err != nil || !found {
-		return false, err // merged away, removed, or not initialized
-	}
-	desc, err := logstore.DecodeDescriptor(v)
-	if err != nil {
-		return false, fmt.Errorf("range %d: %w", rangeID, err)
-	}
-	if _, frozen, err := get(keys.FreezeKey(rangeID)); err != nil || frozen {
-		return false, err // its intents may move to the left-hand range
+	desc, frozen, err := rangeView(snap, rangeID)
+	if err != nil || desc == nil || frozen {
+		// Merged away, removed or not initialized; or frozen, its
+		// intents about to move to the left-hand range.
+		return false, err
 	}
 	for _, k := range ks {
 		if !keys.ContainsUserKey(desc, k) {
 			return false, nil
 		}
-		v, found, err := get(keys.LockKey(rangeID, k))
+		v, err := snap.Get(keys.LockKey(rangeID, k))
+		if errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return false, err
-		}
-		if !found {
-			continue
 		}
 		in, err := decodeIntent(k, v)
 		if err != nil || in.Txn == txn {
@@ -270,6 +259,30 @@ func TxnIntentsGone(db *storage.DB, rangeID uint64, txn command.TxnID, ks [][]by
 		}
 	}
 	return true, nil
+}
+
+// rangeView reads range rangeID's descriptor and whether it is frozen
+// for a merge from snap. desc is nil when snap holds no descriptor of
+// the range: it merged away (the merge's batch deletes the right-hand
+// range's range-local keys, its descriptor among them, in the batch that
+// moves its intents and records), was removed, or is not initialized.
+func rangeView(snap *storage.Snapshot, rangeID uint64) (desc *kvpb.RangeDescriptor, frozen bool, err error) {
+	v, err := snap.Get(keys.DescriptorKey(rangeID))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if desc, err = logstore.DecodeDescriptor(v); err != nil {
+		return nil, false, fmt.Errorf("range %d: %w", rangeID, err)
+	}
+	if _, err := snap.Get(keys.FreezeKey(rangeID)); err == nil {
+		frozen = true
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return nil, false, err
+	}
+	return desc, frozen, nil
 }
 
 // scanIntents returns the intents of range rangeID on [start, end) that

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/command"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft/keys"
@@ -158,6 +159,29 @@ func ReadTxnRecord(r logstore.Reader, rangeID uint64, id command.TxnID) (TxnReco
 		return TxnRecord{}, err
 	}
 	return decodeTxnRecord(id, v)
+}
+
+// ReadTxnRecordOwned is ReadTxnRecord with range rangeID's descriptor
+// and freeze (desc nil when the range is not here: rangeView), all read
+// from one consistent view of this node's engine. The record answers for
+// its key only if that view shows the range owning the key and not
+// frozen: then it is the record as the range's log left it at some
+// point. Read apart, the record under rangeID and the replica's
+// descriptor in memory disagree while a merge applies: the merge's
+// batch moves the right-hand range's records to the left-hand range's
+// ID, and the right-hand replica, retired, still describes its span
+// (docs/transactions.md, "Records").
+func ReadTxnRecordOwned(db *storage.DB, rangeID uint64, id command.TxnID) (rec TxnRecord, desc *kvpb.RangeDescriptor, frozen bool, err error) {
+	snap, err := db.NewSnapshot()
+	if err != nil {
+		return TxnRecord{}, nil, false, err
+	}
+	defer snap.Close()
+	if desc, frozen, err = rangeView(snap, rangeID); err != nil || desc == nil {
+		return TxnRecord{ID: id}, nil, false, err
+	}
+	rec, err = ReadTxnRecord(snap, rangeID, id)
+	return rec, desc, frozen, err
 }
 
 // txnRecordResult is the answer of every record op: the record after it
