@@ -91,7 +91,7 @@ func TestReadDuringSplitMeetsTheIntent(t *testing.T) {
 	split := &command.Command{Kind: command.KindSplit, ExpectedGeneration: desc.GetGeneration(), Descriptor: leftDesc, Right: rightDesc}
 	const client1, client2 = 0x5b117001, 0x5b117002
 	write := func(client uint64, k string) *command.Command {
-		return &command.Command{Kind: command.KindPut, ClientID: client, RequestSeq: 1,
+		return &command.Command{Header: command.Header{ClientID: client, RequestSeq: 1}, Kind: command.KindPut,
 			Mutations: []command.Mutation{{Kind: command.KindPut, Key: []byte(k), Value: []byte("w")}}}
 	}
 	pctx, cancel := context.WithCancel(ctx)
