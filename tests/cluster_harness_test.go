@@ -500,6 +500,26 @@ func (w *writer) count() int {
 	return len(w.acked)
 }
 
+// waitMore waits until the writer has had n more writes acknowledged than
+// when called, polling; it fails t if that takes longer than within. Tests
+// use it where they need writes to go on for a while (before a fault,
+// through a new leader) instead of sleeping a fixed time: on a loaded
+// machine a fixed time may hold no write at all.
+func (w *writer) waitMore(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	want := w.count() + n
+	deadline := time.Now().Add(within)
+	for w.count() < want {
+		if time.Now().After(deadline) {
+			w.mu.Lock()
+			last := w.lastErr
+			w.mu.Unlock()
+			t.Fatalf("%d of %d more writes acknowledged within %v (last error: %v)", w.count()-want+n, n, within, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // checkAcked reads every acknowledged write back through cl
 // (linearizable reads) and fails on any missing or wrong value.
 func checkAcked(t testing.TB, cl *client.Client, acked map[string]string) {

@@ -60,7 +60,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client()
 	w := startWriter(cl, "lk", 8, 0, 60*time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	w.waitMore(t, 50, 30*time.Second)
 	old, _ := c.leader(userRange, 10*time.Second)
 	before := w.count()
 	c.node(old).kill()
@@ -90,7 +90,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 	if limit := 4 * electionTimeout; took > limit {
 		t.Errorf("electing a new leader took %v, more than %v", took, limit)
 	}
-	time.Sleep(2 * time.Second) // writes go on through the new leader
+	w.waitMore(t, 50, 30*time.Second) // writes go on through the new leader
 	acked := w.finish()
 	if len(acked) <= before {
 		t.Fatalf("no write acknowledged after the leader was killed (%d before, %d after)", before, len(acked))
@@ -272,7 +272,7 @@ func TestClusterAddRemoveNodesUnderLoad(t *testing.T) {
 	c := newCluster(t, 3)
 	cl := c.client()
 	w := startWriter(cl, "mem", 8, 0, 120*time.Second)
-	time.Sleep(time.Second)
+	w.waitMore(t, 20, 30*time.Second)
 
 	n4 := c.newNode(4)
 	c.start(4, "--join", c.node(1).grpcAddr)
@@ -304,7 +304,7 @@ func TestClusterAddRemoveNodesUnderLoad(t *testing.T) {
 			t.Fatal("node 1 is still registered after its removal")
 		}
 	}
-	time.Sleep(time.Second)
+	w.waitMore(t, 20, 30*time.Second)
 	acked := w.finish()
 	t.Logf("%d writes acknowledged during the changes, %d ambiguous, %d failed", len(acked), w.ambiguous, w.failed)
 	c.node(1).kill()
@@ -331,12 +331,12 @@ func TestClusterRestartEveryNode(t *testing.T) {
 	cl := c.client()
 	w := startWriter(cl, "roll", 8, 0, 120*time.Second)
 	for _, cn := range c.all() {
-		time.Sleep(500 * time.Millisecond)
+		w.waitMore(t, 20, 30*time.Second)
 		c.stop(cn.id)
 		c.start(cn.id)
 		c.waitLeaders(1, userRange)
 	}
-	time.Sleep(500 * time.Millisecond)
+	w.waitMore(t, 20, 30*time.Second)
 	acked := w.finish()
 	t.Logf("rolling restart: %d writes acknowledged, %d ambiguous, %d failed", len(acked), w.ambiguous, w.failed)
 	if len(acked) == 0 {

@@ -20,7 +20,12 @@ func TestBadInputOverTheWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// No client-side size checks: the node's own answers are under test.
-	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{MaxKeySize: -1, MaxValueSize: -1})
+	// A long attempt timeout: on a loaded machine sending a 20 MiB message
+	// can outlast the default 1 s attempt, and a write attempt that timed
+	// out makes the request's outcome unknown (ErrAmbiguous) whatever the
+	// next attempt hears; the answer's class, not its speed, is under test.
+	c, err := client.Dial(ctx, []string{node.grpcAddr}, &client.Options{MaxKeySize: -1, MaxValueSize: -1,
+		AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
