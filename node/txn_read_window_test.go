@@ -40,29 +40,15 @@ func TestReadDuringMergeMeetsTheIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	left, right := tn.n.rangeIDForKey([]byte("a")), tn.n.rangeIDForKey([]byte("z"))
-	begin, err := txn.Begin(ctx, &kvpb.TxnBeginRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c0 := begin.GetReadTimestamp()
 	id := []byte("0123456789abcdef")
-	w, err := txn.Write(ctx, &kvpb.TxnWriteRequest{TxnId: id, RecordKey: []byte("z"), CommitTimestamp: c0,
-		Mutations:  []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("z"), Value: []byte("1")}}}},
-		StageBound: &kvpb.Timestamp{WallNanos: c0.GetWallNanos() + int64(time.Second)}, StageKeys: [][]byte{[]byte("z")},
-		HeartbeatUnixNanos: time.Now().UnixNano()})
-	if err != nil || !w.GetWritten() {
-		t.Fatalf("staging Write = %v, %v", w, err)
-	}
-	// The left-hand range's frontier above the intent's p.
-	pa, err := tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("a"), Value: []byte("1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := txn.Record(ctx, &kvpb.TxnRecordRequest{TxnId: id, RecordKey: []byte("z"), Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT,
-		Timestamp: w.GetVersion()})
-	if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
-		t.Fatalf("commit = %v, %v", rec, err)
-	}
+	var pa *kvpb.PutResponse
+	w := stageAndCommitZ(t, ctx, txn, id, func() {
+		// The left-hand range's frontier above the intent's p.
+		var err error
+		if pa, err = tn.kv.Put(ctx, &kvpb.PutRequest{Key: []byte("a"), Value: []byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	merged := keys.MergedKey(left, right)
 	var mu sync.Mutex
 	var got *kvpb.GetResponse

@@ -218,24 +218,8 @@ func TestResolveDuringMergeKeepsTheIntent(t *testing.T) {
 	if left == right {
 		t.Fatalf("a and z in one range (%d) after the split", left)
 	}
-	begin, err := txn.Begin(ctx, &kvpb.TxnBeginRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c0 := begin.GetReadTimestamp()
 	id := []byte("0123456789abcdef")
-	w, err := txn.Write(ctx, &kvpb.TxnWriteRequest{TxnId: id, RecordKey: []byte("z"), CommitTimestamp: c0,
-		Mutations:  []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("z"), Value: []byte("1")}}}},
-		StageBound: &kvpb.Timestamp{WallNanos: c0.GetWallNanos() + int64(time.Second)}, StageKeys: [][]byte{[]byte("z")},
-		HeartbeatUnixNanos: time.Now().UnixNano()})
-	if err != nil || !w.GetWritten() {
-		t.Fatalf("staging Write = %v, %v", w, err)
-	}
-	rec, err := txn.Record(ctx, &kvpb.TxnRecordRequest{TxnId: id, RecordKey: []byte("z"), Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT,
-		Timestamp: w.GetVersion()})
-	if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
-		t.Fatalf("commit = %v, %v", rec, err)
-	}
+	w := stageAndCommitZ(t, ctx, txn, id, nil)
 	resolve := func(rangeID uint64, timeout time.Duration) error {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -302,4 +286,32 @@ func TestResolveDuringMergeKeepsTheIntent(t *testing.T) {
 	if v, _ := get(t, tn, "z"); v != "1" {
 		t.Fatalf("z = %q, want 1", v)
 	}
+}
+
+// stageAndCommitZ writes transaction id's intent on z, staged with its
+// record on z (the folded commit path), runs between (nil: nothing), and
+// marks the record COMMITTED; it returns the write's answer.
+func stageAndCommitZ(t *testing.T, ctx context.Context, txn kvpb.TxnClient, id []byte, between func()) *kvpb.TxnWriteResponse {
+	t.Helper()
+	begin, err := txn.Begin(ctx, &kvpb.TxnBeginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := begin.GetReadTimestamp()
+	w, err := txn.Write(ctx, &kvpb.TxnWriteRequest{TxnId: id, RecordKey: []byte("z"), CommitTimestamp: c0,
+		Mutations:  []*kvpb.Mutation{{Op: &kvpb.Mutation_Put{Put: &kvpb.PutOp{Key: []byte("z"), Value: []byte("1")}}}},
+		StageBound: &kvpb.Timestamp{WallNanos: c0.GetWallNanos() + int64(time.Second)}, StageKeys: [][]byte{[]byte("z")},
+		HeartbeatUnixNanos: time.Now().UnixNano()})
+	if err != nil || !w.GetWritten() {
+		t.Fatalf("staging Write = %v, %v", w, err)
+	}
+	if between != nil {
+		between()
+	}
+	rec, err := txn.Record(ctx, &kvpb.TxnRecordRequest{TxnId: id, RecordKey: []byte("z"), Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT,
+		Timestamp: w.GetVersion()})
+	if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+		t.Fatalf("commit = %v, %v", rec, err)
+	}
+	return w
 }
