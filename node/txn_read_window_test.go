@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -60,14 +59,8 @@ func TestReadDuringMergeMeetsTheIntent(t *testing.T) {
 		if served {
 			return
 		}
-		for rd := b.Reader(); ; {
-			kind, k, _, ok := rd.Next()
-			if !ok {
-				return
-			}
-			if kind == storage.RecordPut && bytes.Equal(k, merged) {
-				break
-			}
+		if !putsKey(b, merged) {
+			return
 		}
 		served = true
 		rctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -241,14 +240,8 @@ func TestResolveDuringMergeKeepsTheIntent(t *testing.T) {
 		if served {
 			return
 		}
-		for rd := b.Reader(); ; {
-			kind, k, _, ok := rd.Next()
-			if !ok {
-				return
-			}
-			if kind == storage.RecordPut && bytes.Equal(k, merged) {
-				break
-			}
+		if !putsKey(b, merged) {
+			return
 		}
 		served = true
 		during = resolve(left, time.Second)
