@@ -101,6 +101,10 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) (taken bool, e
 	if len(want) == 0 {
 		return false, nil
 	}
+	// The lock waits for the intents of the client's own committed
+	// transactions on these keys: their COMMITTED goes at once rather
+	// than waiting for a write to carry it (txn_resolve.go).
+	c.kickCommits(want)
 	if tx.lockID == ([16]byte{}) {
 		if _, err := rand.Read(tx.lockID[:]); err != nil {
 			return false, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}
