@@ -24,6 +24,7 @@ type Metrics struct {
 	noticeAnswersDropped prometheus.Counter
 	heartbeatsSent       prometheus.Counter
 	heartbeatsSkipped    prometheus.Counter
+	nodeHeartbeatsSent   prometheus.Counter
 	batchesSent          prometheus.Counter
 	leaderChanges        prometheus.Counter
 	snapshotsSent        prometheus.Counter
@@ -66,6 +67,7 @@ func newMetrics() *Metrics {
 		messagesDropped:      counter("messages_dropped_total", "Raft messages that could not be delivered."),
 		heartbeatsSent:       counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
 		heartbeatsSkipped:    counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
+		nodeHeartbeatsSent:   counter("node_heartbeats_sent_total", "Node heartbeats sent (liveness.go): one per peer node every third of an election timeout."),
 		batchesSent:          counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
 		messagesCoalesced:    counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
 		noticeAnswersDropped: counter("commit_notice_answers_dropped_total", "Answers to commit notices (appends without entries that only carry the commit index, to a follower the leader knows holds their index) not sent."),
@@ -106,7 +108,7 @@ func (m *Metrics) Rests() (quiesces, wakes int) {
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.heartbeatsSent, m.heartbeatsSkipped, m.nodeHeartbeatsSent, m.batchesSent, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
 		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {
