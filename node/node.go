@@ -192,6 +192,7 @@ func New(cfg Config) (*Node, error) {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
 	n.watches = newWatchFeeds()
+	n.watches.onWatched = n.closes.notify // read_close.go
 	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log, Observe: n.observeFrontier, Feed: n.watches})
 	if err != nil {
 		return nil, err
