@@ -23,6 +23,7 @@ import (
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
+	"github.com/shaledb/shale/internal/flowcontrol"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
@@ -258,6 +259,9 @@ func New(cfg Config) (*Node, error) {
 		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.identityStreamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
+	// Static flow-control windows: no bandwidth probe (a PING and its
+	// answer) per small message (internal/flowcontrol).
+	opts = append(opts, flowcontrol.ServerOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
 	// goroutine each: a new one starts with a small stack and grows it
 	// through the interceptors and the handler (stack copies were about 3%
