@@ -450,6 +450,24 @@ func (l *lockQueues) join(rangeID uint64, key []byte) *lockTicket {
 	return t
 }
 
+// queued reports whether anyone waits in the queue of one of keys of the
+// range (a write on an intent, a locking read on a lock or an intent): a
+// transaction's write answered so tells its coordinator to resolve the
+// range's intents as soon as it commits (kvpb.TxnWriteResponse.contended).
+func (l *lockQueues) queued(rangeID uint64, keys func(yield func([]byte) bool)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.q) == 0 {
+		return false
+	}
+	for key := range keys {
+		if len(l.q[lockQueueKey{rangeID, string(key)}]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // first reports whether t is at the head of its key's queue.
 func (t *lockTicket) first() bool {
 	t.l.mu.Lock()

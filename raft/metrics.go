@@ -26,23 +26,24 @@ type Metrics struct {
 	// appendsWithoutWrite: appends completed in their Ready, without the
 	// log writer (append_inline.go).
 	appendsWithoutWrite prometheus.Counter
-	heartbeatsSent      prometheus.Counter
-	heartbeatsSkipped   prometheus.Counter
-	batchesSent         prometheus.Counter
-	leaderChanges       prometheus.Counter
-	snapshotsSent       prometheus.Counter
-	snapshotsReceived   prometheus.Counter
-	splits              prometheus.Counter
-	merges              prometheus.Counter
-	logTruncations      prometheus.Counter
-	dedupHits           prometheus.Counter
-	noSpaceWrites       prometheus.Counter
-	appendsRefused      prometheus.Counter
-	diskStalls          prometheus.Counter
-	stallTransfers      prometheus.Counter
-	quiescent           prometheus.Gauge
-	quiesces            prometheus.Counter
-	wakes               prometheus.Counter
+	heartbeatsSent       prometheus.Counter
+	heartbeatsSkipped    prometheus.Counter
+	nodeHeartbeatsSent   prometheus.Counter
+	batchesSent          prometheus.Counter
+	leaderChanges        prometheus.Counter
+	snapshotsSent        prometheus.Counter
+	snapshotsReceived    prometheus.Counter
+	splits               prometheus.Counter
+	merges               prometheus.Counter
+	logTruncations       prometheus.Counter
+	dedupHits            prometheus.Counter
+	noSpaceWrites        prometheus.Counter
+	appendsRefused       prometheus.Counter
+	diskStalls           prometheus.Counter
+	stallTransfers       prometheus.Counter
+	quiescent            prometheus.Gauge
+	quiesces             prometheus.Counter
+	wakes                prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -71,6 +72,7 @@ func newMetrics() *Metrics {
 		messagesDropped:      counter("messages_dropped_total", "Raft messages that could not be delivered."),
 		heartbeatsSent:       counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
 		heartbeatsSkipped:    counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
+		nodeHeartbeatsSent:   counter("node_heartbeats_sent_total", "Node heartbeats sent (liveness.go): one per peer node every third of an election timeout."),
 		batchesSent:          counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
 		messagesCoalesced:    counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
 		appendsWithoutWrite:  counter("appends_without_write_total", "Raft appends with nothing to write (only the commit index moved) completed at once instead of through the log writer."),
@@ -112,7 +114,7 @@ func (m *Metrics) Rests() (quiesces, wakes int) {
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.appendsWithoutWrite, m.visits, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.appendsWithoutWrite, m.visits, m.heartbeatsSent, m.heartbeatsSkipped, m.nodeHeartbeatsSent, m.batchesSent, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
 		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {

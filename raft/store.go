@@ -560,10 +560,10 @@ func (s *Store) tickReplicas() {
 	t := &s.tick
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.ticks.Add(1)
+	tick := s.ticks.Add(1)
 	s.observeLogWrite(s.now()) // before the replicas ask DiskStalled
 	peers := s.heartbeatPeersLocked()
-	s.sendNodeHeartbeats(peers)
+	s.sendNodeHeartbeats(peers, tick)
 	dead := s.noteSilencesLocked(peers)
 	if len(dead) > 0 {
 		// Sleeping replicas whose leader's node went silent wake to
