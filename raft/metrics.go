@@ -26,24 +26,24 @@ type Metrics struct {
 	// appendsWithoutWrite: appends completed in their Ready, without the
 	// log writer (append_inline.go).
 	appendsWithoutWrite prometheus.Counter
-	heartbeatsSent       prometheus.Counter
-	heartbeatsSkipped    prometheus.Counter
-	nodeHeartbeatsSent   prometheus.Counter
-	batchesSent          prometheus.Counter
-	leaderChanges        prometheus.Counter
-	snapshotsSent        prometheus.Counter
-	snapshotsReceived    prometheus.Counter
-	splits               prometheus.Counter
-	merges               prometheus.Counter
-	logTruncations       prometheus.Counter
-	dedupHits            prometheus.Counter
-	noSpaceWrites        prometheus.Counter
-	appendsRefused       prometheus.Counter
-	diskStalls           prometheus.Counter
-	stallTransfers       prometheus.Counter
-	quiescent            prometheus.Gauge
-	quiesces             prometheus.Counter
-	wakes                prometheus.Counter
+	heartbeatsSent      prometheus.Counter
+	heartbeatsSkipped   prometheus.Counter
+	nodeHeartbeatsSent  prometheus.Counter
+	batchesSent         prometheus.Counter
+	leaderChanges       prometheus.Counter
+	snapshotsSent       prometheus.Counter
+	snapshotsReceived   prometheus.Counter
+	splits              prometheus.Counter
+	merges              prometheus.Counter
+	logTruncations      prometheus.Counter
+	dedupHits           prometheus.Counter
+	noSpaceWrites       prometheus.Counter
+	appendsRefused      prometheus.Counter
+	diskStalls          prometheus.Counter
+	stallTransfers      prometheus.Counter
+	quiescent           prometheus.Gauge
+	quiesces            prometheus.Counter
+	wakes               prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
