@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -61,6 +62,10 @@ type txnGroup struct {
 	desc  *kvpb.RangeDescriptor
 	muts  []*kvpb.Mutation
 	reads []*kvpb.TxnRead
+	// contended: the leader answered its write with someone waiting
+	// for one of its keys (kvpb.TxnWriteResponse.contended), so its
+	// intents are resolved at once after the commit (finish).
+	contended atomic.Bool
 }
 
 func (g *txnGroup) firstKey() []byte {
@@ -316,6 +321,9 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		if !resp.GetWritten() {
 			return txnWriteResult{reason: resp.GetReadChanged().GetReason()}
 		}
+		if resp.GetContended() {
+			g.contended.Store(true)
+		}
 		p, err := c.sawVersion(op, "version", resp.GetVersion())
 		return txnWriteResult{written: true, p: p, err: err, resolved: resp.GetResolved()}
 	}
@@ -485,8 +493,9 @@ func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
 // carried by a write to that range within commitCarryDelay or alone;
 // the other ranges' intents are left for the client's next writes there
 // to carry, and resolved on their own after foldDelay if none did
-// (txn_resolve.go); an aborted one (its record already ABORTED): every
-// range's intents dropped at once. The record is then deleted, in a
+// (txn_resolve.go), except those of a range whose leader said someone
+// waits for them (contended), resolved at once; an aborted one (its
+// record already ABORTED): every range's intents dropped at once. The record is then deleted, in a
 // batch with others (recordGC). What it leaves undone (the client
 // closed, a node down) readers finish from the record.
 func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, committed bool) {
@@ -536,9 +545,11 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 	for _, old := range c.resolutions.track(t, groups) {
 		c.recordGC.add(c, old.id, old.rk, old.recDesc)
 	}
-	if own != nil {
+	if own != nil && !own.contended.Load() {
 		// Queued before Txn returns: the client's next transaction on
-		// these keys carries it, or sends it at once (clearFor).
+		// these keys carries it, or sends it at once (clearFor). Not
+		// when someone waits for the record range's intents: then it
+		// goes at once.
 		c.resolutions.queueCommit(t)
 	}
 	go func() {
@@ -546,7 +557,7 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 		defer cancel()
 		// The COMMITTED with its range's intents, carried by a write
 		// (awaitCarried) or alone.
-		if own == nil || !c.awaitCarried(t) {
+		if own == nil || own.contended.Load() || !c.awaitCarried(t) {
 			req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
 			if own != nil {
 				req.Keys = t.own
@@ -576,32 +587,47 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 		}
 		// The rest rides on the next writes to their ranges, or goes on
 		// its own after foldDelay (what a write took, once it answered
-		// without resolving it).
-		if len(rest) == 0 {
-			return
+		// without resolving it); but a range where someone waits for
+		// the intents (a queued write or locking read) is resolved at
+		// once: the waiter would wait out foldDelay, holding up the
+		// queue behind it.
+		resolveRest := func(gs []*txnGroup) {
+			parallel(gs, func(g *txnGroup) txnWriteResult {
+				var ks [][]byte
+				for _, f := range c.resolutions.holding(keysOf(g)) {
+					if f.t == t {
+						ks = f.ks
+					}
+				}
+				if len(ks) > 0 {
+					_ = c.resolveAlone(ctx, t, ks)
+				}
+				return txnWriteResult{}
+			})
 		}
+		var now, later []*txnGroup
 		for _, g := range rest {
+			if g.contended.Load() {
+				now = append(now, g)
+			} else {
+				later = append(later, g)
+			}
+		}
+		for _, g := range later {
 			c.resolutions.offer(t, g.desc, keysOf(g))
 		}
+		resolveRest(now)
+		if len(later) == 0 {
+			return
+		}
 		time.Sleep(foldDelay)
-		descs := make([]*kvpb.RangeDescriptor, len(rest))
-		for i, g := range rest {
+		descs := make([]*kvpb.RangeDescriptor, len(later))
+		for i, g := range later {
 			descs[i] = g.desc
 		}
 		c.resolutions.drop(t, descs)
 		c.resolutions.awaitFolds(t)
-		parallel(rest, func(g *txnGroup) txnWriteResult {
-			var ks [][]byte
-			for _, f := range c.resolutions.holding(keysOf(g)) {
-				if f.t == t {
-					ks = f.ks
-				}
-			}
-			if len(ks) > 0 {
-				_ = c.resolveAlone(ctx, t, ks)
-			}
-			return txnWriteResult{}
-		})
+		resolveRest(later)
 	}()
 }
 

@@ -87,3 +87,32 @@ func TestLockTableTakesInTurnAndEnds(t *testing.T) {
 		t.Fatalf("%d locks after their hold lapsed and a prune, want 0", l.lockCount())
 	}
 }
+
+// TestLockQueuesQueued: queued reports a waiter in the queue of any of
+// the keys asked about, in their range only, and none once it left.
+func TestLockQueuesQueued(t *testing.T) {
+	var l lockQueues
+	keys := func(ks ...string) func(yield func([]byte) bool) {
+		return func(yield func([]byte) bool) {
+			for _, k := range ks {
+				if !yield([]byte(k)) {
+					return
+				}
+			}
+		}
+	}
+	if l.queued(7, keys("a", "b")) {
+		t.Fatal("queued with no queue")
+	}
+	tk := l.join(7, []byte("b"))
+	if !l.queued(7, keys("a", "b")) {
+		t.Fatal("a waiter on b not seen")
+	}
+	if l.queued(7, keys("a")) || l.queued(8, keys("b")) {
+		t.Fatal("a waiter seen on another key or range")
+	}
+	tk.leave()
+	if l.queued(7, keys("a", "b")) {
+		t.Fatal("a waiter seen after it left")
+	}
+}

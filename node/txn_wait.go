@@ -183,7 +183,7 @@ func (n *Node) pushHolder(ctx context.Context, holder rangesm.Intent, self *lock
 	if err != nil {
 		return nil // the graph is a hint: the bounded wait still ends it
 	}
-	if hp, cycle := mine[holder.Txn]; cycle {
+	if hp, cycle := mine[holder.Txn]; cycle && !n.deadlocksIgnored() {
 		if older(hp, holder.Txn, self.prio, self.id) {
 			n.metrics.deadlocks.Inc()
 			n.log.Debug("breaking a deadlock: the younger transaction gives up", "txn", self.id, "waits for", holder.Txn)
@@ -448,6 +448,24 @@ func (l *lockQueues) join(rangeID uint64, key []byte) *lockTicket {
 	}
 	l.q[t.lockQueueKey] = append(l.q[t.lockQueueKey], t.w)
 	return t
+}
+
+// queued reports whether anyone waits in the queue of one of keys of the
+// range (a write on an intent, a locking read on a lock or an intent): a
+// transaction's write answered so tells its coordinator to resolve the
+// range's intents as soon as it commits (kvpb.TxnWriteResponse.contended).
+func (l *lockQueues) queued(rangeID uint64, keys func(yield func([]byte) bool)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.q) == 0 {
+		return false
+	}
+	for key := range keys {
+		if len(l.q[lockQueueKey{rangeID, string(key)}]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // first reports whether t is at the head of its key's queue.
