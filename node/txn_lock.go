@@ -220,7 +220,7 @@ func (n *Node) pushLockHolder(ctx context.Context, holder *readLock, self *lockW
 	if err != nil {
 		return nil // the graph is a hint: the bounded wait still ends it
 	}
-	if hp, cycle := mine[holder.owner]; cycle && older(hp, holder.owner, self.prio, self.id) {
+	if hp, cycle := mine[holder.owner]; cycle && older(hp, holder.owner, self.prio, self.id) && !n.deadlocksIgnored() {
 		n.metrics.deadlocks.Inc()
 		n.log.Debug("breaking a deadlock of locks: the younger transaction gives up", "txn", self.id, "waits for", holder.owner)
 		return fmt.Errorf("%w: transaction %s waits for %s's lock, and %s waits for it; the younger gives up", errDeadlock, self.id, holder.owner, holder.owner)

@@ -183,7 +183,7 @@ func (n *Node) pushHolder(ctx context.Context, holder rangesm.Intent, self *lock
 	if err != nil {
 		return nil // the graph is a hint: the bounded wait still ends it
 	}
-	if hp, cycle := mine[holder.Txn]; cycle {
+	if hp, cycle := mine[holder.Txn]; cycle && !n.deadlocksIgnored() {
 		if older(hp, holder.Txn, self.prio, self.id) {
 			n.metrics.deadlocks.Inc()
 			n.log.Debug("breaking a deadlock: the younger transaction gives up", "txn", self.id, "waits for", holder.Txn)

@@ -110,6 +110,8 @@ type Store struct {
 	// ticks counts the ticker's ticks (quiesce.go counts the ticks a
 	// replica slept through with it).
 	ticks atomic.Uint64
+	// roundSeq counts the processing rounds begun (store_round.go).
+	roundSeq atomic.Uint64
 	// deadNodes are the peers not live as of the last tick (liveness.go).
 	deadNodes atomic.Pointer[map[uint64]bool]
 }
