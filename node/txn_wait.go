@@ -25,8 +25,8 @@ import (
 // queue per locked key (lockQueues, oldest first), instead of failing
 // at once: the head of the queue proposes again as soon as the key's
 // intent is gone (woken by the Resolve this node serves for the range,
-// or by its own poll of the lock table), and the next waiter waits for the head to leave. While
-// it waits, each waiter pushes the holder (pushTxn: a finished holder's
+// or by its own poll of the lock table), and the next waiter waits for
+// the head to leave. While it waits, each waiter pushes the holder (pushTxn: a finished holder's
 // intent is resolved, a dead coordinator's transaction recovered), and a
 // waiter that is itself a transaction (a TxnWrite, which holds intents on
 // other ranges) joins the push graph: at the node serving the holder's
