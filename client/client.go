@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/internal/flowcontrol"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -117,6 +118,9 @@ func Dial(ctx context.Context, endpoints []string, opts *Options) (*Client, erro
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	)
+	// Static flow-control windows: no bandwidth probe (a PING and its
+	// answer) per small response.
+	dialOpts = append(dialOpts, flowcontrol.DialOptions()...)
 	if o.ClusterID != "" {
 		dialOpts = append(dialOpts, withClusterID(o.ClusterID)...)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -60,6 +61,10 @@ type txnGroup struct {
 	desc  *kvpb.RangeDescriptor
 	muts  []*kvpb.Mutation
 	reads []*kvpb.TxnRead
+	// contended: the leader answered its write with someone waiting
+	// for one of its keys (kvpb.TxnWriteResponse.contended), so its
+	// intents are resolved at once after the commit (finish).
+	contended atomic.Bool
 }
 
 func (g *txnGroup) firstKey() []byte {
@@ -281,6 +286,9 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		if !resp.GetWritten() {
 			return txnWriteResult{reason: resp.GetReadChanged().GetReason()}
 		}
+		if resp.GetContended() {
+			g.contended.Store(true)
+		}
 		p, err := c.sawVersion(op, "version", resp.GetVersion())
 		return txnWriteResult{written: true, p: p, err: err}
 	}
@@ -449,8 +457,9 @@ func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
 // before any intent is resolved, since a STAGING record means none is);
 // the other ranges' intents are left for the client's next writes there
 // to carry, and resolved on their own after foldDelay if none did
-// (txn_resolve.go); an aborted one (its record already ABORTED): every
-// range's intents dropped at once. The record is then deleted, in a
+// (txn_resolve.go), except those of a range whose leader said someone
+// waits for them (contended), resolved at once; an aborted one (its
+// record already ABORTED): every range's intents dropped at once. The record is then deleted, in a
 // batch with others (recordGC). What it leaves undone (the client
 // closed, a node down) readers finish from the record.
 func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, committed bool) {
@@ -528,31 +537,46 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 			return
 		}
 		// The rest rides on the next writes to their ranges, or goes on
-		// its own after foldDelay.
-		if len(rest) == 0 {
-			return
+		// its own after foldDelay; but a range where someone waits for
+		// the intents (a queued write or locking read) is resolved at
+		// once: the waiter would wait out foldDelay, holding up the
+		// queue behind it.
+		resolveRest := func(gs []*txnGroup) {
+			parallel(gs, func(g *txnGroup) txnWriteResult {
+				var ks [][]byte
+				for _, f := range c.resolutions.holding(keysOf(g)) {
+					if f.t == t {
+						ks = f.ks
+					}
+				}
+				if len(ks) > 0 {
+					_ = c.resolveAlone(ctx, t, ks)
+				}
+				return txnWriteResult{}
+			})
 		}
+		var now, later []*txnGroup
 		for _, g := range rest {
+			if g.contended.Load() {
+				now = append(now, g)
+			} else {
+				later = append(later, g)
+			}
+		}
+		for _, g := range later {
 			c.resolutions.offer(t, g.desc, keysOf(g))
 		}
+		resolveRest(now)
+		if len(later) == 0 {
+			return
+		}
 		time.Sleep(foldDelay)
-		descs := make([]*kvpb.RangeDescriptor, len(rest))
-		for i, g := range rest {
+		descs := make([]*kvpb.RangeDescriptor, len(later))
+		for i, g := range later {
 			descs[i] = g.desc
 		}
 		c.resolutions.drop(t, descs)
-		parallel(rest, func(g *txnGroup) txnWriteResult {
-			var ks [][]byte
-			for _, f := range c.resolutions.holding(keysOf(g)) {
-				if f.t == t {
-					ks = f.ks
-				}
-			}
-			if len(ks) > 0 {
-				_ = c.resolveAlone(ctx, t, ks)
-			}
-			return txnWriteResult{}
-		})
+		resolveRest(later)
 	}()
 }
 

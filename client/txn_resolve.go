@@ -26,7 +26,10 @@ import (
 //     intents it meets there (kvpb.TxnWriteRequest.resolve: applied first
 //     in the same command), so it does not wait for them either, and the
 //     resolution costs no command of its own. What no write carries
-//     within foldDelay of the COMMITTED is resolved on its own, as before.
+//     within foldDelay of the COMMITTED is resolved on its own, as before;
+//     what someone waits for on its range's leader (the Write was
+//     answered contended) is resolved at once, not left to wait
+//     foldDelay.
 //
 // The record is deleted (recordGC) once every intent is known resolved.
 

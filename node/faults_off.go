@@ -29,3 +29,7 @@ func (n *Node) leaseKeepAliveIgnored() bool { return false }
 // gcIgnoresProtections is the planted protection bug of the test build:
 // never here.
 func (n *Node) gcIgnoresProtections() bool { return false }
+
+// deadlocksIgnored is the planted deadlock bug of the test build: never
+// here.
+func (n *Node) deadlocksIgnored() bool { return false }

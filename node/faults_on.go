@@ -37,6 +37,8 @@ import (
 //	DELETE /debug/faults/protect-ignore
 //	PUT    /debug/faults/watch-drop     (faults_watch_on.go)
 //	DELETE /debug/faults/watch-drop
+//	PUT    /debug/faults/deadlock-ignore
+//	DELETE /debug/faults/deadlock-ignore
 //
 // on its HTTP address: every engine file operation of the named kinds
 // (default: sync) first sleeps delay plus a random extra up to jitter,
@@ -52,7 +54,10 @@ import (
 // set, a keep-alive this node serves as meta's leader is acknowledged
 // without renewing the lease, so keys go before their TTL; and a planted
 // bug for the fault suite's protection check: while protect-ignore is
-// set, this node's GC passes ignore protected timestamps. A
+// set, this node's GC passes ignore protected timestamps; and a planted
+// bug for the deadlock detector: while deadlock-ignore is set, a waiter
+// this node serves that finds itself in a cycle of waits does not give
+// up (txn_wait.go), so the cycle lasts until the waits' bound. A
 // slow disk for the fault tests (tests/jepsen); never for
 // a production binary, since anyone reaching the HTTP address could slow
 // the node down.
@@ -71,6 +76,8 @@ type faultState struct {
 	leaseEarly atomic.Bool
 	// protectIgnore is the planted protection bug (gcIgnoresProtections).
 	protectIgnore atomic.Bool
+	// deadlockIgnore is the planted deadlock bug (deadlocksIgnored).
+	deadlockIgnore atomic.Bool
 }
 
 type diskDelay struct{ delay, jitter time.Duration }
@@ -93,7 +100,21 @@ func (n *Node) registerFaultHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /debug/faults/protect-ignore", n.setProtectIgnore)
 	mux.HandleFunc("PUT /debug/faults/watch-drop", n.setWatchDrop) // faults_watch_on.go
 	mux.HandleFunc("DELETE /debug/faults/watch-drop", n.setWatchDrop)
+	mux.HandleFunc("PUT /debug/faults/deadlock-ignore", n.setDeadlockIgnore)
+	mux.HandleFunc("DELETE /debug/faults/deadlock-ignore", n.setDeadlockIgnore)
 }
+
+// setDeadlockIgnore plants (PUT) or removes (DELETE) the deadlock bug.
+func (n *Node) setDeadlockIgnore(w http.ResponseWriter, r *http.Request) {
+	on := r.Method == http.MethodPut
+	n.faults.deadlockIgnore.Store(on)
+	n.log.Warn("fault injection: cycles of waiting transactions are not broken", "on", on)
+	fmt.Fprintf(w, "deadlock-ignore %v\n", on)
+}
+
+// deadlocksIgnored says whether a waiter in a cycle keeps waiting instead
+// of giving up (the planted bug is set).
+func (n *Node) deadlocksIgnored() bool { return n.faults.deadlockIgnore.Load() }
 
 // setLeaseEarly plants (PUT) or removes (DELETE) the lease bug.
 func (n *Node) setLeaseEarly(w http.ResponseWriter, r *http.Request) {

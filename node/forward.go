@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/internal/flowcontrol"
 	"github.com/shaledb/shale/raft/transport"
 )
 
@@ -78,6 +79,7 @@ func (p *peerClients) conn(id uint64) (*grpc.ClientConn, error) {
 			opts = append(opts, grpc.WithContextDialer(transport.DialerFrom(ip)))
 		}
 		opts = append(opts, p.n.withClusterID()...)
+		opts = append(opts, flowcontrol.DialOptions()...)
 		cc, err = grpc.NewClient("passthrough:///"+addr, opts...)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,14 @@ const leaseAttachWindow = 5 * time.Second
 // expired lease ends within a tick of its deadline.
 const lessorTick = 100 * time.Millisecond
 
+// lessorIdleTick is how often the loop looks while it has nothing to
+// keep: this node does not lead meta, or keeps no lease. A grant or a
+// takeover (kick) or a change of meta's leader wakes it at once; the slow
+// look catches what neither announces (a grant proposed by an earlier
+// leader that applies after this node took over), and such a lease only
+// ends later than its deadline, never earlier.
+const lessorIdleTick = time.Second
+
 // lessorReconcile is how often the leader re-reads the lease records it
 // may have missed (a grant applied by a proposal that timed out).
 const lessorReconcile = 5 * time.Second
@@ -84,6 +93,10 @@ type lessor struct {
 	ends   map[uint64]*leaseEnd
 	// reconciled is when the records were last re-read.
 	reconciled time.Time
+	// kick wakes the loop from its idle wait (kickLocked).
+	kick chan struct{}
+	// passes counts the loop's passes (tests).
+	passes atomic.Uint64
 }
 
 // leaseEnd is an end of a lease in progress on this node: a client's
@@ -105,7 +118,8 @@ type leaseMetrics struct {
 }
 
 func newLessor(n *Node) *lessor {
-	l := &lessor{n: n, deadlines: map[uint64]time.Time{}, ttls: map[uint64]time.Duration{}, ending: map[uint64]bool{}, ends: map[uint64]*leaseEnd{}}
+	l := &lessor{n: n, deadlines: map[uint64]time.Time{}, ttls: map[uint64]time.Duration{}, ending: map[uint64]bool{}, ends: map[uint64]*leaseEnd{},
+		kick: make(chan struct{}, 1)}
 	l.m = leaseMetrics{
 		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_leases_held",
@@ -174,27 +188,58 @@ func (l *lessor) takeOverLocked(term uint64) error {
 		l.deadlines[r.ID], l.ttls[r.ID] = now.Add(ttl), ttl
 	}
 	l.term, l.reconciled = term, now
+	l.kickLocked()
 	if len(recs) > 0 {
 		l.n.log.Info("leases taken over", "term", term, "leases", len(recs))
 	}
 	return nil
 }
 
-// loop expires leases and sweeps ended ones while this node leads meta.
+// loop expires leases and sweeps ended ones while this node leads meta:
+// every lessorTick while it keeps leases, and otherwise every
+// lessorIdleTick or when woken (a kick, a change of meta's leader), so
+// that an idle node's lessor costs no timer every lessorTick.
 func (l *lessor) loop(ctx context.Context) {
-	t := time.NewTicker(lessorTick)
+	t := time.NewTimer(lessorTick)
 	defer t.Stop()
 	for {
+		var moved <-chan struct{}
+		if r, err := l.n.store.Replica(keys.MetaRangeID); err == nil {
+			// Before the tick: a change after it still wakes the wait.
+			if _, mctx := r.LeaderWatch(); mctx != nil {
+				moved = mctx.Done()
+			}
+		}
+		wait := lessorTick
+		if !l.tick(ctx) {
+			wait = lessorIdleTick
+		} else {
+			moved = nil
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-moved:
+		case <-l.kick:
 		}
-		l.tick(ctx)
 	}
 }
 
-func (l *lessor) tick(ctx context.Context) {
+// kickLocked wakes the loop from an idle wait: there are leases to keep.
+// REQUIRES: l.mu.
+func (l *lessor) kickLocked() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// tick does one pass of the loop and reports whether this node keeps
+// leases (so that the next pass is due in lessorTick).
+func (l *lessor) tick(ctx context.Context) bool {
+	l.passes.Add(1)
 	r, err := l.n.store.Replica(keys.MetaRangeID)
 	if err != nil || !r.IsLeader() {
 		l.mu.Lock()
@@ -203,18 +248,18 @@ func (l *lessor) tick(ctx context.Context) {
 			l.term, l.deadlines, l.ttls = 0, map[uint64]time.Time{}, map[uint64]time.Duration{}
 		}
 		l.mu.Unlock()
-		return
+		return false
 	}
 	if l.idle() {
 		// No lease to keep: leave meta's leader lease alone, so that an
 		// idle cluster's meta range may quiesce (grants set things up).
-		return
+		return false
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	term, err := l.ready(rctx)
 	cancel()
 	if err != nil {
-		return
+		return true // not ready yet: look again soon
 	}
 	now := time.Now()
 	var expired []uint64
@@ -222,7 +267,7 @@ func (l *lessor) tick(ctx context.Context) {
 	l.mu.Lock()
 	if l.term != term {
 		l.mu.Unlock()
-		return // the term moved on: the next tick sets it up
+		return true // the term moved on: the next tick sets it up
 	}
 	if now.Sub(l.reconciled) >= lessorReconcile {
 		l.reconciled = now
@@ -241,6 +286,7 @@ func (l *lessor) tick(ctx context.Context) {
 	for _, id := range sweep {
 		go l.sweepAndForget(ctx, id)
 	}
+	return true
 }
 
 // idle reports whether there is nothing for the loop to do: no deadline
@@ -454,6 +500,7 @@ func (l *lessor) grant(ctx context.Context, id uint64, ttl time.Duration) (uint6
 	l.mu.Lock()
 	if l.term == term {
 		l.deadlines[res.NodeID], l.ttls[res.NodeID] = time.Now().Add(ttl), ttl
+		l.kickLocked()
 	}
 	l.mu.Unlock()
 	return res.NodeID, nil

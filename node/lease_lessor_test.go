@@ -14,7 +14,7 @@ import (
 // is refused and changes nothing; a lease's key lives while keep-alives
 // come and goes once they stop, no earlier than the TTL after the last
 // one was sent; a revoke deletes its key at once; with no lease left the
-// lessor is idle.
+// lessor is idle, and looks only every lessorIdleTick.
 func TestLessorOnOneNode(t *testing.T) {
 	tn := startNode(t, "", Config{})
 	ctx := ctxT(t)
@@ -119,5 +119,13 @@ func TestLessorOnOneNode(t *testing.T) {
 			t.Fatal("the lessor is not idle with no lease left")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Its next pass finds it idle; from then on one a second, not one
+	// every lessorTick.
+	time.Sleep(2 * lessorTick)
+	before := tn.n.lessor.passes.Load()
+	time.Sleep(lessorIdleTick)
+	if p := tn.n.lessor.passes.Load() - before; p > 2 {
+		t.Errorf("the idle lessor made %d passes in %v, want at most 2", p, lessorIdleTick)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
+	"github.com/shaledb/shale/internal/flowcontrol"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
@@ -60,7 +61,6 @@ type Node struct {
 	// rebalancing moves run in parallel (placement.go).
 	placeMu sync.Mutex
 	live    liveness
-	awake   awake // quorum.go
 	// lessor keeps the leases while this node leads meta (lease_lessor.go).
 	lessor *lessor
 	// quorumProbes confirm that silent voters are unreachable (quorum.go).
@@ -193,6 +193,7 @@ func New(cfg Config) (*Node, error) {
 		memtable = storage.EngineDefaults().WriteBufferSize
 	}
 	n.watches = newWatchFeeds()
+	n.watches.onWatched = n.closes.notify // read_close.go
 	sms, err := rangesm.NewFactory(rangesm.Config{Engine: db, Logger: n.log, Observe: n.observeFrontier, Feed: n.watches})
 	if err != nil {
 		return nil, err
@@ -258,6 +259,9 @@ func New(cfg Config) (*Node, error) {
 		grpc.ChainStreamInterceptor(n.metrics.streamInterceptor, n.sec.auth.streamInterceptor, n.identityStreamInterceptor, n.clusterStreamInterceptor),
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
+	// Static flow-control windows: no bandwidth probe (a PING and its
+	// answer) per small message (internal/flowcontrol).
+	opts = append(opts, flowcontrol.ServerOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
 	// goroutine each: a new one starts with a small stack and grows it
 	// through the interceptors and the handler (stack copies were about 3%
@@ -299,7 +303,7 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	n.store.SetAppliedWaiter(appliedWaiter{n: n})
 	n.store.Start()
 	n.startSharding()
-	n.bgWG.Add(8)
+	n.bgWG.Add(7)
 	go func() {
 		defer n.bgWG.Done()
 		n.lessor.loop(n.bgCtx) // lease_lessor.go
@@ -314,10 +318,6 @@ func (n *Node) Serve(grpcLis, httpLis net.Listener) error {
 	go func() {
 		defer n.bgWG.Done()
 		n.registerSelf(n.bgCtx)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		n.awakeLoop(n.bgCtx)
 	}()
 	go func() {
 		defer n.bgWG.Done()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
@@ -105,33 +104,6 @@ func (p *quorumProbes) run(n *Node, id uint64, st *quorumProbe) {
 	}
 }
 
-// awake tracks since when the node has run without a pause: the ticker
-// below notices a gap of several ticks (SIGSTOP, a stalled VM) and
-// restarts the count.
-type awake struct {
-	since atomic.Int64 // Unix nanoseconds
-}
-
-// awakeLoop keeps n.awake up to date until ctx ends.
-func (n *Node) awakeLoop(ctx context.Context) {
-	tick := n.store.Config().TickInterval
-	n.awake.since.Store(time.Now().UnixNano())
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			if now.Sub(last) > 5*tick {
-				n.awake.since.Store(now.UnixNano())
-			}
-			last = now
-		}
-	}
-}
-
 // isVoter reports whether a replica of type t votes.
 func isVoter(t kvpb.ReplicaType) bool {
 	return t != kvpb.ReplicaType_REPLICA_TYPE_LEARNER
@@ -144,7 +116,8 @@ func (n *Node) noQuorum(op string, r *raft.Replica, desc *kvpb.RangeDescriptor) 
 	now := time.Now()
 	after := n.unreachableAfter()
 	cutoff := now.Add(-after)
-	if s := n.awake.since.Load(); s == 0 || time.Unix(0, s).After(cutoff) || n.started.After(cutoff) {
+	// The store's ticker notices this node's own pauses (raft/awake.go).
+	if s := n.store.AwakeSince(); s.IsZero() || s.After(cutoff) || n.started.After(cutoff) {
 		return nil
 	}
 	voters := 0

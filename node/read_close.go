@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaledb/shale/command"
@@ -33,7 +34,9 @@ import (
 // about every 5 s, not every freshInterval. A range that gets no such
 // reads is never closed this way (an idle range stays idle), unless it
 // has watchers (watch_feed.go), whose progress notices come from its
-// frontier: those are closed every freshInterval.
+// frontier: those are closed every freshInterval. While no range wants a
+// fresh frontier and none has watchers, the loop sleeps until one does
+// (closer.notify) rather than look every freshInterval.
 const (
 	freshInterval = 200 * time.Millisecond
 	freshWindow   = 5 * time.Second
@@ -47,6 +50,35 @@ type closer struct {
 	// fresh is, per range, the demand for a fresh frontier this node (as
 	// its leader) last noted.
 	fresh map[uint64]freshWant
+	// kick wakes the freshness loop when demand appears (notify).
+	kick chan struct{}
+	// passes counts the freshness loop's passes (tests).
+	passes atomic.Uint64
+}
+
+// kickLocked returns the channel that wakes the freshness loop.
+// REQUIRES: c.mu.
+func (c *closer) kickLocked() chan struct{} {
+	if c.kick == nil {
+		c.kick = make(chan struct{}, 1)
+	}
+	return c.kick
+}
+
+// notify wakes the freshness loop if it sleeps for want of demand: a
+// range was just noted wanting a fresh frontier, or got a watcher.
+func (c *closer) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notifyLocked()
+}
+
+// REQUIRES: c.mu.
+func (c *closer) notifyLocked() {
+	select {
+	case c.kickLocked() <- struct{}{}:
+	default:
+	}
 }
 
 // freshWant is a range's demand for a fresh frontier: when it was last
@@ -68,15 +100,22 @@ func (c *closer) wanted(rangeID uint64, now time.Time, bound time.Duration) {
 		bound = min(bound, w.bound)
 	}
 	c.fresh[rangeID] = freshWant{last: now, bound: bound}
+	c.notifyLocked()
 }
 
 // freshnessLoop closes the current time on the ranges that want a fresh
 // frontier, whose leader this node is and whose frontier is older than
-// half their bound, every freshInterval, until the node stops.
+// half their bound, every freshInterval, until the node stops. With no
+// such range and no watched one it stops its ticker and waits for
+// closer.notify: an idle node has no timer here.
 func (n *Node) freshnessLoop() {
 	defer n.bgWG.Done()
 	t := time.NewTicker(freshInterval)
 	defer t.Stop()
+	n.closes.mu.Lock()
+	kick := n.closes.kickLocked()
+	n.closes.mu.Unlock()
+	var sleeping <-chan struct{} // kick while the ticker is stopped
 	// keep is, per range, how old its frontier may get before a close.
 	keep := map[uint64]time.Duration{}
 	for {
@@ -84,7 +123,11 @@ func (n *Node) freshnessLoop() {
 		case <-n.bgCtx.Done():
 			return
 		case <-t.C:
+		case <-sleeping:
+			t.Reset(freshInterval)
+			sleeping = nil
 		}
+		n.closes.passes.Add(1)
 		now := time.Now()
 		clear(keep)
 		n.closes.mu.Lock()
@@ -100,6 +143,11 @@ func (n *Node) freshnessLoop() {
 		// notices advance while no write comes (docs/watch.md).
 		for _, id := range n.watches.watchedRanges() {
 			keep[id] = 0
+		}
+		if len(keep) == 0 {
+			t.Stop()
+			sleeping = kick
+			continue
 		}
 		for id, age := range keep {
 			r, err := n.store.Replica(id)

@@ -164,6 +164,7 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 	}
 	resp.Written, resp.Version = true, rangesm.TimestampProto(res.Version)
 	resp.Resolved = len(cmd.TxnWrite.Resolve) > 0 && res.Found
+	resp.Contended = n.lockQueues.queued(r.RangeID(), writtenKeys(cmd))
 	return resp, nil
 }
 

@@ -33,6 +33,9 @@ type watchFeeds struct {
 	count int
 	// queueBytes overrides watchQueueBytes (tests).
 	queueBytes int
+	// onWatched, if set, is called (under mu) when a range gets its
+	// first watcher: the freshness loop wakes for it (read_close.go).
+	onWatched func()
 }
 
 var _ rangesm.FeedSink = (*watchFeeds)(nil)
@@ -90,6 +93,9 @@ func (f *watchFeeds) register(rangeID uint64, start, end []byte, st func() range
 	if ws == nil {
 		ws = make(map[*watcher]struct{})
 		f.ranges[rangeID] = ws
+		if f.onWatched != nil {
+			f.onWatched()
+		}
 	}
 	ws[w] = struct{}{}
 	f.count++

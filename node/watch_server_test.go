@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -142,5 +143,35 @@ func TestWatchCutsOffSlowWatcher(t *testing.T) {
 	}
 	if f := scrape(t, tn)["shale_watch_cutoffs_total"]; f == nil || sumOf(f) < 1 {
 		t.Fatalf("shale_watch_cutoffs_total = %v", f)
+	}
+}
+
+// TestFreshnessLoopSleepsUntilAWatch: with no watcher and no
+// bounded-staleness read the freshness loop makes no passes; a watcher
+// wakes it, and its progress notices advance without writes, the range
+// closed every freshInterval.
+func TestFreshnessLoopSleepsUntilAWatch(t *testing.T) {
+	tn := startNode(t, "", Config{})
+	put(t, tn, "w/a", "1")
+	// Its first pass found nothing to keep fresh: from then on, none.
+	pollUntil(t, "the freshness loop's first pass", func() bool { return tn.n.closes.passes.Load() > 0 })
+	before := tn.n.closes.passes.Load()
+	time.Sleep(5 * freshInterval)
+	if p := tn.n.closes.passes.Load() - before; p > 1 {
+		t.Errorf("the freshness loop made %d passes in %v with nothing to keep fresh, want none", p, 5*freshInterval)
+	}
+	s, err := kvpb.NewWatchClient(tn.cc).Watch(ctxT(t), &kvpb.WatchRequest{StartKey: []byte("w/"), EndKey: []byte("w0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UnixNano()
+	for {
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := resp.GetProgress(); p != nil && tsOf(p).WallTime > start {
+			return // closed after the watch began: the loop woke for it
+		}
 	}
 }

@@ -108,6 +108,7 @@ func (r *Replica) finishPendingLocked() error {
 		for _, a := range pa.acks {
 			if !a.p.proposedAt.IsZero() {
 				m.commitLatency.Observe(pa.start.Sub(a.p.proposedAt).Seconds())
+				m.writeRounds.Observe(float64(r.store.roundSeq.Load() - a.p.proposedRound))
 			}
 			a.p.finish(proposalResult{res: a.res, index: a.index})
 		}

@@ -195,6 +195,8 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		f    func(*Metrics) prometheus.Counter
 	}{
 		{"rounds/op", func(m *Metrics) prometheus.Counter { return m.rounds }},
+		{"visits/op", func(m *Metrics) prometheus.Counter { return m.visits }},
+		{"inline-appends/op", func(m *Metrics) prometheus.Counter { return m.appendsWithoutWrite }},
 		{"syncs/op", func(m *Metrics) prometheus.Counter { return m.logSyncs }},
 		{"msgs/op", func(m *Metrics) prometheus.Counter { return m.messagesSent }},
 		{"range-applies/op", func(m *Metrics) prometheus.Counter { return m.rangeApplies }},
@@ -210,6 +212,20 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		return n
 	}
 	logWrites0 := logWrites()
+	// The rounds a write waits on its leader's node, from its proposal to
+	// its apply: the histograms' sums and counts over the nodes.
+	writeRounds := func() (sum, n float64) {
+		for _, s := range c.running() {
+			var m dto.Metric
+			if err := s.metrics.writeRounds.Write(&m); err != nil {
+				b.Fatal(err)
+			}
+			sum += m.GetHistogram().GetSampleSum()
+			n += float64(m.GetHistogram().GetSampleCount())
+		}
+		return sum, n
+	}
+	wrSum0, wrN0 := writeRounds()
 	eng.reset()
 	sent.reset()
 	leaderChanges0 := sum(func(m *Metrics) prometheus.Counter { return m.leaderChanges })
@@ -255,6 +271,8 @@ func benchProposeRanges(b *testing.B, ranges, clients int) {
 		b.ReportMetric((sum(k.f)-base[i])/float64(b.N), k.unit)
 	}
 	b.ReportMetric((logWrites()-logWrites0)/float64(b.N), "log-writes/op")
+	wrSum, wrN := writeRounds()
+	b.ReportMetric((wrSum-wrSum0)/max(wrN-wrN0, 1), "rounds-waited/write")
 	eng.report(b)
 	sent.report(b)
 }

@@ -11,10 +11,11 @@ import (
 //
 // A range at rest sends no Raft heartbeats, so its followers cannot tell
 // from the range whether their leader is still there. Instead every node
-// sends, each tick, one node heartbeat to every node it shares a range
-// with: a RangeMessage with range 0 and no message, batched by the
-// transport with whatever else goes to that node. One heartbeat per node
-// pair and tick, however many ranges the pair shares.
+// sends, every nodeHeartbeatTicks ticks, one node heartbeat to every node
+// it shares a range with: a RangeMessage with range 0 and no message,
+// batched by the transport with whatever else goes to that node. One
+// heartbeat per node pair and a third of an election timeout, however
+// many ranges the pair shares.
 //
 // Liveness is counted in ticks, as Raft counts its election timeout: a
 // node from which no batch (heartbeat or not) arrived during ElectionTicks
@@ -26,6 +27,19 @@ import (
 // A quiescent follower whose leader's node is not live is woken
 // (tickReplicas), counts the ticks it slept through (wakeLocked), and
 // elects a new leader as if the range had never slept.
+
+// nodeHeartbeatTicks is how many ticks apart a node sends its node
+// heartbeats: a third of an election timeout (3 of 10 ticks), so that two
+// heartbeats in a row may be lost or late before a peer finds this node
+// silent for an election timeout. Sending them every tick cost an idle
+// node most of its CPU (a message each way per peer and tick, each a
+// write, a read and several goroutine wakeups); spacing them does not
+// slow failure detection, which counts ElectionTicks ticks from the last
+// heartbeat that arrived (a node that dies is found dead at most
+// ElectionTicks ticks later, as before).
+func nodeHeartbeatTicks(electionTicks int) uint64 {
+	return uint64(max(1, electionTicks/3))
+}
 
 // heartbeatPeersEvery is how many ticks the set of nodes to heartbeat is
 // kept before it is computed again from the replicas' descriptors.
@@ -111,11 +125,17 @@ func (s *Store) heartbeatPeersLocked() []uint64 {
 	return t.peers
 }
 
-// sendNodeHeartbeats sends one node heartbeat to each of nodes.
-func (s *Store) sendNodeHeartbeats(nodes []uint64) {
+// sendNodeHeartbeats sends one node heartbeat to each of nodes on the
+// first tick and every nodeHeartbeatTicks ticks after it; tick is the
+// ticker's count, from 1.
+func (s *Store) sendNodeHeartbeats(nodes []uint64, tick uint64) {
+	if (tick-1)%nodeHeartbeatTicks(s.cfg.ElectionTicks) != 0 {
+		return
+	}
 	for _, n := range nodes {
 		s.transport.Send(n, []*raftrpcpb.RangeMessage{{FromNodeId: s.cfg.NodeID, ToNodeId: n}})
 	}
+	s.metrics.nodeHeartbeatsSent.Add(float64(len(nodes)))
 }
 
 // isNodeHeartbeat reports whether rm is a node heartbeat rather than a

@@ -9,6 +9,7 @@ import (
 // Metrics.Register.
 type Metrics struct {
 	rounds            prometheus.Counter
+	visits            prometheus.Counter
 	logSyncs          prometheus.Counter
 	logBatchBytes     prometheus.Histogram
 	logWriteSeconds   prometheus.Histogram
@@ -22,23 +23,27 @@ type Metrics struct {
 	// noticeAnswersDropped: answers to commit notices not sent
 	// (commit_notice.go).
 	noticeAnswersDropped prometheus.Counter
-	heartbeatsSent       prometheus.Counter
-	heartbeatsSkipped    prometheus.Counter
-	batchesSent          prometheus.Counter
-	leaderChanges        prometheus.Counter
-	snapshotsSent        prometheus.Counter
-	snapshotsReceived    prometheus.Counter
-	splits               prometheus.Counter
-	merges               prometheus.Counter
-	logTruncations       prometheus.Counter
-	dedupHits            prometheus.Counter
-	noSpaceWrites        prometheus.Counter
-	appendsRefused       prometheus.Counter
-	diskStalls           prometheus.Counter
-	stallTransfers       prometheus.Counter
-	quiescent            prometheus.Gauge
-	quiesces             prometheus.Counter
-	wakes                prometheus.Counter
+	// appendsWithoutWrite: appends completed in their Ready, without the
+	// log writer (append_inline.go).
+	appendsWithoutWrite prometheus.Counter
+	heartbeatsSent      prometheus.Counter
+	heartbeatsSkipped   prometheus.Counter
+	nodeHeartbeatsSent  prometheus.Counter
+	batchesSent         prometheus.Counter
+	leaderChanges       prometheus.Counter
+	snapshotsSent       prometheus.Counter
+	snapshotsReceived   prometheus.Counter
+	splits              prometheus.Counter
+	merges              prometheus.Counter
+	logTruncations      prometheus.Counter
+	dedupHits           prometheus.Counter
+	noSpaceWrites       prometheus.Counter
+	appendsRefused      prometheus.Counter
+	diskStalls          prometheus.Counter
+	stallTransfers      prometheus.Counter
+	quiescent           prometheus.Gauge
+	quiesces            prometheus.Counter
+	wakes               prometheus.Counter
 
 	latencyMetrics // metrics_latency.go
 }
@@ -51,6 +56,7 @@ func newMetrics() *Metrics {
 	}
 	return &Metrics{
 		rounds:   counter("rounds_total", "Processing rounds run (each collects the Ready of every range with work)."),
+		visits:   counter("replica_visits_total", "Replicas handled by processing rounds: one per replica with work and round, the per-range cost that multiplies as writes spread over ranges."),
 		logSyncs: counter("log_syncs_total", "Synced Raft log writes: one per round that had entries or a vote to persist, for all its ranges."),
 		logBatchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem,
 			Name: "log_batch_bytes", Help: "Size of the one log batch written per round.",
@@ -66,8 +72,10 @@ func newMetrics() *Metrics {
 		messagesDropped:      counter("messages_dropped_total", "Raft messages that could not be delivered."),
 		heartbeatsSent:       counter("heartbeats_sent_total", "Raft heartbeats and heartbeat responses sent, one per range and peer (quiesce heartbeats included)."),
 		heartbeatsSkipped:    counter("heartbeats_skipped_total", "Raft heartbeats not sent because the range sent the follower an append since the previous tick."),
+		nodeHeartbeatsSent:   counter("node_heartbeats_sent_total", "Node heartbeats sent (liveness.go): one per peer node every third of an election timeout."),
 		batchesSent:          counter("transport_batches_sent_total", "Message batches sent to peers: one gRPC message each, carrying the messages of many ranges."),
 		messagesCoalesced:    counter("messages_coalesced_total", "Empty appends not sent because a later append of the same round to the same peer carries their commit index."),
+		appendsWithoutWrite:  counter("appends_without_write_total", "Raft appends with nothing to write (only the commit index moved) completed at once instead of through the log writer."),
 		noticeAnswersDropped: counter("commit_notice_answers_dropped_total", "Answers to commit notices (appends without entries that only carry the commit index, to a follower the leader knows holds their index) not sent."),
 		leaderChanges:        counter("leader_changes_seen_total", "Times a replica on this node became leader."),
 		snapshotsSent:        counter("snapshots_sent_total", "Snapshots sent and applied by their receiver."),
@@ -106,7 +114,7 @@ func (m *Metrics) Rests() (quiesces, wakes int) {
 // Register registers every collector with reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.rounds, m.logSyncs, m.logBatchBytes, m.logWriteSeconds, m.entriesApplied, m.applyWrites, m.rangeApplies,
-		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.heartbeatsSent, m.heartbeatsSkipped, m.batchesSent, m.leaderChanges, m.snapshotsSent,
+		m.messagesSent, m.messagesReceived, m.messagesDropped, m.messagesCoalesced, m.noticeAnswersDropped, m.appendsWithoutWrite, m.visits, m.heartbeatsSent, m.heartbeatsSkipped, m.nodeHeartbeatsSent, m.batchesSent, m.leaderChanges, m.snapshotsSent,
 		m.snapshotsReceived, m.splits, m.merges, m.logTruncations, m.dedupHits, m.noSpaceWrites, m.appendsRefused, m.diskStalls, m.stallTransfers,
 		m.quiescent, m.quiesces, m.wakes} {
 		if err := reg.Register(c); err != nil {

@@ -53,9 +53,13 @@ type proposal struct {
 	term, lead uint64
 	// proposedAt is when a forwarded proposal was (last) handed to Raft.
 	proposedAt time.Time
-	ctx        context.Context
-	state      atomic.Int32
-	done       chan proposalResult // capacity 1; written once
+	// proposedRound is the node's round count (Store.roundSeq) when the
+	// proposal was handed to Raft: the rounds it waits until it applies
+	// are counted (shale_raft_write_rounds).
+	proposedRound uint64
+	ctx           context.Context
+	state         atomic.Int32
+	done          chan proposalResult // capacity 1; written once
 }
 
 type proposalResult struct {
@@ -300,6 +304,7 @@ func (r *Replica) stepProposalsLocked(ps []*proposal, st etcdraft.BasicStatus) {
 	for _, p := range ps {
 		p.term, p.lead = st.GetTerm(), st.Lead
 		p.proposedAt = now
+		p.proposedRound = r.store.roundSeq.Load()
 		r.proposals[p.id] = p
 		if p.cc != nil {
 			r.ccPending = append(r.ccPending, p)

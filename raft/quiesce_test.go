@@ -34,8 +34,9 @@ func (s *Store) tickCount() uint64 { return s.ticks.Load() }
 
 // TestRangeQuiescesAndWakesOnWrite: an idle range goes to rest on every
 // replica, sends no Raft message while at rest (only node heartbeats,
-// which are not Raft messages), and a write wakes it, commits on every
-// replica, and lets it rest again.
+// which are not Raft messages, one per peer every third of an election
+// timeout), and a write wakes it, commits on every replica, and lets it
+// rest again.
 func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	ctx := ctxT(t, 60*time.Second)
@@ -48,9 +49,11 @@ func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 	// At rest, no Raft message leaves any node for 2 election timeouts'
 	// worth of ticks.
 	sent := map[uint64]float64{}
+	nodeHBs := map[uint64]float64{}
 	from := map[uint64]uint64{}
 	for id, s := range c.running() {
 		sent[id] = counterValue(s.metrics.messagesSent)
+		nodeHBs[id] = counterValue(s.metrics.nodeHeartbeatsSent)
 		from[id] = s.tickCount()
 	}
 	waitFor(t, 20*time.Second, "20 ticks on every node", func() bool {
@@ -64,6 +67,13 @@ func TestRangeQuiescesAndWakesOnWrite(t *testing.T) {
 	for id, s := range c.running() {
 		if d := counterValue(s.metrics.messagesSent) - sent[id]; d != 0 {
 			t.Errorf("node %d sent %v Raft messages while every range was at rest", id, d)
+		}
+		// Two peers, one heartbeat each every 3 ticks (10 election
+		// ticks); the counter and the tick count are read apart, so a
+		// round of slack either way.
+		ticks := float64(s.tickCount() - from[id])
+		if d := counterValue(s.metrics.nodeHeartbeatsSent) - nodeHBs[id]; d < 2*(ticks/3-1) || d > 2*(ticks/3+1) {
+			t.Errorf("node %d sent %v node heartbeats in %v ticks, want 2 every 3 ticks", id, d, ticks)
 		}
 		if q := gaugeValue(s.metrics.quiescent); q != 2 {
 			t.Errorf("node %d: %v replicas at rest, want 2", id, q)

@@ -250,6 +250,7 @@ func (r *Replica) applyEntriesLocked(ents []*pb.Entry) ([]applied, error) {
 	for _, a := range acks {
 		if !a.p.proposedAt.IsZero() {
 			m.commitLatency.Observe(start.Sub(a.p.proposedAt).Seconds())
+			m.writeRounds.Observe(float64(r.store.roundSeq.Load() - a.p.proposedRound))
 		}
 	}
 	if confChanged {

@@ -23,7 +23,9 @@ import (
 //     to the node's log writer (logwriter.go), which persists the appends
 //     of every range in one batch with one fsync and then delivers their
 //     responses. The README's steps 1 and 2 hold by construction: nothing
-//     that depends on a write leaves before the write is durable.
+//     that depends on a write leaves before the write is durable. One
+//     with nothing to write, while nothing of the replica is in the log
+//     writer, is complete at once (append_inline.go).
 //   - MsgStorageApply (to LocalApplyThread) carries committed entries that
 //     are durable locally. They are applied right here, under raftMu
 //     (README step 3), and the response is stepped back.
@@ -69,6 +71,13 @@ func (r *Replica) handleReadyLocked() (works []*appendWork, out []*pb.Message, e
 				if resps, dropped := r.dropNoticeAnswersLocked(m.GetResponses()); dropped > 0 { // commit_notice.go
 					m.Responses = resps
 					r.store.metrics.noticeAnswersDropped.Add(float64(dropped))
+				}
+				if len(works) == 0 && r.logWrites == 0 {
+					if ok, resps := r.completeEmptyAppendLocked(m); ok { // append_inline.go
+						r.store.metrics.appendsWithoutWrite.Inc()
+						out = append(out, resps...)
+						continue
+					}
 				}
 				w := &appendWork{r: r, m: m}
 				if m.GetSnapshot() != nil && !etcdraft.IsEmptySnap(m.GetSnapshot()) {

@@ -102,10 +102,16 @@ type Store struct {
 		peers    []uint64 // nodes to heartbeat, sorted
 		peersAge int      // ticks since peers was computed
 		silence  map[uint64]*peerSilence
+		lastAt   time.Time // the clock at the last tick (awake.go)
 	}
+	// awakeSince is since when the ticker has run without a pause, in
+	// Unix nanoseconds (awake.go); 0 before the first tick.
+	awakeSince atomic.Int64
 	// ticks counts the ticker's ticks (quiesce.go counts the ticks a
 	// replica slept through with it).
 	ticks atomic.Uint64
+	// roundSeq counts the processing rounds begun (store_round.go).
+	roundSeq atomic.Uint64
 	// deadNodes are the peers not live as of the last tick (liveness.go).
 	deadNodes atomic.Pointer[map[uint64]bool]
 }
@@ -558,10 +564,12 @@ func (s *Store) tickReplicas() {
 	t := &s.tick
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.ticks.Add(1)
-	s.observeLogWrite(s.now()) // before the replicas ask DiskStalled
+	tick := s.ticks.Add(1)
+	now := s.now()
+	s.noteTickTimeLocked(now)
+	s.observeLogWrite(now) // before the replicas ask DiskStalled
 	peers := s.heartbeatPeersLocked()
-	s.sendNodeHeartbeats(peers)
+	s.sendNodeHeartbeats(peers, tick)
 	dead := s.noteSilencesLocked(peers)
 	if len(dead) > 0 {
 		// Sleeping replicas whose leader's node went silent wake to

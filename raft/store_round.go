@@ -48,6 +48,7 @@ type roundWork struct {
 
 func (s *Store) processRound(reps []*Replica) {
 	s.metrics.rounds.Inc()
+	s.roundSeq.Add(1)
 	res := make([]roundWork, len(reps))
 	// Each worker takes every n-th replica, so that it can write the
 	// applied client writes of all of them at once (apply_round.go). A
@@ -137,6 +138,7 @@ const replicasPerWorker = 4
 // raftMu is released on return unless r is parked in g with applies to
 // write (g.flush releases it).
 func (s *Store) processReplica(r *Replica, rw *roundWork, g *applyGroup) {
+	s.metrics.visits.Inc()
 	r.raftMu.Lock()
 	if r.rn == nil { // destroyed
 		r.failInboxLocked()

@@ -147,7 +147,9 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	order := perm.Perm(keys)
 	base := map[string]float64{}
 	for _, name := range []string{"shale_raft_rounds_total", "shale_raft_log_syncs_total", "shale_raft_messages_sent_total",
-		"shale_raft_range_applies_total", "shale_raft_apply_writes_total", "shale_raft_transport_batches_sent_total"} {
+		"shale_raft_range_applies_total", "shale_raft_apply_writes_total", "shale_raft_transport_batches_sent_total",
+		"shale_raft_replica_visits_total", "shale_raft_appends_without_write_total",
+		"shale_raft_write_rounds_sum", "shale_raft_write_rounds_count"} {
 		for _, cn := range c.all() {
 			base[name] += c.metric(cn.id, name)
 		}
@@ -243,6 +245,11 @@ func scaleRun(b *testing.B, keys, split, workers, batch int, auto bool, presplit
 	b.Logf("per key written: %.3f rounds, %.3f log syncs, %.3f messages sent, %.3f range applies, %.3f apply writes, %.3f batches to peers",
 		perKey("shale_raft_rounds_total"), perKey("shale_raft_log_syncs_total"), perKey("shale_raft_messages_sent_total"),
 		perKey("shale_raft_range_applies_total"), perKey("shale_raft_apply_writes_total"), perKey("shale_raft_transport_batches_sent_total"))
+	b.Logf("per key written: %.3f replica visits, %.3f appends completed without the log writer (0: a binary without the metrics)",
+		perKey("shale_raft_replica_visits_total"), perKey("shale_raft_appends_without_write_total"))
+	if n := perKey("shale_raft_write_rounds_count"); n > 0 {
+		b.Logf("a write waited %.1f rounds of its leader's node from proposal to apply", perKey("shale_raft_write_rounds_sum")/n)
+	}
 	for _, cn := range c.all() {
 		writes += c.metric(cn.id, "shale_raft_apply_writes_total")
 		applies += c.metric(cn.id, "shale_raft_range_applies_total")

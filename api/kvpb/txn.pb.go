@@ -703,7 +703,14 @@ type TxnWriteResponse struct {
 	ReadChanged *ReadChanged `protobuf:"bytes,4,opt,name=read_changed,json=readChanged,proto3" json:"read_changed,omitempty"`
 	// resolved: the request's folded resolutions applied (set only with
 	// written; otherwise they may or may not have).
-	Resolved      bool `protobuf:"varint,5,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	Resolved bool `protobuf:"varint,5,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	// contended: when the write was answered, another write or a locking
+	// read waited on the leader for a key it wrote (set only with
+	// written). The coordinator then resolves this range's intents as
+	// soon as the transaction is COMMITTED, instead of leaving them for a
+	// later write of its own to carry: the waiter waits for exactly that
+	// resolution.
+	Contended     bool `protobuf:"varint,6,opt,name=contended,proto3" json:"contended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +776,13 @@ func (x *TxnWriteResponse) GetReadChanged() *ReadChanged {
 func (x *TxnWriteResponse) GetResolved() bool {
 	if x != nil {
 		return x.Resolved
+	}
+	return false
+}
+
+func (x *TxnWriteResponse) GetContended() bool {
+	if x != nil {
+		return x.Contended
 	}
 	return false
 }
@@ -1630,13 +1644,14 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\x10TxnFoldedResolve\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12A\n" +
 	"\x10commit_timestamp\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xec\x01\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\"\x8a\x02\n" +
 	"\x10TxnWriteResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +
 	"\aversion\x18\x03 \x01(\v2\x16.shale.kv.v1.TimestampR\aversion\x12;\n" +
 	"\fread_changed\x18\x04 \x01(\v2\x18.shale.kv.v1.ReadChangedR\vreadChanged\x12\x1a\n" +
-	"\bresolved\x18\x05 \x01(\bR\bresolved\"\xa2\x02\n" +
+	"\bresolved\x18\x05 \x01(\bR\bresolved\x12\x1c\n" +
+	"\tcontended\x18\x06 \x01(\bR\tcontended\"\xa2\x02\n" +
 	"\x10TxnRecordRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12(\n" +

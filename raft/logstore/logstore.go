@@ -366,6 +366,18 @@ func (s *Store) StageAppend(b *storage.Batch, ents []*pb.Entry, hs *pb.HardState
 	return a
 }
 
+// TakeCommit takes hs as the HardState if only its commit index differs
+// from the one held: StageAppend writes nothing for such a change (the
+// commit index is volatile), so it needs no log write. It reports whether
+// it took hs; a change of term or vote must go through StageAppend.
+func (s *Store) TakeCommit(hs *pb.HardState) bool {
+	if hs.GetTerm() != s.hardState.GetTerm() || hs.GetVote() != s.hardState.GetVote() {
+		return false
+	}
+	s.hardState = hs
+	return true
+}
+
 // CommitAppend makes a durable append visible to Raft.
 func (s *Store) CommitAppend(a Append) {
 	if n := len(a.ents); n > 0 {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/shaledb/shale/api/raftrpcpb"
+	"github.com/shaledb/shale/internal/flowcontrol"
 )
 
 // healthyStream is how long a stream must have lived for its failure to
@@ -139,7 +140,8 @@ func (p *peer) client() (*grpc.ClientConn, error) {
 			Timeout:             2 * time.Second,
 			PermitWithoutStream: true,
 		}),
-	}, p.t.cfg.DialOptions...)
+	}, flowcontrol.DialOptions()...)
+	opts = append(opts, p.t.cfg.DialOptions...)
 	if ip := p.t.cfg.LocalIP; ip != nil {
 		opts = append(opts, grpc.WithContextDialer(DialerFrom(ip)))
 	}
