@@ -69,8 +69,9 @@ func (tx *Tx) BatchGetForUpdate(ctx context.Context, keys [][]byte) ([]GetResult
 
 // lockRounds bounds the Lock calls for one range's keys: a wait that
 // ended by its bound (three quarters of the call's attempt timeout) is
-// asked again, in the queue's tail, up to this many times; then the read
-// goes on without the lock (it is advisory).
+// asked again, in its place in the queue (by the transaction's age), up
+// to this many times; then the read goes on without the lock (it is
+// advisory).
 const lockRounds = 3
 
 // lockAttempt is the attempt timeout of a Lock call (at least; the
