@@ -48,6 +48,8 @@ type Result struct {
 	NodeID uint64
 	// Version is the version a client write applied at (every key it
 	// wrote has it), zero for other commands and a CAS that did not swap.
+	// For a GC, it is the lowest threshold at which a version the GC kept
+	// would be collected (mvcc.GCResult.Collectible; zero: none would).
 	Version hlc.Timestamp
 	// CurrentVersion and CurrentCreated report a CAS key's newest version
 	// before the command and the version that created it (set when

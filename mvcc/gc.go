@@ -32,7 +32,22 @@ type GCResult struct {
 	// Resume is the user key to continue from, or nil when the span is
 	// done.
 	Resume []byte
+	// Collectible is the lowest threshold at which a version this call
+	// kept would be collected (zero: none would, whatever the threshold):
+	// a kept version goes once its successor, the key's next newer
+	// version, is at or below the threshold, a deletion once it is
+	// itself. A GC queue need not scan the span again below it until a
+	// write supersedes a version (node/gc_queue.go). It may be lower
+	// than exact (never higher): past gcStepsAbove versions of a key
+	// above threshold, the call seeks past them and takes
+	// threshold.Next().
+	Collectible hlc.Timestamp
 }
+
+// gcStepsAbove is how many of a key's versions above the threshold GC
+// steps through, to find which would be collected at what threshold,
+// before it seeks past the rest.
+const gcStepsAbove = 8
 
 // GC adds to b the deletes that remove, for user keys in [start, end) (nil:
 // the keyspace's beginning or end), every version that no read at or above
@@ -67,7 +82,19 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 		tombstone []byte
 		kept      bool // some version of cur stays
 		target    []byte
+		// prev is the timestamp of cur's version before the current one
+		// (its successor) when havePrev; above counts cur's versions
+		// above threshold stepped through.
+		prev     hlc.Timestamp
+		havePrev bool
+		above    int
 	)
+	// collectibleAt notes that a kept version goes at threshold ts.
+	collectibleAt := func(ts hlc.Timestamp) {
+		if res.Collectible.IsZero() || ts.Less(res.Collectible) {
+			res.Collectible = ts
+		}
+	}
 	remove := func(key []byte, size int64) {
 		b.Delete(key)
 		res.VersionsDeleted++
@@ -96,22 +123,42 @@ func (ks Keyspace) GC(r Reader, b *storage.Batch, start, end []byte, threshold h
 				return res, err
 			}
 			cur, visible, kept = append(cur[:0], e.keyEnc...), false, false
+			havePrev, above = false, 0
 			res.KeysSeen++
 		}
 		switch {
 		case threshold.Less(e.ts):
-			// Versions above threshold stay: seek to the first at or
-			// below it.
+			// Versions above threshold stay. A deletion goes at its own
+			// timestamp, any other version at its successor's.
 			kept = true
+			if !e.live {
+				collectibleAt(e.ts)
+			} else if havePrev {
+				collectibleAt(prev)
+			}
+			prev, havePrev = e.ts, true
+			if above++; above < gcStepsAbove {
+				valid = it.Next()
+				continue
+			}
+			// Many versions above threshold: seek to the first at or
+			// below it. The versions skipped and the one found go at a
+			// threshold above this one at the earliest.
+			collectibleAt(threshold.Next())
+			havePrev = false
 			target = appendSuffix(append(append(target[:0], ks.Prefix...), cur...), threshold)
 			valid = it.SeekGE(target)
 			continue
 		case !visible:
-			// What a read at threshold sees: kept if live, deleted last
-			// if a deletion.
+			// What a read at threshold sees: kept if live (going once its
+			// successor is at or below the threshold), deleted last if a
+			// deletion.
 			visible = true
 			if e.live {
 				kept = true
+				if havePrev {
+					collectibleAt(prev)
+				}
 			} else {
 				tombstone = append([]byte{}, it.UnsafeKey()...)
 			}

@@ -104,6 +104,40 @@ func (m *model) retained(key string, threshold hlc.Timestamp) int {
 	return n
 }
 
+// collectible is the lowest threshold at which GC would collect one of
+// key's versions that GC at threshold keeps (zero: none), and whether
+// GC finds it exactly (it steps through fewer than gcStepsAbove of the
+// key's versions above threshold).
+func (m *model) collectible(key string, threshold hlc.Timestamp) (hlc.Timestamp, bool) {
+	vs := m.keys[key]
+	var min hlc.Timestamp
+	note := func(ts hlc.Timestamp) {
+		if min.IsZero() || ts.Less(min) {
+			min = ts
+		}
+	}
+	above := 0
+	for i := len(vs) - 1; i >= 0; i-- {
+		kept := threshold.Less(vs[i].ts)
+		if kept {
+			above++
+		}
+		if !kept && !vs[i].live {
+			break // a deletion at or below threshold: collected
+		}
+		switch {
+		case !vs[i].live:
+			note(vs[i].ts)
+		case i+1 < len(vs):
+			note(vs[i+1].ts)
+		}
+		if !kept {
+			break
+		}
+	}
+	return min, above < gcStepsAbove
+}
+
 var modelKeys = []string{"", "\x00", "\x00\x00", "\x00\xff", "a", "a\x00", "a\x00b", "a\x01", "ab", "b", "b\x00", "c", "\xff"}
 
 func sameKVs(a, b []KeyValue) bool {
@@ -407,6 +441,7 @@ func modelWriteBatch(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks 
 // checks every key holds exactly the versions the model says GC keeps.
 func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace, m *model, threshold hlc.Timestamp, stats *Stats) {
 	start, end := []byte(nil), []byte(nil)
+	var collectible hlc.Timestamp // the lowest of the calls' Collectible
 	for rounds := 0; ; rounds++ {
 		b := storage.NewBatch(0)
 		res, err := ks.GC(db, b, start, end, threshold, GCOptions{MaxDeletes: rng.IntN(5), MaxKeys: rng.IntN(4)})
@@ -420,6 +455,9 @@ func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace
 			t.Fatalf("step %d: GC changed live data: %+v", step, res.Delta)
 		}
 		stats.Add(res.Delta)
+		if c := res.Collectible; !c.IsZero() && (collectible.IsZero() || c.Less(collectible)) {
+			collectible = c
+		}
 		if res.Resume == nil {
 			break
 		}
@@ -435,6 +473,20 @@ func modelGC(t *testing.T, step int, rng *rand.Rand, db *storage.DB, ks Keyspace
 			t.Logf("model: %+v", m.keys[k])
 			t.Fatalf("step %d: after GC at %s, %q holds %d versions, want %d", step, threshold, k, got, want)
 		}
+	}
+	// Collectible: exact while no key has many versions above threshold,
+	// never above exact.
+	var want hlc.Timestamp
+	exact := true
+	for _, k := range modelKeys {
+		c, ok := m.collectible(k, threshold)
+		exact = exact && ok
+		if !c.IsZero() && (want.IsZero() || c.Less(want)) {
+			want = c
+		}
+	}
+	if exact && collectible != want || !exact && (collectible.IsZero() || want.Less(collectible)) {
+		t.Fatalf("step %d: GC at %s: Collectible %s, want %s (exact %v)", step, threshold, collectible, want, exact)
 	}
 }
 

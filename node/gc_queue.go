@@ -36,6 +36,12 @@ import (
 //   - Passes only when the threshold would move by more than an interval,
 //     and only over ranges with something to collect, so an idle or
 //     write-once range is not scanned again and again.
+//   - A pass that completes remembers, for the range at its descriptor
+//     generation, the lowest threshold at which a version it kept would
+//     be collected (gcSkip); later passes skip the range until their
+//     target reaches it. Without it, a range whose keys were all
+//     overwritten within the window is scanned, every interval and on
+//     every replica, only to collect nothing.
 //   - Only leaders propose (a follower's proposal would be forwarded, and
 //     several nodes would collect the same range).
 //   - Protected timestamps (protect_server.go): a pass that has ranges to
@@ -53,6 +59,7 @@ type gcMetrics struct {
 	commands prometheus.Counter // GC commands applied
 	failures prometheus.Counter // passes that stopped on an error
 	lag      prometheus.Gauge   // the longest a range has waited for a pass
+	skipped  prometheus.Counter // passes over a range skipped: nothing to collect yet
 
 	protections     prometheus.Gauge // live protections, as of the last fetch
 	protectedOldest prometheus.Gauge // age of the oldest protected timestamp
@@ -71,6 +78,10 @@ func newGCMetrics() gcMetrics {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_gc_pass_failures_total",
 			Help: "GC passes over a range that stopped on an error (leadership lost, a frozen range, a timeout); the next interval tries again.",
+		}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_gc_passes_skipped_total",
+			Help: "GC passes over a range this node leads skipped because the range's last pass found nothing that becomes collectible by the pass's threshold.",
 		}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shale_gc_lag_seconds",
@@ -147,17 +158,34 @@ func (n *Node) gcPass(ctx context.Context) int {
 	type candidate struct {
 		id   uint64
 		desc *kvpb.RangeDescriptor
+		term uint64
 	}
 	var cands []candidate
+	// What is still known: ranges led in the same term, at the same
+	// generation.
+	skips := map[uint64]gcSkip{}
 	for _, r := range n.store.Replicas() {
 		d := r.Descriptor()
-		if d == nil || keys.IsMetaRange(d) || !r.IsLeader() {
+		term, leader := r.Term()
+		if d == nil || keys.IsMetaRange(d) || !leader {
 			continue
 		}
-		if gcWanted(mvccState(r), target, n.cfg.GC.Interval) {
-			cands = append(cands, candidate{r.RangeID(), d})
+		sk, known := n.gcSkips[r.RangeID()]
+		known = known && sk.generation == d.GetGeneration() && sk.term == term
+		if known {
+			skips[r.RangeID()] = sk
 		}
+		if !gcWanted(mvccState(r), target, n.cfg.GC.Interval) {
+			continue
+		}
+		if known && target.Less(sk.until) {
+			// A protection only lowers the target: nothing either.
+			n.metrics.gc.skipped.Inc()
+			continue
+		}
+		cands = append(cands, candidate{r.RangeID(), d, term})
 	}
+	n.gcSkips = skips
 	if len(cands) == 0 {
 		n.gcWaiting = map[uint64]time.Time{}
 		n.metrics.gc.lag.Set(0)
@@ -200,8 +228,12 @@ func (n *Node) gcPass(ctx context.Context) int {
 			continue
 		}
 		id := c.id
-		deleted, err := n.gcRange(ctx, id, t)
+		deleted, until, err := n.gcRange(ctx, id, t)
 		total += deleted
+		delete(n.gcSkips, id)
+		if err == nil {
+			n.gcSkips[id] = gcSkip{generation: c.desc.GetGeneration(), term: c.term, until: until}
+		}
 		if err != nil {
 			since, ok := n.gcWaiting[id]
 			if !ok {
@@ -294,15 +326,45 @@ func (n *Node) gcExpireProtections(ctx context.Context, now hlc.Timestamp) {
 // gcCommandTimeout bounds one GC command's proposal.
 const gcCommandTimeout = 30 * time.Second
 
+// gcSkip is what a completed pass over a range leaves for the next ones:
+// no pass at a target below until collects anything from the range at
+// descriptor generation (a split or merge changes what it holds), while
+// this node leads it in term.
+type gcSkip struct {
+	generation uint64
+	term       uint64
+	until      hlc.Timestamp
+}
+
 // gcRange raises range id's GC threshold to target and collects its
-// history below it, chunk by chunk; it returns the versions deleted.
-func (n *Node) gcRange(ctx context.Context, id uint64, target hlc.Timestamp) (int, error) {
+// history below it, chunk by chunk; it returns the versions deleted and,
+// when it completes, the lowest target at which a later pass could
+// collect anything.
+//
+// That is the lowest of the chunks' Collectible (the versions they kept)
+// and of the range's frontier and feed frontier read before the first
+// chunk. A version superseded after its key's chunk was scanned has a
+// successor that is a write, applied above the frontier of the moment
+// (itself at or above the one read here), or a transaction's version at
+// its commit timestamp, at or above its intent's provisional version,
+// which is above the feed frontier read here if the intent existed then
+// and above the frontier of its write if not. Either way it is never
+// below the minimum returned, so a pass below it collects nothing
+// (raising the threshold alone gains nothing either: it only refuses
+// reads).
+func (n *Node) gcRange(ctx context.Context, id uint64, target hlc.Timestamp) (int, hlc.Timestamp, error) {
 	o := &n.cfg.GC
 	deleted := 0
+	r, err := n.store.Replica(id)
+	if err != nil {
+		return 0, hlc.Timestamp{}, err
+	}
+	st := mvccState(r)
+	until := st.Frontier.Backward(st.FeedFrontier)
 	var start []byte
 	for {
 		if ctx.Err() != nil {
-			return deleted, ctx.Err()
+			return deleted, hlc.Timestamp{}, ctx.Err()
 		}
 		cmd := &command.Command{Kind: command.KindGC, GC: command.GC{
 			Threshold:  target,
@@ -317,17 +379,20 @@ func (n *Node) gcRange(ctx context.Context, id uint64, target hlc.Timestamp) (in
 			err = res.Err()
 		}
 		if err != nil {
-			return deleted, err
+			return deleted, hlc.Timestamp{}, err
 		}
 		n.metrics.gc.commands.Inc()
 		n.metrics.gc.versions.Add(float64(res.NodeID))
 		deleted += int(res.NodeID)
+		if c := res.Version; !c.IsZero() {
+			until = until.Backward(c)
+		}
 		if !res.Found {
-			return deleted, nil
+			return deleted, until, nil
 		}
 		start = append([]byte{}, res.Value...)
 		if r, err := n.store.Replica(id); err != nil || !r.IsLeader() {
-			return deleted, errors.New("no longer the range's leader")
+			return deleted, hlc.Timestamp{}, errors.New("no longer the range's leader")
 		}
 	}
 }

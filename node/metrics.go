@@ -125,6 +125,7 @@ func newMetrics(n *Node) *metrics {
 		m.gc.commands,
 		m.gc.failures,
 		m.gc.lag,
+		m.gc.skipped,
 		m.gc.protections,
 		m.gc.protectedOldest,
 		m.closes,

@@ -101,6 +101,10 @@ type Node struct {
 	// gcWaiting is when each range whose last GC pass failed first wanted
 	// one (gc_queue.go; the GC loop's alone).
 	gcWaiting map[uint64]time.Time
+	// gcSkips is, for each range this node leads whose last GC pass
+	// completed, when a pass could next collect anything (gc_queue.go;
+	// the GC loop's alone).
+	gcSkips map[uint64]gcSkip
 
 	grpc *grpc.Server
 	// unaryChain is the interceptor chain of every unary request, plain

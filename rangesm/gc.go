@@ -15,7 +15,10 @@ import (
 // is node/gc_queue.go). A GC command raises the range's threshold and
 // deletes one chunk of the versions below it, bounded by the command's
 // MaxDeletes and MaxKeys so that applying it holds the range's other
-// commands up only briefly; its result says where the next chunk starts.
+// commands up only briefly; its result says where the next chunk starts
+// and the lowest threshold at which a version it kept would be collected
+// (mvcc.GCResult.Collectible), which the queue uses to skip passes that
+// would collect nothing.
 // What it deletes depends only on the command and the applied data, so
 // every replica deletes the same versions.
 
@@ -76,7 +79,8 @@ func (r *Range) applyGC(cmd *command.Command) (command.Result, error) {
 	if err := r.flush(); err != nil {
 		return command.Result{}, err
 	}
-	return command.Result{Found: res.Resume != nil, Value: res.Resume, NodeID: uint64(res.VersionsDeleted)}, nil
+	return command.Result{Found: res.Resume != nil, Value: res.Resume, NodeID: uint64(res.VersionsDeleted),
+		Version: res.Collectible}, nil
 }
 
 // raiseGCThreshold raises the range's GC threshold towards ts, never above
