@@ -178,7 +178,7 @@ func (tx *Tx) commit(ctx context.Context) (committed bool, changed *Error, err e
 	}
 	// A one-range commit carries no resolution: the intents of the
 	// client's committed transactions in its way are resolved first.
-	if _, err := tx.clearFor(ctx, groups, false); err != nil {
+	if _, _, err := tx.clearFor(ctx, groups, false); err != nil {
 		return false, nil, tx.attemptError(err)
 	}
 	req := &kvpb.TxnCommitRequest{Header: c.header(true), Reads: tx.reads, Mutations: tx.muts}

@@ -33,8 +33,9 @@ import (
 //     refreshed at C and the record staged again at C (txn_refresh.go).
 //     Resolution runs after, off the caller's path: the record
 //     COMMITTED with its range's intents turned into versions at C (one
-//     command), then the other ranges' intents, then the record deleted
-//     in a batch (finish).
+//     command, carried by a write of the client to that range when one
+//     comes soon), then the other ranges' intents, then the record
+//     deleted in a batch (finish; txn_resolve.go).
 //  5. Anything else (a read changed, a key locked by another
 //     transaction, the record aborted by a pusher): the coordinator
 //     aborts its own record (if the abort finds it COMMITTED, recovery
@@ -188,6 +189,8 @@ type txnWriteResult struct {
 	p       Timestamp
 	reason  string
 	err     error
+	// resolved: the folds the write carried applied.
+	resolved bool
 }
 
 // commitAcross commits a transaction whose keys lie in several ranges.
@@ -238,23 +241,58 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 	// staging the record at bound with them when stage is set.
 	// The intents of the client's committed transactions in the way:
 	// their resolution rides on this transaction's writes.
-	folds, err := tx.clearFor(ctx, groups, true)
+	// A COMMITTED this transaction's write carries goes with the write to
+	// its record's range; the writes to its other ranges wait for it
+	// (after) to resolve its intents there.
+	folds, after, err := tx.clearFor(ctx, groups, true)
+	defer func() {
+		// A carried COMMITTED whose write never went (the attempt
+		// ended first) is sent alone at once; after its write, a no-op.
+		for _, fs := range folds {
+			for _, f := range fs {
+				if f.commit {
+					f.t.carry(false)
+				}
+			}
+		}
+	}()
 	if err != nil {
 		return false, nil, tx.attemptError(err)
 	}
-	sendWrite := func(g *txnGroup, ts Timestamp, stage bool) txnWriteResult {
+	sendWrite := func(g *txnGroup, ts Timestamp, stage bool) (res txnWriteResult) {
 		req := &kvpb.TxnWriteRequest{Header: c.header(true), TxnId: id[:], RecordKey: rk, Reads: g.reads, Mutations: g.muts,
 			CommitTimestamp: toProto(ts)}
-		fs := folds[g]
-		if ts != c0 || len(g.muts) == 0 {
-			fs = nil // a refresh: folds went with the first write
-		} else {
-			// And what other transactions of the client left to resolve
-			// on the range.
+		var fs []fold
+		if ts == c0 && len(g.muts) > 0 {
+			// The first write to the range (a refresh carries none):
+			// its own folds, those waiting for a COMMITTED it does not
+			// carry, and what other transactions of the client left to
+			// resolve or commit on the range.
+			fs = append(folds[g], tx.afterCommitted(ctx, after[g])...)
 			fs = append(fs, c.resolutions.take(g.desc, maxFoldsPerWrite, fs)...)
+			fs = append(fs, c.resolutions.takeCommits(g.desc, maxFoldsPerWrite-len(fs))...)
 		}
 		if len(fs) > 0 {
 			req.Resolve = foldsProto(fs)
+			folded := false
+			defer func() { c.folded(fs, folded) }()
+			defer func() { folded = res.err == nil && res.written && res.resolved }()
+		}
+		if ts == c0 && len(g.muts) > 0 {
+			// And the client's finished records of the range.
+			if ids := c.recordGC.take(g.desc); len(ids) > 0 {
+				for _, id := range ids {
+					req.DeleteRecords = append(req.DeleteRecords, id[:])
+				}
+				defer func() {
+					if res.err != nil {
+						// Not known to have applied: deleted later.
+						for _, id := range ids {
+							c.recordGC.add(c, id, g.firstKey(), g.desc)
+						}
+					}
+				}()
+			}
 		}
 		if len(g.reads) > 0 {
 			req.ReadTimestamp = toProto(tx.rts)
@@ -280,9 +318,6 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 		if _, err := c.sawHeader(op, resp.GetHeader()); err != nil {
 			return txnWriteResult{err: err}
 		}
-		if len(fs) > 0 {
-			c.folded(fs, resp.GetWritten() && resp.GetResolved())
-		}
 		if !resp.GetWritten() {
 			return txnWriteResult{reason: resp.GetReadChanged().GetReason()}
 		}
@@ -290,7 +325,7 @@ func (tx *Tx) commitAcross(ctx context.Context, groups []*txnGroup) (committed b
 			g.contended.Store(true)
 		}
 		p, err := c.sawVersion(op, "version", resp.GetVersion())
-		return txnWriteResult{written: true, p: p, err: err}
+		return txnWriteResult{written: true, p: p, err: err, resolved: resp.GetResolved()}
 	}
 	send := func(g *txnGroup, ts Timestamp) txnWriteResult { return sendWrite(g, ts, false) }
 	write := func(g *txnGroup) txnWriteResult { return sendWrite(g, c0, g == stager) }
@@ -454,7 +489,8 @@ func (tx *Tx) heartbeat(ctx context.Context, id [16]byte, rk []byte) {
 // finish resolves a decided transaction off the caller's path. A
 // committed one: the record COMMITTED together with the resolution of
 // the intents its own range holds (one command: the record is COMMITTED
-// before any intent is resolved, since a STAGING record means none is);
+// before any intent is resolved, since a STAGING record means none is),
+// carried by a write to that range within commitCarryDelay or alone;
 // the other ranges' intents are left for the client's next writes there
 // to carry, and resolved on their own after foldDelay if none did
 // (txn_resolve.go), except those of a range whose leader said someone
@@ -496,39 +532,52 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 	}
 	// Tracked before the caller goes on: its next reads and writes of
 	// these keys know the transaction committed.
-	t := &doneTxn{id: id, rk: rk, ct: ct, recDesc: recDescOf(), committed: make(chan struct{})}
+	t := &doneTxn{id: id, rk: rk, ct: ct, recDesc: recDescOf(), committed: make(chan struct{}), carried: make(chan bool, 1),
+		foldAnswered: make(chan struct{}, 1)}
+	// The record's range is that of the first write: groups[0]
+	// (groupByRange groups writes first, in order).
+	var own *txnGroup
+	rest := groups
+	if len(groups) > 0 && containsKey(groups[0].desc, rk) {
+		own, rest = groups[0], groups[1:]
+		t.own = keysOf(own)
+	}
 	for _, old := range c.resolutions.track(t, groups) {
 		c.recordGC.add(c, old.id, old.rk, old.recDesc)
+	}
+	if own != nil && !own.contended.Load() {
+		// Queued before Txn returns: the client's next transaction on
+		// these keys carries it, or sends it at once (clearFor). Not
+		// when someone waits for the record range's intents: then it
+		// goes at once.
+		c.resolutions.queueCommit(t)
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), txnResolveTimeout)
 		defer cancel()
-		// The record's range is that of the first write: groups[0]
-		// (groupByRange groups writes first, in order).
-		var own *txnGroup
-		rest := groups
-		if len(groups) > 0 && containsKey(groups[0].desc, rk) {
-			own, rest = groups[0], groups[1:]
-		}
-		req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
-		if own != nil {
-			req.Keys = keysOf(own)
-		}
-		rec, err := tx.recordOp(ctx, id, rk, req)
-		if err != nil && own != nil {
-			// The folded form refused (a split moved a key): commit
-			// alone and resolve that range with the others.
-			own, rest = nil, groups
-			rec, err = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
-		}
-		var all [][]byte
-		for _, g := range groups {
-			all = append(all, keysOf(g)...)
-		}
-		if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
-			close(t.committed)
-			c.resolutions.resolved(t, all, false) // readers resolve from the record
-			return
+		// The COMMITTED with its range's intents, carried by a write
+		// (awaitCarried) or alone.
+		if own == nil || own.contended.Load() || !c.awaitCarried(t) {
+			req := &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)}
+			if own != nil {
+				req.Keys = t.own
+			}
+			rec, err := tx.recordOp(ctx, id, rk, req)
+			if err != nil && own != nil {
+				// The folded form refused (a split moved a key): commit
+				// alone and resolve that range with the others.
+				own, rest = nil, groups
+				rec, err = tx.recordOp(ctx, id, rk, &kvpb.TxnRecordRequest{Op: kvpb.TxnRecordOp_TXN_RECORD_COMMIT, Timestamp: toProto(ct)})
+			}
+			if err != nil || rec.GetStatus() != kvpb.TxnStatus_TXN_STATUS_COMMITTED {
+				var all [][]byte
+				for _, g := range groups {
+					all = append(all, keysOf(g)...)
+				}
+				close(t.committed)
+				c.resolutions.resolved(t, all, false) // readers resolve from the record
+				return
+			}
 		}
 		t.explicit = true
 		close(t.committed)
@@ -537,7 +586,8 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 			return
 		}
 		// The rest rides on the next writes to their ranges, or goes on
-		// its own after foldDelay; but a range where someone waits for
+		// its own after foldDelay (what a write took, once it answered
+		// without resolving it); but a range where someone waits for
 		// the intents (a queued write or locking read) is resolved at
 		// once: the waiter would wait out foldDelay, holding up the
 		// queue behind it.
@@ -576,6 +626,7 @@ func (tx *Tx) finish(id [16]byte, rk []byte, ct Timestamp, groups []*txnGroup, c
 			descs[i] = g.desc
 		}
 		c.resolutions.drop(t, descs)
+		c.resolutions.awaitFolds(t)
 		resolveRest(later)
 	}()
 }
@@ -596,16 +647,18 @@ func parallel(groups []*txnGroup, f func(*txnGroup) txnWriteResult) []txnWriteRe
 	return out
 }
 
-// Finished records are deleted in batches: one command per range deletes
-// every record of the batch (the TxnDelete op's keys name the other
-// records), so deleting costs a transaction a fraction of a proposal
-// instead of one. A record waits at most recordGCDelay; a batch goes
-// at once when it reaches recordGCBatch. A record whose batch never goes
+// Finished records are deleted in batches: the client's next write to
+// the records' range carries the batch (TxnWriteRequest.delete_records),
+// or one command of its own deletes it (the TxnDelete op's keys name the
+// other records), so deleting costs a transaction a fraction of a
+// proposal at most, and none while the client writes to the range. A
+// batch that no write takes goes on its own after recordGCDelay, or at
+// once when it reaches recordGCBatch. A record whose batch never goes
 // (the client closed) is left, as the records recovery decides are
 // (docs/transactions.md, "Not built"): finished, its intents resolved,
 // it harms nothing.
 const (
-	recordGCDelay = 20 * time.Millisecond
+	recordGCDelay = 200 * time.Millisecond
 	recordGCBatch = 128
 )
 
@@ -645,6 +698,20 @@ func (g *recordGC) add(c *Client, id [16]byte, rk []byte, desc *kvpb.RangeDescri
 	if full {
 		g.send(c, b)
 	}
+}
+
+// take removes the batch of the range of desc, if any, for a write there
+// to carry; the caller gives back what it could not deliver (add).
+func (g *recordGC) take(desc *kvpb.RangeDescriptor) [][16]byte {
+	rid := desc.GetRangeId()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.pending[rid]
+	if b == nil {
+		return nil
+	}
+	delete(g.pending, rid)
+	return b.ids
 }
 
 // flush sends b unless it went already.

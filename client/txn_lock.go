@@ -69,8 +69,9 @@ func (tx *Tx) BatchGetForUpdate(ctx context.Context, keys [][]byte) ([]GetResult
 
 // lockRounds bounds the Lock calls for one range's keys: a wait that
 // ended by its bound (three quarters of the call's attempt timeout) is
-// asked again, in the queue's tail, up to this many times; then the read
-// goes on without the lock (it is advisory).
+// asked again, in its place in the queue (by the transaction's age), up
+// to this many times; then the read goes on without the lock (it is
+// advisory).
 const lockRounds = 3
 
 // lockAttempt is the attempt timeout of a Lock call (at least; the
@@ -101,6 +102,10 @@ func (tx *Tx) lock(ctx context.Context, op string, keys [][]byte) (taken bool, e
 	if len(want) == 0 {
 		return false, nil
 	}
+	// The lock waits for the intents of the client's own committed
+	// transactions on these keys: their COMMITTED goes at once rather
+	// than waiting for a write to carry it (txn_resolve.go).
+	c.kickCommits(want)
 	if tx.lockID == ([16]byte{}) {
 		if _, err := rand.Read(tx.lockID[:]); err != nil {
 			return false, &Error{Op: op, Msg: "no random transaction ID: " + err.Error(), kind: ErrInternal, cause: err}

@@ -31,7 +31,27 @@ import (
 //     answered contended) is resolved at once, not left to wait
 //     foldDelay.
 //
+// The COMMITTED itself rides on a write too: once acknowledged, the
+// transaction's COMMITTED (with the resolution of its record range's
+// intents) waits up to commitCarryDelay for any write of the client to
+// the record's range to carry it (a fold with the record key: one
+// command for the record, its range's intents and the write), and is
+// proposed alone only when none comes (docs/transactions.md, "The
+// COMMITTED carried by writes").
+//
 // The record is deleted (recordGC) once every intent is known resolved.
+
+// commitCarryDelay is how long an acknowledged transaction's COMMITTED
+// waits for a write to its record's range to carry it before it is
+// proposed alone; commitCarryWait bounds the wait for the carrier's
+// answer, after which it is proposed alone anyway (it is idempotent).
+// The delay is time the transaction's intents stay unresolved for
+// readers of other clients (this client's own reads and writes take the
+// COMMITTED into their way or send it at once: clearFor, kickCommits).
+var (
+	commitCarryDelay = 20 * time.Millisecond
+	commitCarryWait  = time.Second
+)
 
 // foldDelay is how long a committed transaction's intents away from its
 // record's range wait for a write to carry their resolution before they
@@ -46,6 +66,138 @@ type txnResolutions struct {
 	// pending are the resolutions waiting for a write to carry them, by
 	// range ID (as the transaction grouped its keys).
 	pending map[uint64][]fold
+	// commits are the COMMITTEDs waiting for a write to carry them, by
+	// the range ID of their record (as the transaction grouped it).
+	commits map[uint64][]*doneTxn
+}
+
+// queueCommit queues t's COMMITTED for a write to its record's range to
+// carry (takeCommits).
+func (r *txnResolutions) queueCommit(t *doneTxn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.commits == nil {
+		r.commits = map[uint64][]*doneTxn{}
+	}
+	id := t.recDesc.GetRangeId()
+	r.commits[id] = append(r.commits[id], t)
+}
+
+// untakeCommit removes t's COMMITTED from the queue and reports whether
+// it was there (no write took it): the caller then owns sending it.
+func (r *txnResolutions) untakeCommit(t *doneTxn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := t.recDesc.GetRangeId()
+	q := r.commits[id]
+	for i, o := range q {
+		if o == t {
+			q = append(q[:i:i], q[i+1:]...)
+			if len(q) == 0 {
+				delete(r.commits, id)
+			} else {
+				r.commits[id] = q
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// takeCommits returns, as folds, up to max queued COMMITTEDs of the range
+// of desc whose record and record-range intents lie in desc, leaving the
+// others.
+func (r *txnResolutions) takeCommits(desc *kvpb.RangeDescriptor, max int) []fold {
+	if max <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := desc.GetRangeId()
+	q := r.commits[id]
+	if len(q) == 0 {
+		return nil
+	}
+	var out []fold
+	var left []*doneTxn
+	for _, t := range q {
+		if len(out) < max && t.carriableIn(desc) {
+			out = append(out, fold{t: t, ks: t.own, commit: true})
+		} else {
+			left = append(left, t)
+		}
+	}
+	if len(left) == 0 {
+		delete(r.commits, id)
+	} else {
+		r.commits[id] = left
+	}
+	return out
+}
+
+// carriableIn reports whether t's COMMITTED can ride on a write to the
+// range of desc: its record and its record range's intents lie there.
+func (t *doneTxn) carriableIn(desc *kvpb.RangeDescriptor) bool {
+	if !containsKey(desc, t.rk) {
+		return false
+	}
+	for _, k := range t.own {
+		if !containsKey(desc, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// kickCommit sends t's COMMITTED at once if it still waits for a carrier
+// (the finish goroutine proposes it alone).
+func (r *txnResolutions) kickCommit(t *doneTxn) {
+	if r.untakeCommit(t) {
+		t.carry(false)
+	}
+}
+
+// kickCommits kicks the COMMITTEDs of the transactions holding intents
+// on ks: a caller about to wait for them (a one-range commit, a read's
+// validation, a locking read) does not wait for a carrier too.
+func (c *Client) kickCommits(ks [][]byte) {
+	for _, f := range c.resolutions.holding(ks) {
+		c.resolutions.kickCommit(f.t)
+	}
+}
+
+// carry reports the outcome of t's COMMITTED carried by a write (ok: the
+// record is COMMITTED and its range's intents resolved), or that it was
+// kicked (false): the finish goroutine takes it from there.
+func (t *doneTxn) carry(ok bool) {
+	select {
+	case t.carried <- ok:
+	default:
+	}
+}
+
+// awaitCarried waits for t's queued COMMITTED to be carried by a write
+// and reports whether it applied; false when no write took it within
+// commitCarryDelay, or its carrier failed or did not answer within
+// commitCarryWait: the caller then proposes it alone.
+func (c *Client) awaitCarried(t *doneTxn) bool {
+	wait := time.NewTimer(commitCarryDelay)
+	defer wait.Stop()
+	select {
+	case ok := <-t.carried:
+		return ok
+	case <-wait.C:
+	}
+	if c.resolutions.untakeCommit(t) {
+		return false
+	}
+	wait.Reset(commitCarryWait)
+	select {
+	case ok := <-t.carried:
+		return ok
+	case <-wait.C:
+		return false
+	}
 }
 
 // maxFoldsPerWrite bounds the pending resolutions one write carries.
@@ -120,7 +272,8 @@ func (r *txnResolutions) take(desc *kvpb.RangeDescriptor, max int, skip []fold) 
 			if carried {
 				left = append(left, fold{t: f.t, ks: ks})
 			} else {
-				out = append(out, fold{t: f.t, ks: ks})
+				out = append(out, fold{t: f.t, ks: ks, taken: true})
+				f.t.outstanding++
 			}
 		}
 	}
@@ -139,14 +292,23 @@ type doneTxn struct {
 	ct Timestamp
 	// recDesc is the record's range as the transaction grouped it.
 	recDesc *kvpb.RangeDescriptor
+	// own are its intents' keys on the record's range, resolved with
+	// the COMMITTED; carried hears the outcome of a COMMITTED carried by
+	// a write (awaitCarried).
+	own     [][]byte
+	carried chan bool
 	// committed is closed once the record's COMMITTED was answered;
 	// explicit says it applied (the record range's intents resolved).
 	committed chan struct{}
 	explicit  bool
 	// left counts its keys not yet known resolved; failed: a resolution
-	// failed, so the record stays for readers (guarded by mu).
-	left   int
-	failed bool
+	// failed, so the record stays for readers; outstanding counts its
+	// folds taken by writes not yet answered (guarded by mu), and
+	// foldAnswered hears of each answer (awaitFolds).
+	left         int
+	failed       bool
+	outstanding  int
+	foldAnswered chan struct{}
 }
 
 // track registers a committed transaction's intent keys. A key's newer
@@ -224,10 +386,51 @@ func (r *txnResolutions) committedFor(ks [][]byte) []*kvpb.CommittedTxn {
 	return out
 }
 
+// answered notes that a write answered a fold of t it took.
+func (r *txnResolutions) answered(t *doneTxn) {
+	r.mu.Lock()
+	t.outstanding--
+	r.mu.Unlock()
+	select {
+	case t.foldAnswered <- struct{}{}:
+	default:
+	}
+}
+
+// awaitFolds waits, at most foldCarryWait, until every fold of t that a
+// write took was answered: a resolution on its way is not sent again
+// alone (under load a write's round outlasts foldDelay).
+func (r *txnResolutions) awaitFolds(t *doneTxn) {
+	bound := time.NewTimer(foldCarryWait)
+	defer bound.Stop()
+	for {
+		r.mu.Lock()
+		n := t.outstanding
+		r.mu.Unlock()
+		if n <= 0 {
+			return
+		}
+		select {
+		case <-t.foldAnswered:
+		case <-bound.C:
+			return
+		}
+	}
+}
+
+// foldCarryWait bounds awaitFolds.
+const foldCarryWait = time.Second
+
 // fold is one transaction's resolution carried by a write.
 type fold struct {
 	t  *doneTxn
 	ks [][]byte
+	// commit: the fold carries t's COMMITTED (ks: its record range's
+	// intents).
+	commit bool
+	// taken: a write took it from the pending resolutions (take), and
+	// answers it (folded).
+	taken bool
 }
 
 // holding returns, by transaction, the keys of ks held by committed
@@ -277,11 +480,14 @@ func (g *txnGroup) txnKeys() [][]byte {
 // that COMMITTED), and a resolution folded into a write needs the record
 // COMMITTED first. It returns the folds the write to a range holding ks
 // can carry: those of transactions whose COMMITTED applied.
-func (tx *Tx) awaitCommitted(ctx context.Context, ks [][]byte) ([]fold, error) {
+func (tx *Tx) awaitCommitted(ctx context.Context, ks [][]byte, carried map[*doneTxn]*txnGroup) ([]fold, error) {
 	// Bounded: a COMMITTED that does not come (a node cut off) leaves
 	// the intent to readers, and this commit may meet it, as before.
 	var bound <-chan time.Time
 	for _, f := range tx.c.resolutions.holding(ks) {
+		if carried[f.t] != nil {
+			continue // this transaction's write carries it
+		}
 		if bound == nil {
 			t := time.NewTimer(tx.c.opts.RequestTimeout)
 			defer t.Stop()
@@ -317,19 +523,29 @@ func foldsProto(fs []fold) []*kvpb.TxnFoldedResolve {
 	out := make([]*kvpb.TxnFoldedResolve, len(fs))
 	for i, f := range fs {
 		out[i] = &kvpb.TxnFoldedResolve{TxnId: f.t.id[:], CommitTimestamp: toProto(f.t.ct), Keys: f.ks}
+		if f.commit {
+			out[i].RecordKey = f.t.rk
+		}
 	}
 	return out
 }
 
 // folded records the outcome of the folds a write carried: resolved, the
 // keys are done; otherwise nothing is known and foldDelay's resolution
-// still covers them.
+// still covers them. A carried COMMITTED's outcome goes to its finish
+// goroutine (carry), which proposes it alone when it did not apply.
 func (c *Client) folded(fs []fold, resolved bool) {
-
-	if !resolved {
-		return
-	}
 	for _, f := range fs {
+		if f.taken {
+			c.resolutions.answered(f.t)
+		}
+		if f.commit {
+			f.t.carry(resolved) // the finish goroutine takes it from there
+			continue
+		}
+		if !resolved {
+			continue
+		}
 		if c.resolutions.resolved(f.t, f.ks, true) {
 			c.recordGC.add(c, f.t.id, f.t.rk, f.t.recDesc)
 		}
@@ -376,32 +592,82 @@ func (c *Client) resolveKeys(ctx context.Context, id [16]byte, committed bool, c
 }
 
 // clearFor gets the committed transactions' intents on the keys of
-// groups out of the way of this transaction's commit: it waits for their
-// COMMITTED (awaitCommitted), and returns, per group, the folds its write
-// carries (keys of the group's range, for a group that writes); the rest
-// (keys of a range this transaction only reads, or of a one-range
-// commit, which carries no folds: foldable false) it resolves on their
-// own first.
-func (tx *Tx) clearFor(ctx context.Context, groups []*txnGroup, foldable bool) (map[*txnGroup][]fold, error) {
+// groups out of the way of this transaction's commit. A transaction
+// whose COMMITTED still waits for a carrier (and whose intents here lie
+// in ranges this one writes, its record's among them) has it carried by
+// this transaction's write to its record's range (folds, a commit
+// fold), and its other intents here resolved by this transaction's
+// writes to their ranges once that COMMITTED applied (after: the write
+// waits for it). For the others it waits for their COMMITTED
+// (awaitCommitted, sending at once those still waiting for a carrier),
+// and returns, per group, the folds its write carries (keys of the
+// group's range, for a group that writes); the rest (keys of a range
+// this transaction only reads, or of a one-range commit, which carries
+// no folds: foldable false) it resolves on their own first.
+func (tx *Tx) clearFor(ctx context.Context, groups []*txnGroup, foldable bool) (folds, after map[*txnGroup][]fold, err error) {
 	var ks [][]byte
 	for _, g := range groups {
 		ks = append(ks, g.txnKeys()...)
 	}
-	fs, err := tx.awaitCommitted(ctx, ks)
-	if err != nil || len(fs) == 0 {
-		return nil, err
+	writingGroupOf := func(k []byte) *txnGroup {
+		for _, g := range groups {
+			if len(g.muts) > 0 && containsKey(g.desc, k) {
+				return g
+			}
+		}
+		return nil
 	}
-	out := map[*txnGroup][]fold{}
+	held := tx.c.resolutions.holding(ks)
+	var carried map[*doneTxn]*txnGroup
+	for _, f := range held {
+		if foldable && len(f.t.own) > 0 {
+			g0 := writingGroupOf(f.t.rk)
+			ok := g0 != nil && f.t.carriableIn(g0.desc)
+			for _, k := range f.ks {
+				ok = ok && writingGroupOf(k) != nil
+			}
+			if ok && tx.c.resolutions.untakeCommit(f.t) {
+				if carried == nil {
+					carried = map[*doneTxn]*txnGroup{}
+				}
+				carried[f.t] = g0
+				continue
+			}
+		}
+		tx.c.resolutions.kickCommit(f.t)
+	}
+	for t, g0 := range carried {
+		if folds == nil {
+			folds, after = map[*txnGroup][]fold{}, map[*txnGroup][]fold{}
+		}
+		folds[g0] = append(folds[g0], fold{t: t, ks: t.own, commit: true})
+		byGroup := map[*txnGroup][][]byte{}
+		for _, f := range held {
+			if f.t != t {
+				continue
+			}
+			for _, k := range f.ks {
+				if g := writingGroupOf(k); g != g0 {
+					byGroup[g] = append(byGroup[g], k)
+				}
+			}
+		}
+		for g, gks := range byGroup {
+			after[g] = append(after[g], fold{t: t, ks: gks})
+		}
+	}
+	fs, err := tx.awaitCommitted(ctx, ks, carried)
+	if err != nil || len(fs) == 0 {
+		return folds, after, err
+	}
+	if folds == nil {
+		folds = map[*txnGroup][]fold{}
+	}
 	var alone []fold
 	for _, f := range fs {
 		var to *txnGroup
 		if foldable {
-			for _, g := range groups {
-				if len(g.muts) > 0 && containsKey(g.desc, f.ks[0]) {
-					to = g
-					break
-				}
-			}
+			to = writingGroupOf(f.ks[0])
 		}
 		if to == nil {
 			alone = append(alone, f)
@@ -415,7 +681,7 @@ func (tx *Tx) clearFor(ctx context.Context, groups []*txnGroup, foldable bool) (
 				rest = append(rest, k)
 			}
 		}
-		out[to] = append(out[to], fold{t: f.t, ks: in})
+		folds[to] = append(folds[to], fold{t: f.t, ks: in})
 		if len(rest) > 0 {
 			alone = append(alone, fold{t: f.t, ks: rest})
 		}
@@ -425,5 +691,37 @@ func (tx *Tx) clearFor(ctx context.Context, groups []*txnGroup, foldable bool) (
 		// would have without this.
 		_ = tx.c.resolveAlone(ctx, f.t, f.ks)
 	}
-	return out, nil
+	return folds, after, nil
+}
+
+// afterCommitted waits for the COMMITTED of the transactions of folds
+// (carried by another write of this transaction) and returns those of
+// them that applied, with the keys still holding their intents: a
+// write to another range may resolve them only once the record is
+// COMMITTED.
+func (tx *Tx) afterCommitted(ctx context.Context, folds []fold) []fold {
+	if len(folds) == 0 {
+		return nil
+	}
+	bound := time.NewTimer(tx.c.opts.RequestTimeout)
+	defer bound.Stop()
+	var out []fold
+	for _, f := range folds {
+		select {
+		case <-f.t.committed:
+		case <-bound.C:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+		if !f.t.explicit {
+			continue
+		}
+		for _, h := range tx.c.resolutions.holding(f.ks) {
+			if h.t == f.t {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
 }

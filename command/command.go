@@ -77,6 +77,7 @@
 //	                  count:uvarint mutation{count}                  (kind 27)
 //	                  [bound:timestamp heartbeat:fixed64 count:uvarint
 //	                   key:bytes{count}: the folded stage, kind 34 only]
+//	                  (kinds 35 and 36: docs/formats.md)
 //	                  (mutations: put and delete only, none on a range
 //	                  the transaction only read; read_ts zero only
 //	                  without reads)
@@ -210,6 +211,13 @@ const (
 	// resolutions of committed transactions (TxnWrite.Resolve), staged
 	// or not: decoded, and peeked, as KindTxnWrite.
 	wireTxnWriteFolded Kind = 35
+	// wireTxnWriteCarried is wire kind 35 whose folded resolutions each
+	// end with a record key, empty or that of a record the fold marks
+	// COMMITTED first (TxnResolve.Record: the COMMITTED carried by the
+	// write), followed by the IDs of finished records to delete
+	// (TxnWrite.DeleteRecords), with at least one fold or deletion:
+	// decoded, and peeked, as KindTxnWrite.
+	wireTxnWriteCarried Kind = 36
 	// KindProtect and KindRelease create (or refresh) and remove a
 	// protected timestamp record (meta range only; protect.go,
 	// docs/versions.md "Protected timestamps").
@@ -371,6 +379,28 @@ type TxnWrite struct {
 	// (docs/transactions.md, "Resolution folded into writes"). Only a
 	// write with mutations carries them.
 	Resolve []TxnResolve
+	// DeleteRecords are IDs of finished records this range holds, deleted
+	// with the folds (as a TxnDelete naming them does: one not finished,
+	// or not here, is left), whether or not the write then writes. Only
+	// a write with mutations carries them.
+	DeleteRecords []TxnID
+}
+
+// extended reports whether t needs wire kind 36: a carried COMMITTED or
+// a record deletion.
+func (t *TxnWrite) extended() bool {
+	return t.carries() || len(t.DeleteRecords) > 0
+}
+
+// carries reports whether a folded resolution of t carries its
+// transaction's COMMITTED (TxnResolve.Record).
+func (t *TxnWrite) carries() bool {
+	for i := range t.Resolve {
+		if len(t.Resolve[i].Record) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // TxnResolve is the body of a KindTxnResolve.
@@ -384,6 +414,13 @@ type TxnResolve struct {
 	// Keys are the keys whose intents to resolve; a key without an
 	// intent of ID is left alone (resolution is idempotent).
 	Keys [][]byte
+	// Record, in a resolution folded into a TxnWrite only: the key of
+	// ID's record, which the write's range holds. The fold is then the
+	// record's COMMITTED at CommitTimestamp with Keys resolved (a
+	// TxnCommitRecord with keys), carried by the write instead of
+	// proposed alone (docs/transactions.md, "The COMMITTED carried by
+	// writes").
+	Record []byte
 }
 
 // TxnRecordOp is what a KindTxnRecord does. DO NOT CHANGE the values:
@@ -591,8 +628,12 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		return nil, fmt.Errorf("command: invalid timestamp %s", c.Timestamp)
 	}
 	dst = c.Timestamp.AppendEncode(dst)
-	if c.Kind == KindTxnWrite && len(c.TxnWrite.Resolve) > 0 {
-		dst = append(dst, byte(wireTxnWriteFolded))
+	if c.Kind == KindTxnWrite && (len(c.TxnWrite.Resolve) > 0 || len(c.TxnWrite.DeleteRecords) > 0) {
+		if c.TxnWrite.extended() {
+			dst = append(dst, byte(wireTxnWriteCarried))
+		} else {
+			dst = append(dst, byte(wireTxnWriteFolded))
+		}
 	} else if c.Kind == KindTxnWrite && c.TxnWrite.Stage {
 		dst = append(dst, byte(wireTxnWriteStaged))
 	} else {
@@ -644,8 +685,8 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			if len(c.Txn.Reads) == 0 {
 				return nil, errors.New("command: a TxnWrite without writes or reads")
 			}
-			if len(c.TxnWrite.Resolve) > 0 {
-				return nil, errors.New("command: folded resolutions ride on a TxnWrite with mutations only")
+			if len(c.TxnWrite.Resolve) > 0 || len(c.TxnWrite.DeleteRecords) > 0 {
+				return nil, errors.New("command: folded resolutions and deletions ride on a TxnWrite with mutations only")
 			}
 			dst = binary.AppendUvarint(dst, 0)
 			break
@@ -654,7 +695,7 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 		if dst, err = appendMutations(dst, c.Mutations, false); err != nil {
 			return nil, err
 		}
-		folded := c.Kind == KindTxnWrite && len(c.TxnWrite.Resolve) > 0
+		folded := c.Kind == KindTxnWrite && (len(c.TxnWrite.Resolve) > 0 || len(c.TxnWrite.DeleteRecords) > 0)
 		if folded {
 			// Wire kind 35: whether a stage follows, then the stage,
 			// then the resolutions.
@@ -677,6 +718,7 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 			}
 		}
 		if folded {
+			carried := c.TxnWrite.extended()
 			dst = binary.AppendUvarint(dst, uint64(len(c.TxnWrite.Resolve)))
 			for i := range c.TxnWrite.Resolve {
 				t := &c.TxnWrite.Resolve[i]
@@ -689,6 +731,15 @@ func (c *Command) Encode(dst []byte) ([]byte, error) {
 				dst = binary.AppendUvarint(dst, uint64(len(t.Keys)))
 				for _, k := range t.Keys {
 					dst = appendBytes(dst, k)
+				}
+				if carried {
+					dst = appendBytes(dst, t.Record)
+				}
+			}
+			if carried {
+				dst = binary.AppendUvarint(dst, uint64(len(c.TxnWrite.DeleteRecords)))
+				for _, id := range c.TxnWrite.DeleteRecords {
+					dst = append(dst, id[:]...)
 				}
 			}
 		}
@@ -994,12 +1045,14 @@ func Decode(data []byte, c *Command) error {
 		c.Timestamp = d.timestamp()
 	}
 	c.Kind = Kind(d.byte())
-	folded := false
+	folded, carried := false, false
 	switch c.Kind {
 	case wireTxnWriteStaged:
 		c.Kind, c.TxnWrite.Stage = KindTxnWrite, true
 	case wireTxnWriteFolded:
 		c.Kind, folded = KindTxnWrite, true
+	case wireTxnWriteCarried:
+		c.Kind, folded, carried = KindTxnWrite, true, true
 	}
 	switch c.Kind {
 	case KindPut, KindDelete, KindDeleteRange:
@@ -1061,8 +1114,9 @@ func Decode(data []byte, c *Command) error {
 			}
 			if folded && d.err == nil {
 				n := d.uvarint()
-				// Every resolution takes at least 30 bytes.
-				if n == 0 || n > uint64(len(d.buf))/30 {
+				// Every resolution takes at least 30 bytes (kind 36: may
+				// be none, with deletions).
+				if (n == 0 && !carried) || n > uint64(len(d.buf))/30 {
 					d.fail("folded resolution count %d for %d bytes", n, len(d.buf))
 					break
 				}
@@ -1072,8 +1126,29 @@ func Decode(data []byte, c *Command) error {
 					t.ID, t.Committed = d.txnID(), true
 					t.CommitTimestamp = d.timestamp()
 					t.Keys = d.keyList()
+					if carried {
+						if t.Record = d.bytes(); len(t.Record) == 0 {
+							t.Record = nil
+						}
+					}
 					if d.err != nil {
 						break
+					}
+				}
+				if n == 0 {
+					c.TxnWrite.Resolve = nil
+				}
+				if carried && d.err == nil {
+					m := d.uvarint()
+					if (m == 0 && n == 0) || m > uint64(len(d.buf))/TxnIDLen {
+						d.fail("record deletion count %d for %d bytes", m, len(d.buf))
+						break
+					}
+					if m > 0 {
+						c.TxnWrite.DeleteRecords = make([]TxnID, m)
+						for i := range c.TxnWrite.DeleteRecords {
+							c.TxnWrite.DeleteRecords[i] = d.txnID()
+						}
 					}
 				}
 			}
@@ -1493,7 +1568,7 @@ func PeekKind(data []byte) (Kind, bool) {
 		d.timestamp()
 	}
 	k := Kind(d.byte())
-	if k == wireTxnWriteStaged || k == wireTxnWriteFolded {
+	if k == wireTxnWriteStaged || k == wireTxnWriteFolded || k == wireTxnWriteCarried {
 		k = KindTxnWrite
 	}
 	return k, d.err == nil

@@ -89,6 +89,17 @@ func sampleCommands() []Command {
 			Resolve: []TxnResolve{{ID: TxnID{9}, Committed: true, CommitTimestamp: hlc.Timestamp{WallTime: 8}, Keys: [][]byte{[]byte("a")}}}},
 			Txn:       TxnCommit{ReadTimestamp: hlc.Timestamp{WallTime: 9}, Reads: []TxnRead{{Key: []byte("a")}}},
 			Mutations: []Mutation{{Kind: KindDelete, Key: []byte("a")}}},
+		// The COMMITTED of transaction 9 carried (wire kind 36), beside a
+		// plain fold.
+		{Header: h, Kind: KindTxnWrite, TxnWrite: TxnWrite{ID: TxnID{2}, Record: []byte("q"), Stage: true,
+			StageBound: hlc.Timestamp{WallTime: 5}, StageKeys: [][]byte{[]byte("a")},
+			Resolve: []TxnResolve{{ID: TxnID{9}, Committed: true, CommitTimestamp: hlc.Timestamp{WallTime: 8}, Keys: [][]byte{[]byte("a")}, Record: []byte("a")},
+				{ID: TxnID{10}, Committed: true, CommitTimestamp: hlc.Timestamp{WallTime: 7}, Keys: [][]byte{[]byte("b")}}},
+			DeleteRecords: []TxnID{{11}, {12}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}}},
+		// Record deletions alone (kind 36, no fold).
+		{Header: h, Kind: KindTxnWrite, TxnWrite: TxnWrite{ID: TxnID{2}, Record: []byte("q"), DeleteRecords: []TxnID{{13}}},
+			Mutations: []Mutation{{Kind: KindPut, Key: []byte("a"), Value: []byte("1")}}},
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Committed: true,
 			CommitTimestamp: hlc.Timestamp{WallTime: 1 << 60, Logical: 2}, Keys: [][]byte{[]byte("a"), {}}}},
 		{Header: h, Kind: KindTxnResolve, TxnResolve: TxnResolve{ID: TxnID{7}, Keys: [][]byte{[]byte("a")}}},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/command"
+	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/raft"
 )
 
@@ -92,7 +93,11 @@ func (n *Node) write(ctx context.Context, op string, h *kvpb.RequestHeader, r *r
 		if res.Code == command.CodeIntentConflict && !readKey(cmd, res.Value) {
 			if ticket == nil || ticket.key != string(res.Value) {
 				ticket.leave()
-				ticket = n.lockQueues.join(r.RangeID(), res.Value)
+				var prio hlc.Timestamp // a plain write: its age is now
+				if self != nil {
+					prio = self.prio
+				}
+				ticket = n.lockQueues.join(r.RangeID(), res.Value, prio)
 				n.metrics.lockWaits.Inc()
 			}
 			werr := n.waitOnLock(ctx, r, ticket, self)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/api/kvpb"
+	"github.com/shaledb/shale/raft/keys"
 )
 
 // Store stats of every node, for placement and for Admin.Nodes/Ranges.
@@ -162,8 +163,8 @@ func (n *Node) peerRefreshLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := n.store.MetaNodes(); err == nil {
-			continue // reads its own copy
+		if _, err := n.store.Replica(keys.MetaRangeID); err == nil {
+			continue // reads its own copy (without reading it here)
 		}
 		s := &adminServer{n: n}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)

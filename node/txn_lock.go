@@ -19,9 +19,9 @@ import (
 //
 // A transaction that reads a key to write it (the bank's transfer) can
 // take the key's lock first (Txn.Lock, client Tx.GetForUpdate): the
-// lock waits in the same FIFO queue per key as writes meeting intents
-// (lockQueues), behind another transaction's lock or intent on the key,
-// and the transaction takes its read timestamp only once its locks are
+// lock waits in the same queue per key (oldest first) as writes meeting
+// intents (lockQueues), behind another transaction's lock or intent on
+// the key, and the transaction takes its read timestamp only once its locks are
 // held, so it reads what the previous holder committed and, holding the
 // lock until its own write, commits without its read changing. Without
 // it, such a transaction reads optimistically and, when another commits
@@ -151,7 +151,7 @@ func (n *Node) lockKey(ctx context.Context, r *raft.Replica, key []byte, self *l
 		}
 	}
 	n.metrics.lockWaits.Inc()
-	t := l.join(rid, key)
+	t := l.join(rid, key, self.prio)
 	defer t.leave()
 	gen := r.Descriptor().GetGeneration()
 	start := time.Now()

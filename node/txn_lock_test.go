@@ -34,11 +34,11 @@ func TestLockTableTakesInTurnAndEnds(t *testing.T) {
 		t.Fatalf("%d locks counted, want 1", l.lockCount())
 	}
 	// b queues behind a's lock; c comes later.
-	tb := l.join(rid, key)
+	tb := l.join(rid, key, b.prio)
 	if other, ok := l.tryLock(rid, key, b, tb); ok || other == nil || other.owner != a.id {
 		t.Fatalf("b took a held lock (ok %v, holder %v)", ok, other)
 	}
-	tc := l.join(rid, key)
+	tc := l.join(rid, key, c.prio)
 	l.unlock(rid, c.id, [][]byte{key}) // not c's: nothing happens
 	if l.lockCount() != 1 {
 		t.Fatal("a release by another transaction ended the lock")
@@ -104,7 +104,7 @@ func TestLockQueuesQueued(t *testing.T) {
 	if l.queued(7, keys("a", "b")) {
 		t.Fatal("queued with no queue")
 	}
-	tk := l.join(7, []byte("b"))
+	tk := l.join(7, []byte("b"), hlc.Timestamp{})
 	if !l.queued(7, keys("a", "b")) {
 		t.Fatal("a waiter on b not seen")
 	}
@@ -114,5 +114,39 @@ func TestLockQueuesQueued(t *testing.T) {
 	tk.leave()
 	if l.queued(7, keys("a", "b")) {
 		t.Fatal("a waiter seen after it left")
+	}
+}
+
+// TestLockQueueOldestFirst: a key's queue is ordered by age, the oldest
+// at its head, equal ages in the order they came; so a waiter that asks
+// again (its wait ended by its bound) gets its place back, ahead of
+// younger waiters that came after it.
+func TestLockQueueOldestFirst(t *testing.T) {
+	var l lockQueues
+	key := []byte("k")
+	at := func(w int64) hlc.Timestamp { return hlc.Timestamp{WallTime: w} }
+	t5 := l.join(1, key, at(5))
+	t9 := l.join(1, key, at(9))
+	t5b := l.join(1, key, at(5))
+	if !t5.first() {
+		t.Fatal("the oldest, first to come, is not at the head")
+	}
+	t5.leave()
+	// It asks again: back ahead of the younger, behind its equal.
+	again := l.join(1, key, at(5))
+	var order []*lockWaiter
+	for _, w := range l.q[lockQueueKey{1, string(key)}] {
+		order = append(order, w)
+	}
+	if want := []*lockWaiter{t5b.w, again.w, t9.w}; !slices.Equal(order, want) {
+		t.Fatalf("queue order by age: got %v, want %v", order, want)
+	}
+	if !t5b.first() {
+		t.Fatal("the head did not change to the next oldest")
+	}
+	// An older newcomer goes to the head.
+	t1 := l.join(1, key, at(1))
+	if !t1.first() || t5b.first() {
+		t.Fatal("an older waiter did not go to the head")
 	}
 }

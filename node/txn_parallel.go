@@ -140,6 +140,20 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 	if cmd.TxnWrite.Resolve, err = n.foldedResolves(req, desc); err != nil {
 		return nil, err
 	}
+	if dr := req.GetDeleteRecords(); len(dr) > 0 {
+		if len(muts) == 0 {
+			return nil, invalidArgument("delete_records", "record deletions ride on a write with mutations only")
+		}
+		if len(dr) > n.limits.MaxBatchOps {
+			return nil, countExceeded("delete_records", "records", "max_batch_ops", n.limits.MaxBatchOps, len(dr))
+		}
+		cmd.TxnWrite.DeleteRecords = make([]command.TxnID, len(dr))
+		for i, b := range dr {
+			if cmd.TxnWrite.DeleteRecords[i], err = txnIDFromProto(b); err != nil {
+				return nil, err
+			}
+		}
+	}
 	cmd.Txn.ReadTimestamp = rts
 	if cmd.Txn.Reads, err = n.txnReads(req.GetHeader(), desc, reads); err != nil {
 		return nil, err
@@ -171,7 +185,8 @@ func (s *txnServer) Write(ctx context.Context, req *kvpb.TxnWriteRequest) (*kvpb
 // foldedResolves returns a Write's folded resolutions (committed
 // transactions' intents on this range, resolved by the same command
 // before its own checks: docs/transactions.md, "Resolution folded into
-// writes"). A key outside desc (a split the coordinator has not seen)
+// writes"; one with a record key carries that record's COMMITTED). A
+// key or record key outside desc (a split the coordinator has not seen)
 // drops them all, unanswered (the write's resolved stays false and the
 // coordinator resolves them on their own); a malformed one is refused.
 func (n *Node) foldedResolves(req *kvpb.TxnWriteRequest, desc *kvpb.RangeDescriptor) ([]command.TxnResolve, error) {
@@ -213,6 +228,17 @@ func (n *Node) foldedResolves(req *kvpb.TxnWriteRequest, desc *kvpb.RangeDescrip
 			}
 		}
 		out[i] = command.TxnResolve{ID: id, Committed: true, CommitTimestamp: c, Keys: ks}
+		if rk := f.GetRecordKey(); len(rk) > 0 {
+			// The transaction's COMMITTED, carried: its record must be
+			// this range's too.
+			if err := n.limits.checkKey("resolve.record_key", rk); err != nil {
+				return nil, err
+			}
+			if !keys.ContainsUserKey(desc, rk) {
+				in = false
+			}
+			out[i].Record = rk
+		}
 	}
 	if !in {
 		return nil, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,12 +21,12 @@ import (
 // "Waiting and deadlocks").
 //
 // A write that meets another transaction's intent at apply time (its
-// command refused with CodeIntentConflict) waits on the leader, in a FIFO
-// queue per locked key (lockQueues), instead of failing at once: the head
-// of the queue proposes again as soon as the key's intent is gone (woken
-// by the Resolve this node serves for the range, or by its own poll of
-// the lock table), and the next waiter waits for the head to leave. While
-// it waits, each waiter pushes the holder (pushTxn: a finished holder's
+// command refused with CodeIntentConflict) waits on the leader, in a
+// queue per locked key (lockQueues, oldest first), instead of failing
+// at once: the head of the queue proposes again as soon as the key's
+// intent is gone (woken by the Resolve this node serves for the range,
+// or by its own poll of the lock table), and the next waiter waits for
+// the head to leave. While it waits, each waiter pushes the holder (pushTxn: a finished holder's
 // intent is resolved, a dead coordinator's transaction recovered), and a
 // waiter that is itself a transaction (a TxnWrite, which holds intents on
 // other ranges) joins the push graph: at the node serving the holder's
@@ -382,8 +383,8 @@ func (n *Node) awaitIntents(ctx context.Context, r *raft.Replica, met []rangesm.
 	}
 }
 
-// lockQueues are the FIFO queues of writes waiting on locked keys, per
-// range and key, on this node, and the channels readers waiting on an
+// lockQueues are the queues (oldest first) of writes waiting on locked
+// keys, per range and key, on this node, and the channels readers waiting on an
 // intent watch (closed when an intent of the range is resolved here).
 type lockQueues struct {
 	mu      sync.Mutex
@@ -422,6 +423,8 @@ type lockWaiter struct {
 	// again: the one ahead of it left, or an intent of its range was
 	// resolved.
 	wake chan struct{}
+	// prio is the waiter's age, its place in the queue (see join).
+	prio hlc.Timestamp
 }
 
 func (w *lockWaiter) signal() {
@@ -438,15 +441,29 @@ type lockTicket struct {
 	w *lockWaiter
 }
 
-// join puts a waiter at the tail of key's queue.
-func (l *lockQueues) join(rangeID uint64, key []byte) *lockTicket {
-	t := &lockTicket{l: l, lockQueueKey: lockQueueKey{rangeID, string(key)}, w: &lockWaiter{wake: make(chan struct{}, 1)}}
+// join puts a waiter of age prio in key's queue: behind every waiter as
+// old or older, ahead of the younger. The oldest waiter goes first, so
+// the oldest transaction makes progress, and one whose wait ended by
+// its bound and that asks again (a Lock, with its transaction's age)
+// gets its place back rather than the tail's; a newcomer (the youngest)
+// joins at the tail, so among waiters that come as they are born the
+// queue is FIFO. A zero prio is taken as now.
+func (l *lockQueues) join(rangeID uint64, key []byte, prio hlc.Timestamp) *lockTicket {
+	if prio.IsZero() {
+		prio = hlc.Timestamp{WallTime: time.Now().UnixNano()}
+	}
+	t := &lockTicket{l: l, lockQueueKey: lockQueueKey{rangeID, string(key)}, w: &lockWaiter{wake: make(chan struct{}, 1), prio: prio}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.q == nil {
 		l.q = map[lockQueueKey][]*lockWaiter{}
 	}
-	l.q[t.lockQueueKey] = append(l.q[t.lockQueueKey], t.w)
+	ws := l.q[t.lockQueueKey]
+	i := len(ws)
+	for i > 0 && prio.Less(ws[i-1].prio) {
+		i--
+	}
+	l.q[t.lockQueueKey] = slices.Insert(ws, i, t.w)
 	return t
 }
 

@@ -487,10 +487,14 @@ func (r *Range) dropIntent(k []byte) {
 // unless the record is then STAGING at the bound asked for.
 //
 // TxnWrite.Resolve, resolutions of committed transactions' intents on
-// this range, apply first, as a TxnResolve each, whether or not the write
+// this range, apply first, as a TxnResolve each (or, one with a Record,
+// as that record's TxnCommitRecord with its keys: the COMMITTED carried
+// by the write), whether or not the write
 // then writes (the one exception to "a rejected command changed
 // nothing": they are idempotent, so a retry applying them again is
-// harmless); Result.Found says they all applied. One with a key outside
+// harmless); Result.Found says they all applied (a carried COMMITTED:
+// the record is COMMITTED after it). TxnWrite.DeleteRecords are deleted
+// then, as a TxnDelete naming them deletes them. One with a key outside
 // the range (a split since the proposal) is skipped, as is any that a
 // TxnResolve would refuse.
 // REQUIRES: the replica's raftMu.
@@ -501,6 +505,11 @@ func (r *Range) applyTxnWrite(cmd *command.Command) (command.Result, error) {
 	folded, err := r.applyFoldedResolves(cmd.TxnWrite.Resolve)
 	if err != nil {
 		return command.Result{}, err
+	}
+	if len(cmd.TxnWrite.DeleteRecords) > 0 {
+		if err := r.deleteFinishedRecords(cmd.TxnWrite.DeleteRecords); err != nil {
+			return command.Result{}, err
+		}
 	}
 	res, err := r.applyTxnWriteOwn(cmd)
 	if err == nil && res.Code == command.CodeOK {
@@ -529,6 +538,21 @@ func (r *Range) applyFoldedResolves(rs []command.TxnResolve) (bool, error) {
 		}
 		if !in {
 			all = false
+			continue
+		}
+		if len(t.Record) > 0 {
+			// The transaction's COMMITTED, carried: the record marked
+			// COMMITTED and this range's intents resolved in one step,
+			// as a TxnCommitRecord with keys does (never an intent
+			// resolved while the record is STAGING).
+			res, err := r.applyTxnRecord(&command.Command{Kind: command.KindTxnRecord, TxnRecord: command.TxnRecordCmd{
+				ID: t.ID, Op: command.TxnCommitRecord, RecordKey: t.Record, Timestamp: t.CommitTimestamp, Keys: t.Keys}})
+			if err != nil {
+				return false, err
+			}
+			if res.Code != command.CodeOK || TxnStatus(res.NodeID) != TxnCommitted {
+				all = false
+			}
 			continue
 		}
 		res, err := r.applyTxnResolve(&command.Command{Kind: command.KindTxnResolve, TxnResolve: *t})

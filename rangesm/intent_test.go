@@ -517,3 +517,63 @@ func TestFoldedResolveClearsTheWay(t *testing.T) {
 		t.Fatalf("b: %v, want A's intent still", err)
 	}
 }
+
+// TestCarriedCommitResolvesAfterTheRecord: a write carrying another
+// transaction's COMMITTED (a fold with its record key) marks the record
+// COMMITTED and resolves its intents here before its own checks, so its
+// intent on the same key goes in; the same fold of a record that is not
+// STAGING or COMMITTED (aborted) resolves nothing and answers Found
+// false. A write's record deletions delete the finished ones only.
+func TestCarriedCommitResolvesAfterTheRecord(t *testing.T) {
+	s := newStore(t)
+	pa := s.propose(user, txnWrite(txnA, ts(100, 0), hlc.Timestamp{}, nil, putM("a", "1"), putM("b", "1"))).Version
+	wantRecord(t, "stage A", s.propose(user, recordOp(txnA, command.TxnStage, pa.Add(time.Second), "a", "b", "z")), rangesm.TxnStaging, pa.Add(time.Second))
+	c := pa
+	w := txnWrite(txnB, ts(350, 0), hlc.Timestamp{}, nil, putM("a", "2"))
+	w.TxnWrite.Resolve = []command.TxnResolve{{ID: txnA, Committed: true, CommitTimestamp: c, Keys: [][]byte{[]byte("a"), []byte("b")}, Record: []byte("a")}}
+	res := s.propose(user, w)
+	if res.Err() != nil || !res.Found || !c.Less(res.Version) {
+		t.Fatalf("TxnWrite of B carrying A's COMMITTED: %+v", res)
+	}
+	if rec, err := rangesm.ReadTxnRecord(s.db, user, txnA); err != nil || rec.Status != rangesm.TxnCommitted || rec.Timestamp != c {
+		t.Fatalf("A's record after the carried commit: %+v %v, want COMMITTED at %s", rec, err, c)
+	}
+	for _, k := range []string{"a", "b"} {
+		if kv, found, err := s.reader(user).Get([]byte(k), c); err != nil || !found || string(kv.Value) != "1" || kv.Version != c {
+			t.Fatalf("%s at A's commit timestamp: %+v %v %v", k, kv, found, err)
+		}
+	}
+	if st := s.state(user); st.Intents != 1 {
+		t.Fatalf("after the carried commit: %d intents, want B's 1", st.Intents)
+	}
+
+	// An aborted record: nothing resolved, Found false.
+	txnC := command.TxnID{0xc}
+	s.propose(user, txnWrite(txnC, ts(0, 0), hlc.Timestamp{}, nil, putM("d", "1")))
+	s.propose(user, recordOp(txnC, command.TxnAbort, hlc.Timestamp{}))
+	w = txnWrite(command.TxnID{0xd}, ts(0, 0), hlc.Timestamp{}, nil, putM("e", "1"))
+	w.TxnWrite.Resolve = []command.TxnResolve{{ID: txnC, Committed: true, CommitTimestamp: ts(9000, 0), Keys: [][]byte{[]byte("d")}, Record: []byte("a")}}
+	if res := s.propose(user, w); res.Err() != nil || res.Found {
+		t.Fatalf("a write carrying an aborted record's COMMITTED: %+v, want written, Found false", res)
+	}
+	if rec, _ := rangesm.ReadTxnRecord(s.db, user, txnC); rec.Status != rangesm.TxnAborted {
+		t.Fatalf("the aborted record after a carried commit: %+v", rec)
+	}
+	if st := s.state(user); st.Intents != 3 {
+		t.Fatalf("after the carried commit of an aborted record: %d intents, want 3 (B's, C's, D's)", st.Intents)
+	}
+
+	// A write deleting finished records: A (committed) and C (aborted)
+	// go, E (staging) stays, an unknown ID is skipped; whether or not
+	// the write then writes (this one meets B's intent).
+	txnE := command.TxnID{0xe}
+	s.propose(user, recordOp(txnE, command.TxnStage, ts(400, 0), "a"))
+	w = txnWrite(command.TxnID{0xf}, ts(0, 0), hlc.Timestamp{}, nil, putM("a", "3"))
+	w.TxnWrite.DeleteRecords = []command.TxnID{txnA, txnC, txnE, {0x1f}}
+	wantConflict(t, "a write deleting records", s.propose(user, w), "a")
+	for id, want := range map[command.TxnID]rangesm.TxnStatus{txnA: rangesm.TxnMissing, txnC: rangesm.TxnMissing, txnE: rangesm.TxnStaging} {
+		if rec, err := rangesm.ReadTxnRecord(s.db, user, id); err != nil || rec.Status != want {
+			t.Fatalf("record %s after the write's deletions: %+v %v, want %v", id, rec, err, want)
+		}
+	}
+}

@@ -261,28 +261,14 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 		// Keys, if any, are the IDs of more records to delete: the
 		// coordinator deletes its finished records in batches. One not
 		// in this range (moved by a split) or not finished is left.
+		more := make([]command.TxnID, 0, len(t.Keys))
 		for _, b := range t.Keys {
-			var other command.TxnID
-			if len(b) != command.TxnIDLen {
-				continue
+			if len(b) == command.TxnIDLen {
+				more = append(more, command.TxnID(b))
 			}
-			copy(other[:], b)
-			k := keys.TxnRecordKey(r.rangeID, other[:])
-			v, found, err := r.ov.get(k)
-			if err != nil {
-				return command.Result{}, err
-			}
-			if !found {
-				continue
-			}
-			o, err := decodeTxnRecord(other, v)
-			if err != nil {
-				return command.Result{}, fmt.Errorf("range %d: %w", r.rangeID, err)
-			}
-			if o.Status == TxnCommitted || o.Status == TxnAborted {
-				r.ov.del(k)
-				r.markRecordsChanged()
-			}
+		}
+		if err := r.deleteFinishedRecords(more); err != nil {
+			return command.Result{}, err
 		}
 		if rec.Status == TxnCommitted || rec.Status == TxnAborted {
 			r.ov.del(key)
@@ -295,6 +281,32 @@ func (r *Range) applyTxnRecord(cmd *command.Command) (command.Result, error) {
 		r.markRecordsChanged()
 	}
 	return txnRecordResult(&rec), nil
+}
+
+// deleteFinishedRecords deletes the records of ids that this range
+// holds and that are finished (COMMITTED or ABORTED); the others are
+// left.
+// REQUIRES: the replica's raftMu.
+func (r *Range) deleteFinishedRecords(ids []command.TxnID) error {
+	for _, id := range ids {
+		k := keys.TxnRecordKey(r.rangeID, id[:])
+		v, found, err := r.ov.get(k)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		o, err := decodeTxnRecord(id, v)
+		if err != nil {
+			return fmt.Errorf("range %d: %w", r.rangeID, err)
+		}
+		if o.Status == TxnCommitted || o.Status == TxnAborted {
+			r.ov.del(k)
+			r.markRecordsChanged()
+		}
+	}
+	return nil
 }
 
 // markRecordsChanged records that the entry being applied changed

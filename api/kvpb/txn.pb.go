@@ -520,7 +520,13 @@ type TxnWriteRequest struct {
 	// away from its record's range, riding on its next write to the range
 	// instead of a command of its own (docs/transactions.md, "Resolution
 	// folded into writes").
-	Resolve       []*TxnFoldedResolve `protobuf:"bytes,11,rep,name=resolve,proto3" json:"resolve,omitempty"`
+	Resolve []*TxnFoldedResolve `protobuf:"bytes,11,rep,name=resolve,proto3" json:"resolve,omitempty"`
+	// delete_records: IDs (16 bytes each) of finished transactions whose
+	// records this range holds, deleted with this write's command (as a
+	// TxnRecord DELETE naming them: one not finished, or not here, is
+	// left), whether or not it then writes; only with mutations. The
+	// coordinator's deletion of its records riding on its writes.
+	DeleteRecords [][]byte `protobuf:"bytes,12,rep,name=delete_records,json=deleteRecords,proto3" json:"delete_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +638,13 @@ func (x *TxnWriteRequest) GetResolve() []*TxnFoldedResolve {
 	return nil
 }
 
+func (x *TxnWriteRequest) GetDeleteRecords() [][]byte {
+	if x != nil {
+		return x.DeleteRecords
+	}
+	return nil
+}
+
 // TxnFoldedResolve is a TxnResolve of a committed transaction carried by
 // a TxnWrite.
 type TxnFoldedResolve struct {
@@ -639,8 +652,14 @@ type TxnFoldedResolve struct {
 	TxnId           []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	CommitTimestamp *Timestamp             `protobuf:"bytes,2,opt,name=commit_timestamp,json=commitTimestamp,proto3" json:"commit_timestamp,omitempty"`
 	Keys            [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// record_key, when set: the transaction's record, which this range
+	// holds, is marked COMMITTED at commit_timestamp and keys are resolved
+	// with it, as a TxnRecord COMMIT with keys does (the COMMITTED carried
+	// by the write instead of proposed alone). resolved then also says the
+	// record is COMMITTED.
+	RecordKey     []byte `protobuf:"bytes,4,opt,name=record_key,json=recordKey,proto3" json:"record_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnFoldedResolve) Reset() {
@@ -690,6 +709,13 @@ func (x *TxnFoldedResolve) GetCommitTimestamp() *Timestamp {
 func (x *TxnFoldedResolve) GetKeys() [][]byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *TxnFoldedResolve) GetRecordKey() []byte {
+	if x != nil {
+		return x.RecordKey
 	}
 	return nil
 }
@@ -1624,7 +1650,7 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"{\n" +
 	"\x12TxnWaitForResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x120\n" +
-	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xa1\x04\n" +
+	"\awaiters\x18\x02 \x03(\v2\x16.shale.kv.v1.TxnWaiterR\awaiters\"\xc8\x04\n" +
 	"\x0fTxnWriteRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.shale.kv.v1.RequestHeaderR\x06header\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1d\n" +
@@ -1640,11 +1666,14 @@ const file_api_kvpb_txn_proto_rawDesc = "" +
 	"stage_keys\x18\t \x03(\fR\tstageKeys\x120\n" +
 	"\x14heartbeat_unix_nanos\x18\n" +
 	" \x01(\x03R\x12heartbeatUnixNanos\x127\n" +
-	"\aresolve\x18\v \x03(\v2\x1d.shale.kv.v1.TxnFoldedResolveR\aresolve\"\x80\x01\n" +
+	"\aresolve\x18\v \x03(\v2\x1d.shale.kv.v1.TxnFoldedResolveR\aresolve\x12%\n" +
+	"\x0edelete_records\x18\f \x03(\fR\rdeleteRecords\"\x9f\x01\n" +
 	"\x10TxnFoldedResolve\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12A\n" +
 	"\x10commit_timestamp\x18\x02 \x01(\v2\x16.shale.kv.v1.TimestampR\x0fcommitTimestamp\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\fR\x04keys\"\x8a\x02\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x1d\n" +
+	"\n" +
+	"record_key\x18\x04 \x01(\fR\trecordKey\"\x8a\x02\n" +
 	"\x10TxnWriteResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.shale.kv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\awritten\x18\x02 \x01(\bR\awritten\x120\n" +

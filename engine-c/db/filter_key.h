@@ -46,6 +46,9 @@ class InternalFilterPolicy final : public FilterPolicy {
                       bool* may_match) const override {
     user_policy_->ProbesMayMatch(probes, n, filter, may_match);
   }
+  bool ProbesCacheLineBloom() const override {
+    return user_policy_->ProbesCacheLineBloom();
+  }
   Slice FilterKey(const Slice& table_key) const override {
     return user_policy_->FilterKey(
         table_key.size() >= 8 ? ExtractUserKey(table_key) : table_key);

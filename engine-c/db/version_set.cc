@@ -238,81 +238,118 @@ void Version::MultiGet(const TableReadOptions& options,
                        std::vector<MultiGetKey*>* keys) {
   const InternalKeyComparator& icmp = *vset_->icmp_;
   TableCache* tc = vset_->table_cache_;
-  std::vector<MultiGetKey*> batch;
-  std::vector<Slice> ikeys;
+  // The keys still undecided, in order: *keys, compacted in place after
+  // each L0 file and each level, so no level walks keys already answered.
+  MultiGetKey** pending = keys->data();
+  size_t num_pending = keys->size();
+  auto compact_pending = [&] {
+    size_t kept = 0;
+    for (size_t i = 0; i < num_pending; i++) {
+      if (!pending[i]->done) pending[kept++] = pending[i];
+    }
+    num_pending = kept;
+  };
+
+  // Scratch for one file's keys, on the stack for the usual batch.
+  constexpr size_t kInline = 64;
+  Slice ikeys_inline[kInline];
+  FilterProbe* probes_inline[kInline];
+  bool may_match_inline[kInline];
+  std::unique_ptr<Slice[]> ikeys_heap;
+  std::unique_ptr<FilterProbe*[]> probes_heap;
+  std::unique_ptr<bool[]> may_match_heap;
+  Slice* ikeys = ikeys_inline;
+  FilterProbe** probes = probes_inline;
+  bool* may_match = may_match_inline;
+  if (num_pending > kInline) {
+    ikeys_heap.reset(new Slice[num_pending]);
+    probes_heap.reset(new FilterProbe*[num_pending]);
+    may_match_heap.reset(new bool[num_pending]);
+    ikeys = ikeys_heap.get();
+    probes = probes_heap.get();
+    may_match = may_match_heap.get();
+  }
   std::vector<Saver> savers;
   std::vector<Status> statuses;
-  std::vector<FilterProbe*> probes;
-  std::unique_ptr<bool[]> may_match_buf(new bool[keys->size()]);
-  batch.reserve(keys->size());
-  probes.reserve(keys->size());
-  ikeys.reserve(keys->size());
-  savers.reserve(keys->size());
-  statuses.reserve(keys->size());
 
-  // Looks batch (sorted, undecided keys that f may hold) up in f.
-  auto probe = [&](FileMetaData* f) {
-    if (batch.empty()) return;
+  // Looks batch[0, n) (sorted, undecided keys that f may hold) up in f.
+  // A single key goes the way of a Get (GetFromFile): random keys spread
+  // over a level's files, so most files see one key of a batch.
+  auto probe = [&](FileMetaData* f, MultiGetKey** batch, size_t n) {
+    if (n == 1) {
+      MultiGetKey* k = batch[0];
+      Status s;
+      if (GetFromFile(options, f, *k->lookup, &k->probe, k->ctx, &s)) {
+        k->status = s;
+        k->done = true;
+      }
+      return;
+    }
     if (f->num_range_deletions > 0) {
       std::shared_ptr<const FragmentedRangeTombstoneList> tombstones;
       Status s = tc->GetRangeTombstones(f, &tombstones);
       if (!s.ok()) {
-        for (MultiGetKey* k : batch) {
-          k->status = s;
-          k->done = true;
+        for (size_t i = 0; i < n; i++) {
+          batch[i]->status = s;
+          batch[i]->done = true;
         }
         return;
       }
       if (tombstones != nullptr) {
-        for (MultiGetKey* k : batch) {
+        for (size_t i = 0; i < n; i++) {
+          MultiGetKey* k = batch[i];
           k->ctx->AddCoveringTombstone(tombstones->MaxCoveringSeq(
               k->lookup->user_key(), k->ctx->read_seq()));
         }
       }
     }
-    size_t n = batch.size();
-    ikeys.resize(n);
-    probes.resize(n);
     for (size_t i = 0; i < n; i++) {
       ikeys[i] = batch[i]->lookup->internal_key();
       probes[i] = &batch[i]->probe;
     }
     // A pinned table is read straight, without the table cache, and its
-    // filter is tested here first: most tables see one or two keys of a
-    // batch of random keys, which the filter rules out, and then cost no
-    // more than the test.
+    // filter is tested here first: a key it rules out costs no more than
+    // the test. The keys that pass are moved to the front of batch.
     const Table* t = f->pinned_table.load(std::memory_order_acquire);
     bool filter_tested = false;
-    if (t != nullptr) {
-      bool* may_match = may_match_buf.get();
-      if (t->TestFilters(n, ikeys.data(), probes.data(), may_match)) {
-        filter_tested = true;
-        size_t kept = 0;
-        for (size_t i = 0; i < n; i++) {
-          if (!may_match[i]) {
-            MultiGetKey* k = batch[i];
-            if (k->ctx->DecidedByTombstone()) k->done = true;
-            continue;
-          }
-          batch[kept] = batch[i];
-          ikeys[kept] = ikeys[i];
-          probes[kept] = probes[i];
-          kept++;
+    if (t != nullptr && t->TestFilters(n, ikeys, probes, may_match)) {
+      filter_tested = true;
+      size_t kept = 0;
+      for (size_t i = 0; i < n; i++) {
+        MultiGetKey* k = batch[i];
+        if (!may_match[i]) {
+          if (k->ctx->DecidedByTombstone()) k->done = true;
+          continue;
         }
-        n = kept;
-        batch.resize(n);
-        if (n == 0) return;
+        batch[kept] = k;
+        ikeys[kept] = ikeys[i];
+        probes[kept] = probes[i];
+        kept++;
+      }
+      n = kept;
+      if (n == 0) return;
+      if (n == 1) {
+        MultiGetKey* k = batch[0];
+        Saver saver{k->ctx};
+        Status s = t->GetPastFilter(options, ikeys[0], &saver, &SaveEntry);
+        if (!s.ok()) {
+          k->status = s;
+          k->done = true;
+        } else if (saver.decided || k->ctx->DecidedByTombstone()) {
+          k->done = true;
+        }
+        return;
       }
     }
     savers.clear();
     statuses.resize(n);
     for (size_t i = 0; i < n; i++) savers.push_back(Saver{batch[i]->ctx});
     if (t != nullptr) {
-      t->MultiGet(options, n, ikeys.data(), savers.data(), &SaveEntry,
-                  statuses.data(), probes.data(), filter_tested);
+      t->MultiGet(options, n, ikeys, savers.data(), &SaveEntry, statuses.data(),
+                  probes, filter_tested);
     } else {
-      tc->MultiGet(options, f, n, ikeys.data(), savers.data(), &SaveEntry,
-                   statuses.data(), probes.data());
+      tc->MultiGet(options, f, n, ikeys, savers.data(), &SaveEntry,
+                   statuses.data(), probes);
     }
     for (size_t i = 0; i < n; i++) {
       MultiGetKey* k = batch[i];
@@ -325,29 +362,45 @@ void Version::MultiGet(const TableReadOptions& options,
     }
   };
 
+  // L0: each file's keys are a run of pending (files overlap, so each is
+  // looked up on its own). batch gathers them; probe may reorder it.
+  std::unique_ptr<MultiGetKey*[]> batch_heap;
+  MultiGetKey* batch_inline[kInline];
+  MultiGetKey** batch = batch_inline;
+  if (num_pending > kInline) {
+    batch_heap.reset(new MultiGetKey*[num_pending]);
+    batch = batch_heap.get();
+  }
   for (FileMetaData* f : files_[0]) {
-    batch.clear();
-    for (MultiGetKey* k : *keys) {
-      if (k->done) continue;
+    if (num_pending == 0) return;
+    size_t n = 0;
+    for (size_t i = 0; i < num_pending; i++) {
+      MultiGetKey* k = pending[i];
       const Slice uk = k->lookup->user_key();
       if (CompareUser(icmp, uk, f->smallest.user_key()) >= 0 &&
           CompareUser(icmp, uk, f->largest.user_key()) <= 0) {
-        batch.push_back(k);
+        batch[n++] = k;
       }
     }
-    probe(f);
+    if (n > 0) {
+      probe(f, batch, n);
+      compact_pending();
+    }
   }
   const int levels = num_levels();
-  for (int level = 1; level < levels; level++) {
+  for (int level = 1; level < levels && num_pending > 0; level++) {
     const std::vector<FileMetaData*>& files = files_[level];
     if (files.empty()) continue;
-    // Keys are sorted, so the files they land in are too: group runs of
-    // keys that land in the same file.
+    // Keys are sorted, so the files they land in are too: runs of pending
+    // keys that land in one file go to it together. probe only reorders
+    // within its run, which holds keys of one file, so the runs after it
+    // stay sorted.
     FileMetaData* current = nullptr;
+    size_t run_start = 0;
     size_t last = files.size();  // FindFile's answer for the previous key
-    batch.clear();
-    for (MultiGetKey* k : *keys) {
-      if (k->done) continue;
+    size_t i = 0;
+    for (; i < num_pending; i++) {
+      MultiGetKey* k = pending[i];
       const Slice ikey = k->lookup->internal_key();
       // Files before last end before the previous key, so before this one:
       // if last's file does not end before this key either, it is
@@ -356,20 +409,25 @@ void Version::MultiGet(const TableReadOptions& options,
           CompareInline(&icmp, files[last]->largest.Encode(), ikey) < 0) {
         last = FindFile(icmp, files, ikey);
       }
-      const size_t i = last;
-      FileMetaData* f = i < files.size() ? files[i] : nullptr;
+      FileMetaData* f = last < files.size() ? files[last] : nullptr;
       if (f != nullptr && CompareUser(icmp, k->lookup->user_key(),
                                       f->smallest.user_key()) < 0) {
         f = nullptr;
       }
       if (f != current) {
-        if (current != nullptr) probe(current);
-        batch.clear();
+        if (current != nullptr) {
+          std::copy(pending + run_start, pending + i, batch);
+          probe(current, batch, i - run_start);
+        }
         current = f;
+        run_start = i;
       }
-      if (f != nullptr) batch.push_back(k);
     }
-    if (current != nullptr) probe(current);
+    if (current != nullptr) {
+      std::copy(pending + run_start, pending + i, batch);
+      probe(current, batch, i - run_start);
+    }
+    compact_pending();
   }
 }
 

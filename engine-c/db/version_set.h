@@ -84,7 +84,9 @@ class Version {
              GetContext* ctx);
 
   // Get for many keys, each file probed once for all the keys it may hold
-  // (Table::MultiGet). keys are sorted by user key. Sets done/status.
+  // (Table::MultiGet; a file with one key is read as Get reads it). keys
+  // are sorted by user key. Sets done/status. *keys is scratch: its
+  // entries are left in no particular order.
   void MultiGet(const TableReadOptions& options,
                 std::vector<MultiGetKey*>* keys);
 

@@ -3,6 +3,7 @@
 
 #include "table/block.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -392,10 +393,173 @@ void BlockIter::Seek(const Slice& target) {
   // Linear scan in the interval for the first key >= target. The restart
   // entry itself needs no comparison when the search already made one.
   SeekToRestartPoint(left);
-  if (left_is_less && !ParseNextKey()) return;
+  if (!ParseNextKey()) return;
+  if (!left_is_less && CompareInline(comparator_, key_, target) >= 0) return;
+  if (ScanForward(target)) return;
+  // The fast scan gave up part way (an entry it does not decode): again,
+  // entry by entry.
+  SeekToRestartPoint(left);
+  if (!ParseNextKey()) return;
   while (ParseNextKey()) {
     if (CompareInline(comparator_, key_, target) >= 0) return;
   }
+}
+
+namespace {
+
+// The number of leading bytes a and b share.
+inline size_t CommonPrefix(const Slice& a, const Slice& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i + 8 <= n) {
+    uint64_t x, y;
+    memcpy(&x, a.data() + i, 8);
+    memcpy(&y, b.data() + i, 8);
+    if (x != y) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return i + __builtin_ctzll(x ^ y) / 8;  // the first differing byte
+#else
+      break;
+#endif
+    }
+    i += 8;
+  }
+  while (i < n && a[i] == b[i]) i++;
+  return i;
+}
+
+}  // namespace
+
+// The scan of Seek, from the current entry (< target) to the first entry
+// >= target, mostly without rebuilding keys. Let m be the bytes the last
+// key passed shares with target, its first m bytes being target's, and
+// byte m within the user keys of both (for internal keys; the whole keys
+// for bytewise ones), so that it orders them: key[m] < target[m]. The
+// next entry shares s bytes with that key (the builder stores the longest
+// shared prefix). If s > m it has the same byte m: it is < target too, and
+// is passed over on its header alone. If s < m, its byte s follows the
+// last key's, which is target's: it is > target, the answer. If s == m,
+// its stored bytes compared with target's from m on decide (by user key;
+// an equal user key needs the whole keys). Only the answer, and entries
+// the shortcut cannot place, are rebuilt (from target's prefix, which is
+// the shared part). Returns false, the iterator then in no defined state,
+// on an entry it does not decode (long varints, bad lengths): the caller
+// scans again entry by entry, which reports what is wrong.
+bool BlockIter::ScanForward(const Slice& target) {
+  const Comparator::Kind kind = comparator_->kind();
+  const bool internal = kind == Comparator::Kind::kInternalBytewise;
+  const uintptr_t t = reinterpret_cast<uintptr_t>(target.data());
+  const uintptr_t buf = reinterpret_cast<uintptr_t>(key_buf_);
+  if (global_seqno_ != 0 ||
+      (kind != Comparator::Kind::kBytewise && !internal) ||
+      (internal && target.size() < 8) ||
+      (t + target.size() > buf && t < buf + key_capacity_)) {
+    // No shortcut: entry by entry from here.
+    while (ParseNextKey()) {
+      if (CompareInline(comparator_, key_, target) >= 0) return true;
+    }
+    return true;
+  }
+  const size_t trailer = internal ? 8 : 0;
+  const size_t target_order = target.size() - trailer;  // its user key
+  const char* const limit = data_ + restart_offset_;
+  for (;;) {
+    // Here the iterator is at an entry < target, rebuilt.
+    size_t m = CommonPrefix(raw_key_, target);
+    if (raw_key_.size() < trailer || m >= raw_key_.size() - trailer ||
+        m >= target_order) {
+      while (ParseNextKey()) {
+        if (CompareInline(comparator_, key_, target) >= 0) return true;
+      }
+      return true;
+    }
+    size_t prev_len = raw_key_.size();
+    uint32_t off = NextEntryOffset();
+    bool rebuild = false;  // the entry at off must be rebuilt and compared
+    bool answer = false;   // the entry at off is the answer
+    while (!rebuild && !answer) {
+      const char* p = data_ + off;
+      if (p >= limit) {  // past the last entry: no key >= target here
+        MarkInvalid();
+        return true;
+      }
+      if (limit - p < 3) return false;
+      const uint32_t s = static_cast<uint8_t>(p[0]);
+      const uint32_t ns = static_cast<uint8_t>(p[1]);
+      const uint32_t vl = static_cast<uint8_t>(p[2]);
+      if ((s | ns | vl) >= 128 ||
+          static_cast<size_t>(limit - p) < 3 + ns + vl || s > prev_len) {
+        return false;
+      }
+      if (s > m) {
+        // Same byte m as the last key: < target.
+        prev_len = s + ns;
+        off += 3 + ns + vl;
+        continue;
+      }
+      // The entry's first s bytes are target's.
+      if (s < m) {
+        answer = ns > 0 &&
+                 static_cast<uint8_t>(p[3]) > static_cast<uint8_t>(target[s]);
+        rebuild = !answer;
+        continue;
+      }
+      // s == m: its user key's bytes from m on against target's.
+      if (ns <= trailer) {
+        rebuild = true;
+        continue;
+      }
+      // Mostly the first byte decides (then the new m is the old one).
+      const uint8_t first = static_cast<uint8_t>(p[3]);
+      const uint8_t target_first = static_cast<uint8_t>(target[m]);
+      if (first != target_first) {
+        if (first > target_first) {
+          answer = true;
+        } else {
+          prev_len = s + ns;
+          off += 3 + ns + vl;
+        }
+        continue;
+      }
+      const Slice rest(p + 3, ns - trailer);
+      const Slice target_rest(target.data() + m, target_order - m);
+      const int r = rest.compare(target_rest);
+      if (r > 0) {
+        answer = true;
+      } else if (r == 0) {
+        rebuild = true;  // the same user key: the trailers decide
+      } else {
+        // < target; the bytes it shares with target, if they end inside
+        // both user keys, are the new m.
+        const size_t shared_rest = CommonPrefix(rest, target_rest);
+        if (shared_rest >= rest.size()) {
+          rebuild = true;  // its user key is a prefix of target's
+          continue;
+        }
+        m += shared_rest;
+        prev_len = s + ns;
+        off += 3 + ns + vl;
+      }
+    }
+    // Rebuild the entry at off: its shared bytes are target's.
+    raw_key_ = Slice(target.data(), m);
+    value_ = Slice(data_ + off, 0);
+    if (!ParseNextKey()) return true;  // corruption: status_ says so
+    // Compared even when the shortcut said "answer": a block whose shared
+    // lengths are not the longest then still seeks right.
+    if (CompareInline(comparator_, key_, target) >= 0) return true;
+  }
+}
+
+void BlockIter::SeekToRestartEntry(uint32_t index) {
+  if (!status_.ok() || data_ == nullptr) return;
+  ClearPrevCache();
+  if (index >= num_restarts_) {
+    MarkInvalid();
+    return;
+  }
+  SeekToRestartPoint(index);
+  ParseNextKey();
 }
 
 void BlockIter::SeekToFirst() {

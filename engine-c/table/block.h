@@ -97,6 +97,14 @@ class BlockIter final : public Iterator {
   // among them) are decoded and compared. For blocks of internal keys.
   void NextPrefix(const Slice& prefix) override;
 
+  // The number of restart points of the block (every entry is one in a
+  // block built with restart interval 1, as index blocks are).
+  uint32_t num_restarts() const { return num_restarts_; }
+  // Positions the iterator at the entry stored at restart point index
+  // (invalid if index >= num_restarts()): a seek whose answer the caller
+  // found itself (IndexWindows).
+  void SeekToRestartEntry(uint32_t index);
+
  private:
   // Entries decoded while scanning backwards, so that a run of Prev()
   // calls decodes each restart interval once instead of once per step.
@@ -134,6 +142,8 @@ class BlockIter final : public Iterator {
   // Decodes the entry at NextEntryOffset(). False at the end of the block
   // or on corruption (then status_ is set).
   bool ParseNextKey();
+  // Seek's scan from the current entry (< target) on; see block.cc.
+  bool ScanForward(const Slice& target);
   // Reads the full key stored at a restart point into *key.
   bool RestartKey(uint32_t index, Slice* key) {
     // Inline for the common entry (one-byte lengths, no global sequence

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "db/dbformat.h"
 #include "table/block_builder.h"
 #include "util/coding.h"
 #include "util/comparator.h"
@@ -298,6 +300,79 @@ TEST(BlockTest, NextPrefix) {
             ASSERT_TRUE(it.Valid());
             ASSERT_EQ(entries[j + 1].second, it.value().ToString());
           }
+        }
+      }
+    }
+  }
+}
+
+// Seeks in blocks of internal keys, the scan's shortcuts among them: keys
+// whose user keys share long prefixes, are prefixes of one another, end in
+// zero or 0xff bytes, and repeat with other sequence numbers; targets on,
+// between and around them. Each seek lands where the model says.
+TEST(BlockTest, InternalKeySeeksMatchModel) {
+  InternalKeyComparator icmp(BytewiseComparator());
+  Random rnd(41);
+  static const char kBytes[] = {'\0', '\x01', '0', '1', '9', 'a', '\xff'};
+  auto user_key = [&] {
+    // A big-endian number then a fixed tail (db_bench's shape), or a short
+    // random string.
+    std::string k;
+    if (rnd.OneIn(2)) {
+      const uint64_t v = rnd.Uniform(4000);
+      for (int b = 7; b >= 0; b--) k.push_back(static_cast<char>(v >> (8 * b)));
+      k += std::string(rnd.Uniform(3) * 4, '0');
+    } else {
+      const int n = static_cast<int>(rnd.Uniform(6));
+      for (int i = 0; i < n; i++) k.push_back(kBytes[rnd.Uniform(7)]);
+    }
+    return k;
+  };
+  auto internal = [](const std::string& user, SequenceNumber seq) {
+    std::string k;
+    AppendInternalKey(&k, ParsedInternalKey(user, seq, kTypeValue));
+    return k;
+  };
+  auto less = [&](const std::string& a, const std::string& b) {
+    return icmp.Compare(a, b) < 0;
+  };
+  for (int interval : {1, 2, 5, 16, 64}) {
+    for (int round = 0; round < 10; round++) {
+      std::vector<std::string> keys;
+      const int n = 1 + static_cast<int>(rnd.Uniform(150));
+      for (int i = 0; i < n; i++) {
+        keys.push_back(internal(user_key(), rnd.Uniform(50)));
+      }
+      std::sort(keys.begin(), keys.end(), less);
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      BlockBuilder builder(interval);
+      for (const std::string& k : keys) builder.Add(k, "v" + k);
+      const std::string bytes = builder.Finish().ToString();
+      Block block = MakeBlock(bytes);
+      ASSERT_TRUE(block.ok());
+      BlockIter it;
+      block.InitIter(&icmp, 0, nullptr, 0, &it);
+      std::vector<std::string> targets = keys;
+      for (int i = 0; i < 300; i++) {
+        const std::string u = user_key();
+        targets.push_back(internal(u, rnd.Uniform(50)));
+        targets.push_back(internal(u, kMaxSequenceNumber));
+        targets.push_back(internal(u, 0));
+      }
+      for (const std::string& t : targets) {
+        // From a fresh position and from wherever the last seek left it.
+        for (bool fresh : {true, false}) {
+          if (fresh) block.InitIter(&icmp, 0, nullptr, 0, &it);
+          it.Seek(t);
+          auto want = std::lower_bound(keys.begin(), keys.end(), t, less);
+          if (want == keys.end()) {
+            ASSERT_FALSE(it.Valid());
+          } else {
+            ASSERT_TRUE(it.Valid());
+            ASSERT_EQ(*want, it.key().ToString());
+            ASSERT_EQ("v" + *want, it.value().ToString());
+          }
+          ASSERT_TRUE(it.status().ok());
         }
       }
     }

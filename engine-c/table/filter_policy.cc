@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "table/cache_line_bloom.h"
 #include "util/coding.h"
 #include "util/hash.h"
 
@@ -44,33 +45,21 @@ void FilterPolicy::ProbesMayMatch(const uint64_t* probes, int n,
 
 namespace {
 
+using bloom::FilterView;
+using bloom::kLineBits;
+using bloom::kLineBytes;
+using bloom::LineFor;
+using bloom::Mix;
+using bloom::ParseFilter;
+using bloom::TestBits;
+
 constexpr uint32_t kSeed = 0xbc9f1d34;
-constexpr size_t kLineBytes = 64;
-constexpr uint32_t kLineBits = kLineBytes * 8;
-constexpr size_t kMetadataBytes = 1 + 4;  // num_probes + num_lines
-constexpr int kMaxProbes = 30;
 // Keys probed together by KeysMayMatch: enough to overlap many cache misses,
 // few enough that the hashes and line pointers stay in registers/L1.
 constexpr int kBatch = 16;
 
-// A 64-bit finalizer (the splitmix64/murmur3 shape): every output bit
-// depends on every input bit, so 9-bit slices of it are independent probes.
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 31;
-  x *= 0x7fb5d329728ea185ull;
-  x ^= x >> 27;
-  x *= 0x81dadef4bc2dd44dull;
-  x ^= x >> 33;
-  return x;
-}
-
 inline uint32_t KeyHash(const Slice& key) {
   return Hash(key.data(), key.size(), kSeed);
-}
-
-inline const char* LineFor(uint32_t h, const char* lines, uint32_t num_lines) {
-  const uint64_t line = (static_cast<uint64_t>(h) * num_lines) >> 32;
-  return lines + line * kLineBytes;
 }
 
 inline void SetBits(uint32_t h, int num_probes, char* line) {
@@ -80,50 +69,6 @@ inline void SetBits(uint32_t h, int num_probes, char* line) {
     const uint32_t bit = (x >> (9 * (j % 7))) & (kLineBits - 1);
     line[bit >> 3] |= static_cast<char>(1 << (bit & 7));
   }
-}
-
-// The bits SetBits sets, tested in the same order: seven 9-bit slices of
-// each Mix, without a division per probe (a negative answer usually stops
-// after two or three).
-inline bool TestBits(uint32_t h, int num_probes, const char* line) {
-  uint64_t x = Mix(h);
-  int j = 0;
-  for (;;) {
-    const int m = std::min(num_probes - j, 7);
-    for (int k = 0; k < m; k++) {
-      const uint32_t bit = (x >> (9 * k)) & (kLineBits - 1);
-      if ((line[bit >> 3] & (1 << (bit & 7))) == 0) return false;
-    }
-    j += m;
-    if (j >= num_probes) return true;
-    x = Mix(x + j);
-  }
-}
-
-// The parsed metadata of a filter.
-struct FilterView {
-  const char* lines = nullptr;
-  uint32_t num_lines = 0;
-  int num_probes = 0;
-  // false: the filter is malformed or of an unknown shape; callers must
-  // answer "may match" for every key.
-  bool usable = false;
-};
-
-inline FilterView ParseFilter(const Slice& filter) {
-  FilterView v;
-  if (filter.size() < kMetadataBytes) return v;
-  const char* meta = filter.data() + filter.size() - kMetadataBytes;
-  v.num_probes = static_cast<uint8_t>(meta[0]);
-  v.num_lines = DecodeFixed32(meta + 1);
-  if (static_cast<uint64_t>(v.num_lines) * kLineBytes + kMetadataBytes !=
-      filter.size()) {
-    return v;
-  }
-  if (v.num_probes < 1 || v.num_probes > kMaxProbes) return v;
-  v.lines = filter.data();
-  v.usable = true;
-  return v;
 }
 
 class CacheLineBloomPolicy final : public FilterPolicy {
@@ -172,6 +117,8 @@ class CacheLineBloomPolicy final : public FilterPolicy {
     *probe = KeyHash(key);
     return true;
   }
+
+  bool ProbesCacheLineBloom() const override { return true; }
 
   bool ProbeMayMatch(uint64_t probe, const Slice& filter) const override {
     const FilterView v = ParseFilter(filter);
@@ -233,7 +180,7 @@ class CacheLineBloomPolicy final : public FilterPolicy {
   // favors one probe fewer (measured in filter_policy_test.cc).
   static int ProbesFor(int bits_per_key) {
     const int k = static_cast<int>(std::lround(bits_per_key * 0.69)) - 1;
-    return std::clamp(k, 1, kMaxProbes);
+    return std::clamp(k, 1, bloom::kMaxProbes);
   }
 
   const int bits_per_key_;

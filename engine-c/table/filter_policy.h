@@ -62,6 +62,12 @@ class FilterPolicy {
   // as KeysMayMatch does.
   virtual void ProbesMayMatch(const uint64_t* probes, int n,
                               const Slice& filter, bool* may_match) const;
+
+  // True if this policy's filters are cache-line Bloom filters probed by
+  // PrepareProbe's hash (table/cache_line_bloom.h): ProbeMayMatch(probe,
+  // filter) is then bloom::ProbeMayMatch(bloom::ParseFilter(filter), probe),
+  // which a table holding the filter tests inline, without a call.
+  virtual bool ProbesCacheLineBloom() const { return false; }
 };
 
 // A cache-line-blocked Bloom filter with bits_per_key bits per key

@@ -25,8 +25,14 @@ Table::Table(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {
   if (rep_->filter != nullptr) {
     held_policy_ = rep_->options.filter_policy;
     held_filter_ = rep_->filter->slice();
+    if (held_policy_->ProbesCacheLineBloom()) {
+      held_bloom_ = bloom::ParseFilter(held_filter_);
+    }
   }
   stats_ = rep_->options.statistics;
+  if (rep_->index_block != nullptr) {
+    index_windows_.Build(*rep_->index_block, rep_->options.comparator);
+  }
 }
 
 Table::~Table() {
@@ -318,7 +324,8 @@ Status Table::GetPastFilter(const TableReadOptions& options, const Slice& key,
                           r->index_handle.offset(), &index_iter);
   BlockRef data;
   BlockIter data_iter;
-  for (index_iter.Seek(key); index_iter.Valid(); index_iter.Next()) {
+  index_windows_.Seek(&index_iter, key);
+  for (; index_iter.Valid(); index_iter.Next()) {
     BlockHandle handle;
     Slice v = index_iter.value();
     if (!handle.Decode(&v)) {
@@ -435,7 +442,7 @@ Status Table::MultiGet(const TableReadOptions& options, size_t n,
       if (!index_iter.Valid() ||
           CompareInline(cmp, key, index_iter.key()) > 0) {
         if (!index_iter.status().ok()) break;
-        index_iter.Seek(key);
+        index_windows_.Seek(&index_iter, key);
       }
       Status ks;
       for (; index_iter.Valid(); index_iter.Next()) {
@@ -506,8 +513,18 @@ bool Table::TestFilters(size_t n, const Slice* keys, FilterProbe* const* probes,
       if (!p->by_hash) return false;
       hashes[i] = p->hash;
     }
-    policy->ProbesMayMatch(hashes, static_cast<int>(m), held_filter_,
-                           may_match + base);
+    if (held_bloom_.usable && held_bloom_.num_lines > 0) {
+      // Inline, as the policy would: every line prefetched, then tested.
+      for (size_t i = 0; i < m; i++) {
+        __builtin_prefetch(bloom::ProbeLine(held_bloom_, hashes[i]));
+      }
+      for (size_t i = 0; i < m; i++) {
+        may_match[base + i] = bloom::ProbeMayMatch(held_bloom_, hashes[i]);
+      }
+    } else {
+      policy->ProbesMayMatch(hashes, static_cast<int>(m), held_filter_,
+                             may_match + base);
+    }
     size_t useful = 0;
     for (size_t i = 0; i < m; i++) useful += may_match[base + i] ? 0 : 1;
     Record(stats_, kBloomFilterChecked, m);
@@ -539,6 +556,7 @@ size_t Table::ApproximateMemoryUsage() const {
   const Rep* r = rep_.get();
   size_t usage = sizeof(Rep) + r->file_name.size();
   if (r->index_block != nullptr) usage += r->index_block->size();
+  usage += index_windows_.MemoryUsage();
   if (r->filter != nullptr) usage += r->filter->size;
   if (r->range_del_block != nullptr) usage += r->range_del_block->size();
   return usage;

@@ -15,7 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "table/cache_line_bloom.h"
 #include "table/filter_policy.h"
+#include "table/index_windows.h"
 #include "table/options.h"
 #include "util/iterator.h"
 #include "util/slice.h"
@@ -109,7 +111,9 @@ class Table {
     }
     if (!probe->by_hash) return FilterAnswer::kNotTested;
     if (stats_ != nullptr) stats_->Record(kBloomFilterChecked);
-    if (held_policy_->ProbeMayMatch(probe->hash, held_filter_)) {
+    if (held_bloom_.usable
+            ? bloom::ProbeMayMatch(held_bloom_, probe->hash)
+            : held_policy_->ProbeMayMatch(probe->hash, held_filter_)) {
       return FilterAnswer::kMaybe;
     }
     if (stats_ != nullptr) stats_->Record(kBloomFilterUseful);
@@ -168,6 +172,12 @@ class Table {
   bool has_filter_ = false;
   const FilterPolicy* held_policy_ = nullptr;
   Slice held_filter_;
+  // held_filter_ parsed, when held_policy_ ProbesCacheLineBloom and the
+  // filter is well formed (usable): tested inline.
+  bloom::FilterView held_bloom_;
+  // Over the index block the table holds (empty when it is in the block
+  // cache): point lookups search it instead of the block's restart keys.
+  IndexWindows index_windows_;
   Statistics* stats_ = nullptr;
 };
 

@@ -47,6 +47,9 @@ class VersionSuffixFilterPolicy final : public FilterPolicy {
                       bool* may_match) const override {
     inner_->ProbesMayMatch(probes, n, filter, may_match);
   }
+  bool ProbesCacheLineBloom() const override {
+    return inner_->ProbesCacheLineBloom();
+  }
   Slice FilterKey(const Slice& key) const override {
     return StripVersionSuffix(inner_->FilterKey(key), prefix_);
   }
