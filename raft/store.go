@@ -596,7 +596,11 @@ func (s *Store) tickReplicas() {
 		}
 		r.in.Lock()
 		r.in.ticks++
+		n := r.in.ticks
 		r.in.Unlock()
+		if len(dead) == 0 && n < followerTickBatch && r.followsLeader() {
+			continue // counted: handed to Raft on its next visit (follower_ticks.go)
+		}
 		s.sched.enqueue(r)
 	}
 	clear(t.reps) // keeps no destroyed replica alive
