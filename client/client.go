@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shaledb/shale/api/flowcontrol"
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/flowcontrol"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"

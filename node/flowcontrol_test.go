@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/shaledb/shale/internal/flowcontrol"
+	"github.com/shaledb/shale/api/flowcontrol"
 )
 
 // The node's server keeps static flow-control windows: 100 small calls

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/shaledb/shale/api/flowcontrol"
 	"github.com/shaledb/shale/api/kvpb"
-	"github.com/shaledb/shale/internal/flowcontrol"
 	"github.com/shaledb/shale/raft/transport"
 )
 

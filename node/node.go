@@ -18,12 +18,12 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/shaledb/shale/api/flowcontrol"
 	"github.com/shaledb/shale/api/kvpb"
 	"github.com/shaledb/shale/api/raftrpcpb"
 	"github.com/shaledb/shale/hlc"
 	"github.com/shaledb/shale/internal/buildinfo"
 	"github.com/shaledb/shale/internal/diskspace"
-	"github.com/shaledb/shale/internal/flowcontrol"
 	"github.com/shaledb/shale/raft"
 	"github.com/shaledb/shale/raft/keys"
 	"github.com/shaledb/shale/raft/transport"
@@ -264,7 +264,7 @@ func New(cfg Config) (*Node, error) {
 	)
 	opts = append(opts, n.cfg.Conn.serverOptions()...)
 	// Static flow-control windows: no bandwidth probe (a PING and its
-	// answer) per small message (internal/flowcontrol).
+	// answer) per small message (api/flowcontrol).
 	opts = append(opts, flowcontrol.ServerOptions()...)
 	// Requests run on a set of long-lived goroutines instead of one new
 	// goroutine each: a new one starts with a small stack and grows it

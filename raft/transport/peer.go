@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/shaledb/shale/api/flowcontrol"
 	"github.com/shaledb/shale/api/raftrpcpb"
-	"github.com/shaledb/shale/internal/flowcontrol"
 )
 
 // healthyStream is how long a stream must have lived for its failure to

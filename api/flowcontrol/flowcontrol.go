@@ -1,7 +1,9 @@
 // Package flowcontrol holds the HTTP/2 flow-control windows of every gRPC
 // connection Shale makes or accepts: a node's server, its dials to peers
 // (Raft transport, forwarding, the timestamp oracle) and the client
-// library's dials.
+// library's dials. It lives under api/ because both sides of the wire
+// hold to it and the client library may import only api/ and hlc/ of
+// this module (tests/deps_test.go).
 //
 // The windows are static. gRPC's default is a dynamic window sized by
 // bandwidth-delay probes: a receiver that gets a DATA frame while no probe
